@@ -1,0 +1,75 @@
+# kgen: `make` builds build/kgen and build/libkgen.a; `make test` builds and runs every test (plus an
+# ASan+UBSan build); `make tune` tunes the default workload (arrives with the tuning issue).
+CUDA_HOME ?= /usr/local/cuda
+CC ?= cc
+BUILD ?= build
+CFLAGS_BASE = -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -I. -g
+OPT ?= -O2
+KGEN_RANDOM_SCHEDULES ?= 50
+CFLAGS = $(CFLAGS_BASE) $(OPT) -fopenmp -MMD -MP
+LDLIBS = -lm -ldl -lpthread -fopenmp
+
+MODULES = base te schedule codegen runtime
+LIB_SRC = $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
+LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_SRC = $(wildcard cli/*.c)
+CLI_OBJ = $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_SRC = $(wildcard tests/test_*.c)
+TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+# Debian packages kgen needs; the deps stamp installs only what is missing.
+DEB_PKGS = libxgboost-dev libmsgpack-dev
+DEPS_STAMP = $(BUILD)/.deps-ok
+
+.PHONY: all deps test test-unit test-san test-fuzz tune clean lib
+all: $(DEPS_STAMP) $(BUILD)/kgen $(BUILD)/libkgen.a
+
+$(DEPS_STAMP):
+	@mkdir -p $(BUILD)
+	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing missing Debian packages:$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+	@touch $@
+deps: $(DEPS_STAMP)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libkgen.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/kgen: $(CLI_OBJ) $(BUILD)/libkgen.a
+	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libkgen.a $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libkgen.a tests/testutil.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libkgen.a $(LDLIBS)
+
+$(BUILD)/tests/fuzz_replay: tests/fuzz_check.c tests/fuzz_replay_main.c $(BUILD)/libkgen.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ tests/fuzz_check.c tests/fuzz_replay_main.c $(BUILD)/libkgen.a $(LDLIBS)
+
+# Every unit test, the CLI tests, and the fuzz corpus replayed.
+test-unit: all $(TEST_BIN) $(BUILD)/tests/fuzz_replay
+	@KGEN=$(BUILD)/kgen BUILD=$(BUILD) KGEN_RANDOM_SCHEDULES=$(KGEN_RANDOM_SCHEDULES) tests/run.sh $(TEST_BIN)
+
+# The same tests built with AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer included).
+test-san:
+	$(MAKE) --no-print-directory BUILD=build/san OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+	  KGEN_RANDOM_SCHEDULES=8 test-unit
+
+test: test-unit test-san
+
+# Tuning arrives with the tuning issue; until then `make tune` builds and says so.
+tune: all
+	@echo "kgen: tuning arrives with the tuning issue (#4); built $(BUILD)/kgen. Try: $(BUILD)/kgen run matmul -D M=256 -D N=256 -D K=256"
+
+clean:
+	rm -rf build
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)

@@ -1,0 +1,428 @@
+/* kgen: the command-line front end. Thin: every stage lives in libkgen (include/kgen.h); this file parses
+ * arguments, reads files and prints. Exit status: 0 ok, 1 user-input error or failed verification, 2 usage. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "kgen.h"
+#include "../base/strbuf.h"
+
+#define MAX_BINDINGS 64
+
+typedef struct options {
+  const char *cmd, *file, *def, *schedule_file, *save_dir, *load_dir, *dump;
+  kg_binding bindings[MAX_BINDINGS];
+  int nbindings;
+  int random_schedule, random_steps;
+  uint64_t random_seed, data_seed;
+  kg_target_kind target;
+  double rtol, min_repeat_ms;
+} options;
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage:\n"
+          "  kgen check FILE.te|NAME [-D NAME=VALUE]... [--def NAME]\n"
+          "  kgen lower FILE.te|NAME -D ... [--schedule FILE | --random-schedule SEED] [--target c]\n"
+          "             [--dump stages|schedule|ir|c]\n"
+          "  kgen run   FILE.te|NAME -D ... [--schedule FILE | --random-schedule SEED] [--target c]\n"
+          "             [--save DIR] [--load DIR] [--seed S] [--rtol X] [--min-repeat-ms MS]\n"
+          "options:\n"
+          "  -D NAME=VALUE          bind a size variable (every size variable must be bound)\n"
+          "  --def NAME             the def to use in a file with several (default: the first)\n"
+          "  --schedule FILE        a schedule trace, one primitive per line (see README)\n"
+          "  --random-schedule SEED a random legal schedule drawn from SEED (--random-steps N, default 10)\n"
+          "  --target c|auto        code generation target (CUDA arrives with issue #3; auto = c here)\n"
+          "  --save DIR / --load DIR  write inputs and outputs / read inputs as NumPy .npy files\n"
+          "A bare NAME resolves to the workload library te/lib/NAME.te.\n");
+}
+
+static int usage_error(const char *fmt, const char *arg) {
+  fprintf(stderr, "kgen: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n");
+  usage(stderr);
+  return 2;
+}
+
+static int parse_u64(const char *s, uint64_t *v) {
+  if (!s || !*s) return -1;
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(s, &end, 10);
+  if (errno || *end || s[0] == '-') return -1;
+  *v = x;
+  return 0;
+}
+
+static int parse_binding(const char *s, kg_binding *b) {
+  const char *eq = strchr(s, '=');
+  if (!eq || eq == s) return -1;
+  static char names[MAX_BINDINGS][128];
+  static int used;
+  if (used >= MAX_BINDINGS || (size_t)(eq - s) >= sizeof names[0]) return -1;
+  memcpy(names[used], s, (size_t)(eq - s));
+  names[used][eq - s] = 0;
+  char *end;
+  errno = 0;
+  long long v = strtoll(eq + 1, &end, 10);
+  if (errno || *end || end == eq + 1) return -1;
+  b->name = names[used++];
+  b->value = v;
+  return 0;
+}
+
+/* Returns 0, or the exit status of a usage error. */
+static int parse_args(int argc, char **argv, options *o) {
+  memset(o, 0, sizeof *o);
+  o->target = KG_TARGET_C;
+  o->rtol = 1e-4;
+  o->min_repeat_ms = 100;
+  o->random_steps = 10;
+  o->data_seed = 1;
+  if (argc < 2) return usage_error("%s", "missing command");
+  o->cmd = argv[1];
+  if (!strcmp(o->cmd, "-h") || !strcmp(o->cmd, "--help") || !strcmp(o->cmd, "help")) {
+    usage(stdout);
+    exit(0);
+  }
+  if (strcmp(o->cmd, "check") && strcmp(o->cmd, "lower") && strcmp(o->cmd, "run"))
+    return usage_error("unknown command '%s'", o->cmd);
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i];
+    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_VAL()                                                    \
+  do {                                                                \
+    if (!val) return usage_error("option %s needs a value", a);       \
+    i++;                                                              \
+  } while (0)
+    if (!strncmp(a, "-D", 2)) {
+      const char *b = a[2] ? a + 2 : val;
+      if (!a[2]) NEED_VAL();
+      if (o->nbindings >= MAX_BINDINGS || parse_binding(b, &o->bindings[o->nbindings]))
+        return usage_error("bad size binding '%s' (want -D NAME=VALUE)", b);
+      o->nbindings++;
+    } else if (!strcmp(a, "--def")) {
+      NEED_VAL();
+      o->def = val;
+    } else if (!strcmp(a, "--schedule")) {
+      NEED_VAL();
+      o->schedule_file = val;
+    } else if (!strcmp(a, "--random-schedule")) {
+      NEED_VAL();
+      if (parse_u64(val, &o->random_seed)) return usage_error("bad seed '%s'", val);
+      o->random_schedule = 1;
+    } else if (!strcmp(a, "--random-steps")) {
+      NEED_VAL();
+      uint64_t n;
+      if (parse_u64(val, &n) || n > 1000) return usage_error("bad step count '%s'", val);
+      o->random_steps = (int)n;
+    } else if (!strcmp(a, "--seed")) {
+      NEED_VAL();
+      if (parse_u64(val, &o->data_seed)) return usage_error("bad seed '%s'", val);
+    } else if (!strcmp(a, "--target")) {
+      NEED_VAL();
+      if (!strcmp(val, "c") || !strcmp(val, "auto")) o->target = KG_TARGET_C;
+      else if (!strcmp(val, "cuda")) return usage_error("%s", "--target cuda arrives with issue #3 (CUDA code generation)");
+      else return usage_error("unknown target '%s' (c, auto)", val);
+    } else if (!strcmp(a, "--save")) {
+      NEED_VAL();
+      o->save_dir = val;
+    } else if (!strcmp(a, "--load")) {
+      NEED_VAL();
+      o->load_dir = val;
+    } else if (!strcmp(a, "--dump")) {
+      NEED_VAL();
+      if (strcmp(val, "stages") && strcmp(val, "schedule") && strcmp(val, "ir") && strcmp(val, "c"))
+        return usage_error("unknown --dump '%s' (stages, schedule, ir, c)", val);
+      o->dump = val;
+    } else if (!strcmp(a, "--rtol")) {
+      NEED_VAL();
+      char *end;
+      o->rtol = strtod(val, &end);
+      if (*end || !(o->rtol > 0)) return usage_error("bad tolerance '%s'", val);
+    } else if (!strcmp(a, "--min-repeat-ms")) {
+      NEED_VAL();
+      char *end;
+      o->min_repeat_ms = strtod(val, &end);
+      if (*end || !(o->min_repeat_ms >= 0)) return usage_error("bad --min-repeat-ms '%s'", val);
+    } else if (a[0] == '-' && a[1]) {
+      return usage_error("unknown option '%s'", a);
+    } else if (!o->file) {
+      o->file = a;
+    } else {
+      return usage_error("unexpected argument '%s'", a);
+    }
+#undef NEED_VAL
+  }
+  if (!o->file) return usage_error("%s", "missing program (FILE.te or a library NAME)");
+  if (o->schedule_file && o->random_schedule)
+    return usage_error("%s", "--schedule and --random-schedule exclude each other");
+  if (!strcmp(o->cmd, "check") && (o->schedule_file || o->random_schedule || o->save_dir || o->load_dir))
+    return usage_error("%s", "check takes no schedule or data options");
+  return 0;
+}
+
+/* Reads a whole file (binary-safe). */
+static char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  kg_strbuf b;
+  kg_strbuf_init(&b);
+  char chunk[65536];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) kg_strbuf_putn(&b, chunk, n);
+  fclose(f);
+  *len = b.len;
+  return kg_strbuf_take(&b);
+}
+
+/* A bare name (no '/', no ".te") that is not a file resolves into the workload library: $KGEN_LIB, else
+ * te/lib beside the executable's build folder, else ./te/lib. */
+static char *resolve_program(const char *arg) {
+  struct stat st;
+  if (strchr(arg, '/') || strstr(arg, ".te") || stat(arg, &st) == 0) return strdup(arg);
+  char path[PATH_MAX + 64];
+  const char *env = getenv("KGEN_LIB");
+  if (env) {
+    snprintf(path, sizeof path, "%s/%s.te", env, arg);
+    return strdup(path);
+  }
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = 0;
+    for (int up = 0; up < 3; up++) {
+      char *slash = strrchr(exe, '/');
+      if (!slash) break;
+      *slash = 0;
+      snprintf(path, sizeof path, "%s/te/lib/%s.te", exe, arg);
+      if (stat(path, &st) == 0) return strdup(path);
+    }
+  }
+  snprintf(path, sizeof path, "te/lib/%s.te", arg);
+  return strdup(path);
+}
+
+static kg_program *load_program(const options *o) {
+  char *path = resolve_program(o->file);
+  size_t len;
+  char *text = read_file(path, &len);
+  if (!text) {
+    fprintf(stderr, "kgen: cannot read '%s': %s\n", path, strerror(errno));
+    free(path);
+    return NULL;
+  }
+  kg_arena diag_arena;
+  kg_arena_init(&diag_arena);
+  kg_diag diag = {0};
+  kg_program *p = kg_program_load(path, text, len, o->def, o->bindings, o->nbindings, &diag, &diag_arena);
+  if (!p) fputs(diag.msg ? diag.msg : "kgen: error: cannot load program\n", stderr);
+  kg_arena_free(&diag_arena);
+  free(text);
+  free(path);
+  return p;
+}
+
+static void print_shape(const kg_tensor *t) {
+  printf("f32[");
+  for (int d = 0; d < t->ndim; d++) printf("%s%lld", d ? ", " : "", (long long)t->shape[d]);
+  printf("]");
+}
+
+static int cmd_check(const options *o, kg_program *p) {
+  (void)o;
+  static const char *const kinds[] = {"input", "output", "temp"};
+  printf("def %s\n", p->def->name);
+  for (int i = 0; i < p->nsizes; i++) printf("  size %s = %lld\n", p->sizes[i].name, (long long)p->sizes[i].value);
+  for (int i = 0; i < p->ntensors; i++) {
+    const kg_tensor *t = p->tensors[i];
+    printf("  %-6s %s: ", kinds[t->kind], t->name);
+    print_shape(t);
+    printf("\n");
+  }
+  char *canon = kg_program_canonical(p);
+  printf("stages:\n%s", canon);
+  free(canon);
+  return 0;
+}
+
+/* Builds the schedule asked for: default, --schedule FILE or --random-schedule SEED. NULL on error (printed). */
+static kg_schedule *make_schedule(const options *o, kg_program *p) {
+  kg_schedule *s = kg_schedule_new(p);
+  char err[2048];
+  if (o->schedule_file) {
+    size_t len;
+    char *text = read_file(o->schedule_file, &len);
+    if (!text) {
+      fprintf(stderr, "kgen: cannot read schedule '%s': %s\n", o->schedule_file, strerror(errno));
+      kg_schedule_free(s);
+      return NULL;
+    }
+    kg_trace t;
+    kg_trace_init(&t);
+    int rc = kg_trace_parse(&t, o->schedule_file, text, len, err, sizeof err);
+    free(text);
+    if (rc == 0) {
+      rc = kg_schedule_apply_trace(s, &t, err, sizeof err);
+      if (rc) fprintf(stderr, "%s: error: %s\n", o->schedule_file, err);
+    } else {
+      fprintf(stderr, "%s\n", err);
+    }
+    kg_trace_free(&t);
+    if (rc) {
+      kg_schedule_free(s);
+      return NULL;
+    }
+  } else if (o->random_schedule) {
+    kg_schedule_random(s, o->random_seed, o->target, o->random_steps);
+    printf("schedule: random seed %llu (%d steps)\n", (unsigned long long)o->random_seed, s->trace.nsteps);
+  }
+  return s;
+}
+
+static int cmd_lower(const options *o, kg_program *p) {
+  kg_schedule *s = make_schedule(o, p);
+  if (!s) return 1;
+  int rc = 0;
+  kg_strbuf b;
+  kg_strbuf_init(&b);
+  const char *d = o->dump;
+  if (!d || !strcmp(d, "stages")) {
+    char *canon = kg_program_canonical(p);
+    kg_strbuf_printf(&b, "// ---- stages ----\n%s", canon);
+    free(canon);
+  }
+  if (!d || !strcmp(d, "schedule")) {
+    char *trace = kg_trace_to_text(&s->trace);
+    kg_strbuf_printf(&b, "// ---- schedule (trace) ----\n%s", trace);
+    free(trace);
+    kg_schedule_dump(&b, s);
+  }
+  if (!d || !strcmp(d, "ir") || !strcmp(d, "c")) {
+    kg_arena a;
+    kg_arena_init(&a);
+    char err[4096];
+    kg_lowered *f = kg_lower(s, o->target, &a, err, sizeof err);
+    if (!f) {
+      fprintf(stderr, "kgen: cannot lower: %s\n", err);
+      rc = 1;
+    } else {
+      if (!d || !strcmp(d, "ir")) {
+        kg_strbuf_puts(&b, "// ---- loop-nest IR ----\n");
+        kg_ir_print(&b, f);
+      }
+      if (!d || !strcmp(d, "c")) {
+        char *src = NULL;
+        if (kg_codegen_c(f, "kgen_entry", &src, err, sizeof err)) {
+          fprintf(stderr, "kgen: cannot print C: %s\n", err);
+          rc = 1;
+        } else {
+          kg_strbuf_printf(&b, "// ---- C (OpenMP) ----\n%s", src);
+        }
+        free(src);
+      }
+    }
+    kg_arena_free(&a);
+  }
+  if (b.s) fputs(b.s, stdout);
+  kg_strbuf_free(&b);
+  kg_schedule_free(s);
+  return rc;
+}
+
+static int load_inputs(const options *o, const kg_program *p, kg_data *d) {
+  char path[PATH_MAX], err[512];
+  for (int i = 0; i < p->ninputs; i++) {
+    const kg_tensor *t = p->inputs[i];
+    snprintf(path, sizeof path, "%s/%s.npy", o->load_dir, t->name);
+    float *x = kg_npy_load(path, t->ndim, t->shape, err, sizeof err);
+    if (!x) {
+      fprintf(stderr, "kgen: %s: %s\n", path, err);
+      return -1;
+    }
+    memcpy(d->inputs[i], x, sizeof(float) * (size_t)kg_tensor_numel(t));
+    free(x);
+  }
+  return 0;
+}
+
+static int save_tensors(const options *o, const kg_program *p, const kg_data *d) {
+  char path[PATH_MAX], err[512];
+  if (mkdir(o->save_dir, 0777) && errno != EEXIST) {
+    fprintf(stderr, "kgen: cannot create '%s': %s\n", o->save_dir, strerror(errno));
+    return -1;
+  }
+  for (int i = 0; i < p->ninputs + p->noutputs; i++) {
+    const kg_tensor *t = i < p->ninputs ? p->inputs[i] : p->outputs[i - p->ninputs];
+    const float *x = i < p->ninputs ? d->inputs[i] : d->outputs[i - p->ninputs];
+    snprintf(path, sizeof path, "%s/%s.npy", o->save_dir, t->name);
+    if (kg_npy_save(path, x, t->ndim, t->shape, err, sizeof err)) {
+      fprintf(stderr, "kgen: %s: %s\n", path, err);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int cmd_run(const options *o, kg_program *p) {
+  kg_schedule *s = make_schedule(o, p);
+  if (!s) return 1;
+  int rc = 1;
+  char err[8192];
+  kg_pipeline pl;
+  kg_data d;
+  kg_data_init(&d, p, o->data_seed);
+  if (o->load_dir && load_inputs(o, p, &d)) goto out;
+  if (kg_pipeline_build(s, o->target, &pl, err, sizeof err)) {
+    fprintf(stderr, "kgen: build failed: %s\n", err);
+    kg_pipeline_free(&pl);
+    goto out;
+  }
+  printf("compile: %.3f s\n", pl.mod.compile_s);
+  /* With --load the inputs are the user's: compute the reference on them as they are. */
+  if (o->load_dir) {
+    if (!d.ref) {
+      d.ref = calloc((size_t)p->noutputs, sizeof(double *));
+      for (int i = 0; i < p->noutputs; i++) d.ref[i] = malloc(sizeof(double) * (size_t)kg_tensor_numel(p->outputs[i]));
+    }
+    kg_eval_reference(p, (const float *const *)d.inputs, d.ref);
+  } else {
+    kg_data_reference(&d, p, o->data_seed);
+  }
+  kg_verify_result v = kg_pipeline_verify(&pl, p, &d, o->rtol);
+  if (o->save_dir && save_tensors(o, p, &d)) {
+    kg_pipeline_free(&pl);
+    goto out;
+  }
+  kg_timing t = kg_pipeline_time(&pl, &d, o->min_repeat_ms / 1000.0);
+  printf("time: %.6f ms (median of %d runs, min %.6f, max %.6f)\n", t.median_s * 1e3, t.runs, t.min_s * 1e3,
+         t.max_s * 1e3);
+  if (v.ok) {
+    printf("verify: ok max_rel_err=%.3g\n", v.max_rel_err);
+    rc = 0;
+  } else {
+    printf("verify: FAILED max_rel_err=%.3g %s\n", v.max_rel_err, v.msg);
+  }
+  kg_pipeline_free(&pl);
+out:
+  kg_data_free(&d);
+  kg_schedule_free(s);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  options o;
+  int rc = parse_args(argc, argv, &o);
+  if (rc) return rc;
+  kg_program *p = load_program(&o);
+  if (!p) return 1;
+  if (!strcmp(o.cmd, "check")) rc = cmd_check(&o, p);
+  else if (!strcmp(o.cmd, "lower")) rc = cmd_lower(&o, p);
+  else rc = cmd_run(&o, p);
+  kg_program_free(p);
+  return rc;
+}

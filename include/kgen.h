@@ -1,0 +1,42 @@
+/* kgen: an auto-tuning kernel generator.
+ *
+ * Overview
+ * --------
+ * A user writes a computation in kgen's tensor-expression language (README.md documents it):
+ *
+ *     def matmul(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {
+ *       C[i, j] = sum[k](A[i, k] * B[k, j])
+ *     }
+ *
+ * and kgen takes it through these stages, each a module with its own header:
+ *
+ *   te/te.h            kg_program_load: parse, check (names, sizes, shapes, bounds), split into stages;
+ *                      kg_eval_reference: the oracle, interpreting the checked program directly
+ *   schedule/sched.h   kg_schedule_new (default schedule), kg_schedule_apply (one primitive step: split, tile,
+ *                      reorder, fuse, unroll, vectorize, parallel, bind, compute_at/inline/root, cache_read,
+ *                      cache_write, rfactor), traces and their text form, random legal schedules
+ *   schedule/ir.h      kg_lower: the loop-nest IR (loop kinds, storage scopes, guards, barriers)
+ *   codegen/codegen.h  kg_codegen_c: C11 with OpenMP
+ *   runtime/cpu.h      kg_cpu_build: the system compiler into a shared object, loaded with dlopen
+ *   runtime/verify.h   random inputs, poisoned outputs, comparison with the reference; .npy files
+ *   runtime/pipeline.h kg_pipeline_build / verify / time: the path above in one call each
+ *
+ * Errors come in four kinds: user input (a kg_diag "FILE:LINE:COL: error:" with the source line and a caret),
+ * an illegal schedule step (kg_schedule_apply returns -1 with a message naming the primitive, the stage and the
+ * loop, and leaves the schedule unchanged), internal invariants (assert), and compiler failures (a result
+ * carrying the compiler's log).
+ *
+ * Memory: a kg_program and a kg_schedule each own one arena, freed at once by kg_program_free /
+ * kg_schedule_free; a schedule points into its program, so free the schedule first.
+ */
+#ifndef KGEN_H
+#define KGEN_H
+#define KGEN_VERSION "0.1.0"
+#include "../te/te.h"
+#include "../schedule/sched.h"
+#include "../schedule/ir.h"
+#include "../codegen/codegen.h"
+#include "../runtime/cpu.h"
+#include "../runtime/verify.h"
+#include "../runtime/pipeline.h"
+#endif

@@ -1,0 +1,20 @@
+/* The CPU runner: compiles generated C into a shared object with the system compiler and calls it. */
+#ifndef KG_CPU_H
+#define KG_CPU_H
+#include <stddef.h>
+
+typedef struct kg_cpu_module {
+  void *handle;    /* dlopen handle */
+  void *fn;        /* the entry point */
+  char *dir;       /* temporary build folder, removed by kg_cpu_module_free */
+  char *log;       /* compiler output (warnings or errors); may be NULL */
+  double compile_s;
+} kg_cpu_module;
+
+/* Compiles src with $CC (default cc) -O3 -march=native -fopenmp -shared -fPIC and loads fn_name.
+ * Returns 0, or -1 with m->log holding the compiler's output (or the reason). */
+int kg_cpu_build(const char *src, const char *fn_name, kg_cpu_module *m);
+void kg_cpu_module_free(kg_cpu_module *m);
+/* Calls the entry point with nargs float pointers (inputs then outputs). */
+void kg_cpu_call(const kg_cpu_module *m, float **args, int nargs);
+#endif

@@ -1,0 +1,41 @@
+/* Test data for one program: random inputs, poisoned outputs, the reference result, and the comparison that
+ * decides `verify: ok` or `verify: FAILED`. */
+#ifndef KG_VERIFY_H
+#define KG_VERIFY_H
+#include <stddef.h>
+#include <stdint.h>
+#include "../te/te.h"
+
+typedef struct kg_data {
+  int ninputs, noutputs;
+  float **inputs;  /* malloc'ed, kg_tensor_numel of p->inputs[i] each */
+  float **outputs; /* malloc'ed, for the kernel under test */
+  double **ref;    /* malloc'ed reference outputs (NULL until kg_data_reference) */
+} kg_data;
+
+/* Allocates buffers and draws inputs from seed: uniform in [-1, 1] with |x| >= 1/64 (never zero). */
+void kg_data_init(kg_data *d, const kg_program *p, uint64_t seed);
+void kg_data_free(kg_data *d);
+/* Runs the reference evaluator. If the reference is not finite everywhere with signed inputs (log, sqrt of
+ * negatives), inputs are redrawn positive in [0.5, 1.5] and the reference is computed again. Returns 0, or -1
+ * when the reference still has non-finite values (the comparison then requires the same class: NaN / +-inf). */
+int kg_data_reference(kg_data *d, const kg_program *p, uint64_t seed);
+/* Fills every output with the poison bit pattern (a NaN no computation produces), so an unwritten element
+ * fails verification. */
+void kg_data_poison(kg_data *d, const kg_program *p);
+
+typedef struct kg_verify_result {
+  int ok;
+  double max_rel_err; /* max over elements of |got - ref| / max(|ref|, 1e-3 * max|ref of that tensor|) */
+  char msg[512];      /* on failure: tensor, first bad index (as i,j,...), got, expected, and why
+                         (unwritten, NaN, error) */
+} kg_verify_result;
+
+/* Compares d->outputs with d->ref. rtol: 1e-4 by default. */
+kg_verify_result kg_verify(const kg_program *p, const kg_data *d, double rtol);
+
+/* NumPy .npy files (version 1.0, '<f4', C order). */
+int kg_npy_save(const char *path, const float *data, int ndim, const int64_t *shape, char *err, size_t errlen);
+/* Loads a file whose shape must equal (ndim, shape); returns malloc'ed data or NULL with the reason in err. */
+float *kg_npy_load(const char *path, int ndim, const int64_t *shape, char *err, size_t errlen);
+#endif

@@ -1,0 +1,45 @@
+/* Lowering's arithmetic on index expressions (bounds.c), shared by lower.c only; not part of the API.
+ *
+ * - Linear forms (sum of coef * atom + constant): index expressions are normalised through them so that a region
+ *   buffer's "absolute index - region min" cancels to the loop variables inside the attach loop.
+ * - Integer ranges of IR expressions over known loop-variable ranges: proves guards true so they can be dropped.
+ * - Region inference for a stage computed at a loop of its consumer. */
+#ifndef KG_BOUNDS_H
+#define KG_BOUNDS_H
+#include "ir.h"
+
+/* Known [lo, hi] of IR variables, indexed by kg_irvar.id (grown by the caller). */
+typedef struct kg_var_ranges {
+  int64_t *lo, *hi;
+  unsigned char *known;
+  int cap;
+} kg_var_ranges;
+
+/* Rebuilds an INT expression as a normalised sum (terms merged, constants folded). When lets is non-NULL,
+ * variables with lets[id] != NULL (id < nlets) are replaced by their values first. */
+kg_irexpr *kg_bounds_simplify(kg_arena *a, kg_irexpr *e, kg_irexpr *const *lets, int nlets);
+/* [lo, hi] of an INT expression given the variable ranges; 0 when unknown. */
+int kg_bounds_range(const kg_irexpr *e, const kg_var_ranges *r, int64_t *lo, int64_t *hi);
+/* 1 when the BOOL condition is provably true for every value of its variables. */
+int kg_bounds_provably_true(const kg_irexpr *c, const kg_var_ranges *r);
+/* Structural equality of IR expressions. */
+int kg_bounds_expr_equal(const kg_irexpr *x, const kg_irexpr *y);
+
+/* Region inference for producer P computed at leaf attach_leaf of consumer C (see lower.c for the rules).
+ * ext: C's iter extents by iter id; leafvar: C's loop variables by leaf index; dom_min: absolute min of each of
+ * C's root axes (spatial then reduction). Fills min[d] (INT IR over C's loop variables at or outside the attach
+ * loop) and ext_out[d] for every dimension of P's tensor. Always succeeds: what it cannot bound becomes the
+ * whole dimension. */
+typedef struct kg_region_query {
+  kg_arena *a;
+  const kg_schedule *s;
+  const kg_sstage *consumer;
+  int attach_leaf;
+  const int64_t *ext;
+  kg_irvar *const *leafvar;
+  kg_irexpr *const *dom_min;
+  const kg_sstage *producer;
+  kg_sstage *const *stage_of_tensor; /* by tensor id; NULL for inputs */
+} kg_region_query;
+void kg_bounds_infer_region(const kg_region_query *q, kg_irexpr **min, int64_t *ext_out);
+#endif

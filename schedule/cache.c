@@ -1,0 +1,380 @@
+/* Storage primitives that create stages: cache_read, cache_write and rfactor. Bodies they rewrite are copied
+ * into the schedule's arena; expressions owned by the program are never mutated. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "sched_impl.h"
+
+#define FAIL(...) return kg_sched_fail(err, errlen, __VA_ARGS__)
+
+/* ---- expression building and rewriting ---- */
+
+static kg_expr *new_expr(kg_schedule *s, kg_expr_kind kind, kg_type ty) {
+  kg_expr *e = KG_NEW(&s->arena, kg_expr);
+  e->kind = kind;
+  e->ty = ty;
+  return e;
+}
+
+static kg_expr *expr_int(kg_schedule *s, int64_t v) {
+  kg_expr *e = new_expr(s, KG_EXPR_NUM, KG_TY_INT);
+  e->num.i = v;
+  e->num.f = (double)v;
+  e->num.is_int = 1;
+  return e;
+}
+
+static kg_expr *expr_f32(kg_schedule *s, double v) {
+  kg_expr *e = new_expr(s, KG_EXPR_NUM, KG_TY_F32);
+  e->num.f = v;
+  return e;
+}
+
+static kg_expr *expr_ivar(kg_schedule *s, kg_ivar *iv) {
+  kg_expr *e = new_expr(s, KG_EXPR_IVAR, KG_TY_INT);
+  e->var.name = iv->name;
+  e->var.iv = iv;
+  return e;
+}
+
+static kg_expr *expr_binary(kg_schedule *s, kg_op op, kg_type ty, kg_expr *a, kg_expr *b) {
+  kg_expr *e = new_expr(s, KG_EXPR_BINARY, ty);
+  e->op.op = op;
+  e->op.a = a;
+  e->op.b = b;
+  return e;
+}
+
+/* t[iv0, iv1, ...] */
+static kg_expr *expr_read(kg_schedule *s, kg_tensor *t, kg_ivar **ivs, int n) {
+  kg_expr *e = new_expr(s, KG_EXPR_READ, KG_TY_F32);
+  e->read.name = t->name;
+  e->read.tensor = t;
+  e->read.n = n;
+  e->read.idx = KG_NEW_ARRAY(&s->arena, kg_expr *, n > 0 ? n : 1);
+  for (int i = 0; i < n; i++) e->read.idx[i] = expr_ivar(s, ivs[i]);
+  return e;
+}
+
+/* What a rewrite replaces: reads of one tensor by reads of another, and ivars (by id) by expressions. */
+typedef struct rewrite {
+  kg_schedule *s;
+  const kg_tensor *from;
+  kg_tensor *to;
+  const kg_ivar **ivs; /* ivs[k] is replaced by subst[k] */
+  kg_expr **subst;
+  int nsubst;
+} rewrite;
+
+/* A deep copy of e with the replacements applied (nodes keep their positions and types). */
+static kg_expr *rewrite_expr(const rewrite *rw, const kg_expr *e) {
+  if (!e) return NULL;
+  if (e->kind == KG_EXPR_IVAR)
+    for (int k = 0; k < rw->nsubst; k++)
+      if (e->var.iv == rw->ivs[k]) {
+        /* a fresh copy per use, so that bodies stay trees */
+        rewrite plain = {rw->s, NULL, NULL, NULL, NULL, 0};
+        return rewrite_expr(&plain, rw->subst[k]);
+      }
+  kg_expr *c = KG_NEW(&rw->s->arena, kg_expr);
+  *c = *e;
+  switch (e->kind) {
+  case KG_EXPR_READ:
+    if (rw->from && e->read.tensor == rw->from) {
+      c->read.tensor = rw->to;
+      c->read.name = rw->to->name;
+    }
+    c->read.idx = KG_NEW_ARRAY(&rw->s->arena, kg_expr *, e->read.n > 0 ? e->read.n : 1);
+    for (int i = 0; i < e->read.n; i++) c->read.idx[i] = rewrite_expr(rw, e->read.idx[i]);
+    break;
+  case KG_EXPR_UNARY:
+  case KG_EXPR_BINARY:
+    c->op.a = rewrite_expr(rw, e->op.a);
+    c->op.b = rewrite_expr(rw, e->op.b);
+    break;
+  case KG_EXPR_CALL:
+    c->call.args = KG_NEW_ARRAY(&rw->s->arena, kg_expr *, e->call.n > 0 ? e->call.n : 1);
+    for (int i = 0; i < e->call.n; i++) c->call.args[i] = rewrite_expr(rw, e->call.args[i]);
+    break;
+  case KG_EXPR_REDUCE: /* stages contain none */
+    c->reduce.body = rewrite_expr(rw, e->reduce.body);
+    break;
+  default:
+    break;
+  }
+  return c;
+}
+
+/* ---- new objects ---- */
+
+static kg_ivar *new_ivar(kg_schedule *s, const char *name, int is_reduce, int64_t lo, int64_t extent) {
+  kg_ivar *iv = KG_NEW(&s->arena, kg_ivar);
+  iv->name = kg_arena_strdup(&s->arena, name);
+  iv->id = s->n_ivars++;
+  iv->is_reduce = is_reduce;
+  iv->lo = lo;
+  iv->extent = extent;
+  return iv;
+}
+
+static kg_ivar *copy_ivar(kg_schedule *s, const kg_ivar *from) {
+  return new_ivar(s, from->name, from->is_reduce, from->lo, from->extent);
+}
+
+static int name_taken(const kg_schedule *s, const char *name) {
+  if (kg_schedule_find_stage(s, name) || kg_sched_find_tensor(s, name)) return 1;
+  for (int i = 0; i < s->prog->ntensors; i++)
+    if (strcmp(s->prog->tensors[i]->name, name) == 0) return 1;
+  return 0;
+}
+
+/* "base.suffix", or "base.suffix.2", ".3" ... when taken. */
+static const char *fresh_name(kg_schedule *s, const char *base, const char *suffix) {
+  const char *name = kg_arena_printf(&s->arena, "%s.%s", base, suffix);
+  for (int k = 2; name_taken(s, name); k++) name = kg_arena_printf(&s->arena, "%s.%s.%d", base, suffix, k);
+  return name;
+}
+
+/* A temporary tensor of the given shape, with a stage record mirroring the schedule stage (so that
+ * tensor->stage is non-NULL for every computed tensor, as in the program). */
+static kg_tensor *new_tensor(kg_schedule *s, const char *name, int ndim, const int64_t *shape) {
+  kg_tensor *t = KG_NEW(&s->arena, kg_tensor);
+  t->name = name;
+  t->id = s->n_tensors++;
+  t->kind = KG_TENSOR_TEMP;
+  t->ndim = ndim;
+  for (int d = 0; d < ndim; d++) t->shape[d] = shape[d];
+  return t;
+}
+
+static kg_sstage *new_stage(kg_schedule *s, kg_stage_origin origin, kg_tensor *out, kg_scope scope) {
+  kg_sstage *st = KG_NEW(&s->arena, kg_sstage);
+  st->name = out->name;
+  st->origin = origin;
+  st->out = out;
+  st->scope = scope;
+  st->attach = KG_ATTACH_ROOT;
+  return st;
+}
+
+/* Sets out->stage to a program-style stage record matching st (after st's fields are final). */
+static void mirror_stage(kg_schedule *s, kg_sstage *st) {
+  kg_stage *ps = KG_NEW(&s->arena, kg_stage);
+  ps->name = st->name;
+  ps->id = st->id;
+  ps->out = st->out;
+  ps->ax = st->ax;
+  ps->nax = st->nax;
+  ps->rax = st->rax;
+  ps->nrax = st->nrax;
+  ps->red = st->red;
+  ps->body = st->body;
+  st->out->stage = ps;
+}
+
+static kg_ivar **fresh_spatial_axes(kg_schedule *s, const kg_tensor *t, kg_ivar *const *names_from) {
+  kg_ivar **ax = KG_NEW_ARRAY(&s->arena, kg_ivar *, t->ndim > 0 ? t->ndim : 1);
+  char nm[32];
+  for (int d = 0; d < t->ndim; d++) {
+    snprintf(nm, sizeof nm, "ax%d", d);
+    ax[d] = new_ivar(s, names_from ? names_from[d]->name : nm, 0, 0, t->shape[d]);
+  }
+  return ax;
+}
+
+static int parse_scope(const char *name, kg_scope *out) {
+  for (int i = 0; i < 3; i++)
+    if (strcmp(name, kg_scope_names[i]) == 0) {
+      *out = (kg_scope)i;
+      return 0;
+    }
+  return -1;
+}
+
+/* Does stage st still have its default loops (leaves are the roots, in order, all serial)? */
+static int untransformed(const kg_sstage *st) {
+  if (st->nleaves != st->nax + st->nrax) return 0;
+  for (int l = 0; l < st->nleaves; l++)
+    if (st->leaves[l] != st->roots[l] || st->leaves[l]->kind != KG_LOOP_SERIAL) return 0;
+  return 1;
+}
+
+static const kg_sstage *attached_to(const kg_schedule *s, const kg_sstage *st) {
+  for (int i = 0; i < s->nstages; i++)
+    if (s->stages[i]->attach == KG_ATTACH_AT && s->stages[i]->attach_stage == st) return s->stages[i];
+  return NULL;
+}
+
+/* ---- cache_read T SCOPE R... ----
+ * Requires: T a program input or a stage's output, not computed at a loop nor inlined (its consumers change);
+ * SCOPE shared or local; each R a distinct, non-inlined stage reading T directly. Creates "T.SCOPE" copying T,
+ * computed at root (place it with compute_at), right before the first reader; the readers read the copy. */
+int kg_sched_cache_read(kg_schedule *s, const kg_step *step, char *err, size_t errlen) {
+  kg_tensor *t = kg_sched_find_tensor(s, step->stage);
+  const char *rname = step->nnames > 1 ? step->names[1] : "?";
+  if (!t) FAIL("cache_read: stage %s: no tensor named %s (reader %s)", rname, step->stage, rname);
+  kg_scope scope;
+  if (parse_scope(step->names[0], &scope) || scope == KG_SCOPE_GLOBAL)
+    FAIL("cache_read: stage %s: tensor %s: scope must be shared or local, not '%s'", rname, t->name,
+         step->names[0]);
+  const kg_sstage *prod = kg_sched_stage_of_tensor(s, t);
+  if (prod && prod->attach == KG_ATTACH_AT)
+    FAIL("cache_read: stage %s: tensor %s is computed at %s.%s; compute_root it first", prod->name, t->name,
+         prod->attach_stage->name, prod->attach_iter->name);
+  if (prod && prod->attach == KG_ATTACH_INLINE)
+    FAIL("cache_read: stage %s: tensor %s is inlined", prod->name, t->name);
+  kg_sstage *readers[KG_STEP_MAX_NAMES];
+  int nr = step->nnames - 1, first = s->nstages;
+  for (int k = 0; k < nr; k++) {
+    kg_sstage *r = kg_schedule_find_stage(s, step->names[k + 1]);
+    if (!r) FAIL("cache_read: stage %s: no such stage (tensor %s)", step->names[k + 1], t->name);
+    if (!kg_sched_expr_reads(r->body, t)) FAIL("cache_read: stage %s: does not read tensor %s", r->name, t->name);
+    if (r->attach == KG_ATTACH_INLINE) FAIL("cache_read: stage %s: is inlined (tensor %s)", r->name, t->name);
+    for (int j = 0; j < k; j++)
+      if (readers[j] == r) FAIL("cache_read: stage %s: named twice (tensor %s)", r->name, t->name);
+    readers[k] = r;
+    if (r->id < first) first = r->id;
+  }
+  if (nr < 1) FAIL("cache_read: stage %s: no reader given", t->name);
+
+  kg_tensor *ct = new_tensor(s, fresh_name(s, t->name, kg_scope_names[scope]), t->ndim, t->shape);
+  kg_sstage *cs = new_stage(s, KG_ORIGIN_CACHE_READ, ct, scope);
+  cs->ax = fresh_spatial_axes(s, t, NULL);
+  cs->nax = t->ndim;
+  cs->red = KG_RED_NONE;
+  cs->body = expr_read(s, t, cs->ax, t->ndim);
+  kg_sched_reset_roots(s, cs);
+  rewrite rw = {s, t, ct, NULL, NULL, 0};
+  for (int k = 0; k < nr; k++) readers[k]->body = rewrite_expr(&rw, readers[k]->body);
+  kg_sched_insert_stage(s, cs, first);
+  mirror_stage(s, cs);
+  return 0;
+}
+
+/* ---- cache_write S SCOPE ----
+ * Requires: SCOPE shared or local; S untransformed (leaves are its roots, serial), not inlined, nothing computed
+ * at its loops. Creates "S.SCOPE" doing S's computation into a new tensor; S becomes a copy of it. */
+int kg_sched_cache_write(kg_schedule *s, const kg_step *step, char *err, size_t errlen) {
+  kg_sstage *st = kg_schedule_find_stage(s, step->stage);
+  kg_scope scope;
+  if (parse_scope(step->names[0], &scope) || scope == KG_SCOPE_GLOBAL)
+    FAIL("cache_write: stage %s: scope must be shared or local, not '%s'", st->name, step->names[0]);
+  if (st->attach == KG_ATTACH_INLINE) FAIL("cache_write: stage %s: is inlined", st->name);
+  if (!untransformed(st))
+    FAIL("cache_write: stage %s: its loops were already transformed (loop %s); cache_write first", st->name,
+         st->nleaves ? st->leaves[0]->name : "?");
+  const kg_sstage *x = attached_to(s, st);
+  if (x)
+    FAIL("cache_write: stage %s: stage %s is computed at its loop %s", st->name, x->name, x->attach_iter->name);
+
+  kg_tensor *ct = new_tensor(s, fresh_name(s, st->name, kg_scope_names[scope]), st->out->ndim, st->out->shape);
+  kg_sstage *cs = new_stage(s, KG_ORIGIN_CACHE_WRITE, ct, scope);
+  cs->ax = st->ax;
+  cs->nax = st->nax;
+  cs->rax = st->rax;
+  cs->nrax = st->nrax;
+  cs->red = st->red;
+  cs->body = st->body;
+  kg_sched_reset_roots(s, cs);
+
+  st->ax = fresh_spatial_axes(s, st->out, st->ax);
+  st->rax = NULL;
+  st->nrax = 0;
+  st->red = KG_RED_NONE;
+  st->body = expr_read(s, ct, st->ax, st->nax);
+  kg_sched_reset_roots(s, st);
+  kg_sched_insert_stage(s, cs, st->id);
+  mirror_stage(s, cs);
+  return 0;
+}
+
+/* ---- rfactor S L F ----
+ * Requires: S a reduction whose loops are untransformed (leaves = roots, serial) and with nothing computed at
+ * them; L one of its reduction axes; F >= 2. With L = k over [lo, lo+E): "S.rf"[ax..., k.i] reduces S's body
+ * over the other reduction axes and k.o in [0, ceil(E/F)) at k = lo + k.o*F + k.i (guarded when F does not
+ * divide E); S then reduces S.rf over its last dimension k.i. */
+int kg_sched_rfactor(kg_schedule *s, const kg_step *step, char *err, size_t errlen) {
+  kg_sstage *st = kg_schedule_find_stage(s, step->stage);
+  const char *lname = step->names[0];
+  int64_t f = step->ints[0];
+  if (st->red == KG_RED_NONE || st->nrax == 0) FAIL("rfactor: stage %s: is not a reduction (loop %s)", st->name, lname);
+  if (st->attach == KG_ATTACH_INLINE) FAIL("rfactor: stage %s: is inlined (loop %s)", st->name, lname);
+  kg_iter *it = kg_sstage_find_iter(st, lname);
+  if (!it) FAIL("rfactor: stage %s: no loop named %s", st->name, lname);
+  if (!it->is_reduce || it->origin != KG_ITER_ROOT)
+    FAIL("rfactor: stage %s: loop %s is not a reduction axis", st->name, lname);
+  if (!untransformed(st))
+    FAIL("rfactor: stage %s: its loops were already transformed (loop %s); rfactor first", st->name, lname);
+  if (f < 2) FAIL("rfactor: stage %s: loop %s: factor %lld must be at least 2", st->name, lname, (long long)f);
+  if (st->out->ndim + 1 > KG_MAX_DIMS)
+    FAIL("rfactor: stage %s: loop %s: the partial tensor would have too many dimensions", st->name, lname);
+  const kg_sstage *x = attached_to(s, st);
+  if (x) FAIL("rfactor: stage %s: stage %s is computed at its loop %s", st->name, x->name, x->attach_iter->name);
+  int kr = it->root_axis - st->nax;
+  const kg_ivar *k = st->rax[kr];
+  int64_t extent = k->extent;
+  char *iname = kg_arena_printf(&s->arena, "%s.i", k->name), *oname = kg_arena_printf(&s->arena, "%s.o", k->name);
+  for (int a = 0; a < st->nax + st->nrax; a++) {
+    const char *n = a < st->nax ? st->ax[a]->name : st->rax[a - st->nax]->name;
+    if (strcmp(n, iname) == 0 || strcmp(n, oname) == 0)
+      FAIL("rfactor: stage %s: loop %s: an axis named %s already exists", st->name, lname, n);
+  }
+
+  int64_t shape[KG_MAX_DIMS];
+  for (int d = 0; d < st->out->ndim; d++) shape[d] = st->out->shape[d];
+  shape[st->out->ndim] = f;
+  kg_tensor *rt = new_tensor(s, fresh_name(s, st->name, "rf"), st->out->ndim + 1, shape);
+  kg_sstage *rs = new_stage(s, KG_ORIGIN_RFACTOR, rt, KG_SCOPE_GLOBAL);
+  rs->nax = st->nax + 1;
+  rs->ax = KG_NEW_ARRAY(&s->arena, kg_ivar *, rs->nax);
+  rs->nrax = st->nrax;
+  rs->rax = KG_NEW_ARRAY(&s->arena, kg_ivar *, rs->nrax);
+  rs->red = st->red;
+  int nsub = st->nax + st->nrax;
+  rewrite rw = {s, NULL, NULL, KG_NEW_ARRAY(&s->arena, const kg_ivar *, nsub),
+                KG_NEW_ARRAY(&s->arena, kg_expr *, nsub), nsub};
+  for (int a = 0; a < st->nax; a++) {
+    rs->ax[a] = copy_ivar(s, st->ax[a]);
+    rw.ivs[a] = st->ax[a];
+    rw.subst[a] = expr_ivar(s, rs->ax[a]);
+  }
+  kg_ivar *ki = new_ivar(s, iname, 0, 0, f);
+  rs->ax[st->nax] = ki;
+  kg_ivar *ko = NULL;
+  for (int r = 0; r < st->nrax; r++) {
+    rs->rax[r] = r == kr ? (ko = new_ivar(s, oname, 1, 0, (extent + f - 1) / f)) : copy_ivar(s, st->rax[r]);
+    rw.ivs[st->nax + r] = st->rax[r];
+    rw.subst[st->nax + r] = expr_ivar(s, rs->rax[r]);
+  }
+  /* k -> lo + k.o * F + k.i */
+  kg_expr *pos = expr_binary(s, KG_OP_ADD, KG_TY_INT,
+                             expr_binary(s, KG_OP_MUL, KG_TY_INT, expr_ivar(s, ko), expr_int(s, f)), expr_ivar(s, ki));
+  rw.subst[st->nax + kr] = k->lo ? expr_binary(s, KG_OP_ADD, KG_TY_INT, expr_int(s, k->lo), pos) : pos;
+  kg_expr *body = rewrite_expr(&rw, st->body);
+  if (extent % f != 0) {
+    rewrite plain = {s, NULL, NULL, NULL, NULL, 0};
+    kg_expr *cond = expr_binary(s, KG_OP_LT, KG_TY_BOOL, rewrite_expr(&plain, pos), expr_int(s, extent));
+    kg_expr *sel = new_expr(s, KG_EXPR_CALL, KG_TY_F32);
+    sel->call.fn = KG_FN_SELECT;
+    sel->call.n = 3;
+    sel->call.args = KG_NEW_ARRAY(&s->arena, kg_expr *, 3);
+    sel->call.args[0] = cond;
+    sel->call.args[1] = body;
+    sel->call.args[2] = expr_f32(s, kg_reducer_identity(st->red));
+    body = sel;
+  }
+  rs->body = body;
+  kg_sched_reset_roots(s, rs);
+
+  /* S now reduces the partial results over k.i */
+  kg_ivar **ax_and_ki = KG_NEW_ARRAY(&s->arena, kg_ivar *, st->nax + 1);
+  for (int a = 0; a < st->nax; a++) ax_and_ki[a] = st->ax[a];
+  ax_and_ki[st->nax] = new_ivar(s, iname, 1, 0, f);
+  st->rax = &ax_and_ki[st->nax];
+  st->nrax = 1;
+  st->body = expr_read(s, rt, ax_and_ki, st->nax + 1);
+  kg_sched_reset_roots(s, st);
+  kg_sched_insert_stage(s, rs, st->id);
+  mirror_stage(s, rs);
+  return 0;
+}

@@ -1,0 +1,403 @@
+/* Loop-nest IR: constructors (with the constant folding lowering relies on) and the pseudo-code dump.
+ *
+ * Folding happens in the constructors so that index arithmetic built from split/fuse relations comes out
+ * simplified (x + 0, x * 1, c1 op c2, (x + c1) + c2). Booleans that fold are KG_IRE_INT nodes of type BOOL. */
+#include "ir.h"
+#include <assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "../base/strbuf.h"
+
+static kg_irexpr *new_expr(kg_arena *a, kg_irexpr_kind k, kg_type ty) {
+  kg_irexpr *e = KG_NEW(a, kg_irexpr);
+  e->kind = k;
+  e->ty = ty;
+  return e;
+}
+
+kg_irexpr *kg_ir_int(kg_arena *a, int64_t v) {
+  kg_irexpr *e = new_expr(a, KG_IRE_INT, KG_TY_INT);
+  e->i = v;
+  return e;
+}
+
+static kg_irexpr *ir_bool(kg_arena *a, int v) {
+  kg_irexpr *e = new_expr(a, KG_IRE_INT, KG_TY_BOOL);
+  e->i = v != 0;
+  return e;
+}
+
+kg_irexpr *kg_ir_float(kg_arena *a, double v) {
+  kg_irexpr *e = new_expr(a, KG_IRE_FLOAT, KG_TY_F32);
+  e->f = v;
+  return e;
+}
+
+kg_irexpr *kg_ir_var(kg_arena *a, kg_irvar *v) {
+  kg_irexpr *e = new_expr(a, KG_IRE_VAR, KG_TY_INT);
+  e->var = v;
+  return e;
+}
+
+kg_irexpr *kg_ir_load(kg_arena *a, kg_buffer *b, kg_irexpr *index) {
+  kg_irexpr *e = new_expr(a, KG_IRE_LOAD, KG_TY_F32);
+  e->load.buf = b;
+  e->load.index = index;
+  return e;
+}
+
+int kg_ir_is_const(const kg_irexpr *e, int64_t *v) {
+  if (!e || e->kind != KG_IRE_INT) return 0;
+  if (v) *v = e->i;
+  return 1;
+}
+
+static int64_t floordiv64(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+static int64_t floormod64(int64_t a, int64_t b) {
+  int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+/* Folds c1 op c2 for INT constants; 0 when it cannot (overflow, division by zero). */
+static int fold_int(kg_op op, int64_t x, int64_t y, int64_t *r) {
+  switch (op) {
+    case KG_OP_ADD: return !__builtin_add_overflow(x, y, r);
+    case KG_OP_SUB: return !__builtin_sub_overflow(x, y, r);
+    case KG_OP_MUL: return !__builtin_mul_overflow(x, y, r);
+    case KG_OP_DIV:
+      if (y == 0 || (x == INT64_MIN && y == -1)) return 0;
+      *r = floordiv64(x, y);
+      return 1;
+    case KG_OP_MOD:
+      if (y == 0 || (x == INT64_MIN && y == -1)) return 0;
+      *r = floormod64(x, y);
+      return 1;
+    case KG_OP_LT: *r = x < y; return 1;
+    case KG_OP_LE: *r = x <= y; return 1;
+    case KG_OP_GT: *r = x > y; return 1;
+    case KG_OP_GE: *r = x >= y; return 1;
+    case KG_OP_EQ: *r = x == y; return 1;
+    case KG_OP_NE: *r = x != y; return 1;
+    default: return 0;
+  }
+}
+
+static int is_compare(kg_op op) {
+  return op == KG_OP_LT || op == KG_OP_LE || op == KG_OP_GT || op == KG_OP_GE || op == KG_OP_EQ || op == KG_OP_NE;
+}
+
+kg_irexpr *kg_ir_cast_f32(kg_arena *a, kg_irexpr *x) {
+  if (x->ty == KG_TY_F32) return x;
+  if (x->kind == KG_IRE_INT) return kg_ir_float(a, (double)x->i);
+  kg_irexpr *e = new_expr(a, KG_IRE_CAST, KG_TY_F32);
+  e->bin.a = x;
+  return e;
+}
+
+kg_irexpr *kg_ir_binary(kg_arena *a, kg_op op, kg_irexpr *x, kg_irexpr *y) {
+  assert(x && y);
+  if (op == KG_OP_AND || op == KG_OP_OR) {
+    int64_t c;
+    if (kg_ir_is_const(x, &c)) return (op == KG_OP_AND) == (c != 0) ? y : ir_bool(a, c);
+    if (kg_ir_is_const(y, &c) && (op == KG_OP_AND) == (c != 0)) return x;
+    kg_irexpr *e = new_expr(a, KG_IRE_BINARY, KG_TY_BOOL);
+    e->bin.op = op;
+    e->bin.a = x;
+    e->bin.b = y;
+    return e;
+  }
+  int fl = x->ty == KG_TY_F32 || y->ty == KG_TY_F32;
+  if (fl) {
+    /* Values are f32: an INT operand next to an F32 one is converted rather than mixed. */
+    x = kg_ir_cast_f32(a, x);
+    y = kg_ir_cast_f32(a, y);
+  } else {
+    int64_t cx = 0, cy = 0, r = 0;
+    int kx = kg_ir_is_const(x, &cx), ky = kg_ir_is_const(y, &cy);
+    if (kx && ky && fold_int(op, cx, cy, &r)) return is_compare(op) ? ir_bool(a, r) : kg_ir_int(a, r);
+    switch (op) {
+      case KG_OP_ADD:
+        if (kx && cx == 0) return y;
+        if (ky && cy == 0) return x;
+        /* (x' + c1) + c2 -> x' + (c1 + c2) keeps constants in one place */
+        if (ky && x->kind == KG_IRE_BINARY && x->bin.op == KG_OP_ADD && kg_ir_is_const(x->bin.b, &cx) &&
+            !__builtin_add_overflow(cx, cy, &r))
+          return kg_ir_binary(a, KG_OP_ADD, x->bin.a, kg_ir_int(a, r));
+        break;
+      case KG_OP_SUB:
+        if (ky && cy == 0) return x;
+        if (ky && cy != INT64_MIN) return kg_ir_binary(a, KG_OP_ADD, x, kg_ir_int(a, -cy));
+        break;
+      case KG_OP_MUL:
+        if ((kx && cx == 0) || (ky && cy == 0)) return kg_ir_int(a, 0);
+        if (kx && cx == 1) return y;
+        if (ky && cy == 1) return x;
+        break;
+      case KG_OP_DIV:
+        if (ky && cy == 1) return x;
+        break;
+      case KG_OP_MOD:
+        if (ky && (cy == 1 || cy == -1)) return kg_ir_int(a, 0);
+        break;
+      default: break;
+    }
+  }
+  kg_irexpr *e = new_expr(a, KG_IRE_BINARY, is_compare(op) ? KG_TY_BOOL : fl ? KG_TY_F32 : KG_TY_INT);
+  e->bin.op = op;
+  e->bin.a = x;
+  e->bin.b = y;
+  return e;
+}
+
+kg_irexpr *kg_ir_unary(kg_arena *a, kg_op op, kg_irexpr *x) {
+  int64_t c;
+  if (op == KG_OP_NOT) {
+    if (kg_ir_is_const(x, &c)) return ir_bool(a, !c);
+  } else {
+    assert(op == KG_OP_NEG);
+    if (x->ty == KG_TY_INT && kg_ir_is_const(x, &c) && c != INT64_MIN) return kg_ir_int(a, -c);
+    if (x->kind == KG_IRE_FLOAT) return kg_ir_float(a, -x->f);
+    if (x->kind == KG_IRE_UNARY && x->bin.op == KG_OP_NEG) return x->bin.a;
+  }
+  kg_irexpr *e = new_expr(a, KG_IRE_UNARY, op == KG_OP_NOT ? KG_TY_BOOL : x->ty);
+  e->bin.op = op;
+  e->bin.a = x;
+  return e;
+}
+
+kg_irexpr *kg_ir_call(kg_arena *a, kg_func fn, kg_irexpr **args, int n) {
+  assert(fn != KG_FN_SELECT && n >= 1 && n <= 3);
+  kg_irexpr *e = new_expr(a, KG_IRE_CALL, KG_TY_F32);
+  e->call.fn = fn;
+  e->call.n = n;
+  for (int i = 0; i < n; i++) e->call.args[i] = kg_ir_cast_f32(a, args[i]);
+  return e;
+}
+
+kg_irexpr *kg_ir_select(kg_arena *a, kg_irexpr *c, kg_irexpr *x, kg_irexpr *y) {
+  int64_t v;
+  if (x->ty != y->ty) {
+    x = kg_ir_cast_f32(a, x);
+    y = kg_ir_cast_f32(a, y);
+  }
+  if (kg_ir_is_const(c, &v)) return v ? x : y;
+  kg_irexpr *e = new_expr(a, KG_IRE_SELECT, x->ty);
+  e->sel.c = c;
+  e->sel.a = x;
+  e->sel.b = y;
+  return e;
+}
+
+static kg_irstmt *new_stmt(kg_arena *a, kg_irstmt_kind k) {
+  kg_irstmt *s = KG_NEW(a, kg_irstmt);
+  s->kind = k;
+  return s;
+}
+
+kg_irstmt *kg_ir_seq(kg_arena *a) { return new_stmt(a, KG_IRS_SEQ); }
+
+void kg_ir_seq_push(kg_arena *a, kg_irstmt *seq, kg_irstmt *item) {
+  assert(seq->kind == KG_IRS_SEQ);
+  if (!item) return;
+  KG_PUSH(a, seq->seq.items, seq->seq.n, seq->seq.cap, item);
+}
+
+kg_irstmt *kg_ir_for(kg_arena *a, kg_irvar *v, kg_irexpr *extent, kg_loop_kind kind, kg_thread_tag tag,
+                     const char *loop_name, const char *stage_name, kg_irstmt *body) {
+  kg_irstmt *s = new_stmt(a, KG_IRS_FOR);
+  s->loop.var = v;
+  s->loop.extent = extent;
+  s->loop.kind = kind;
+  s->loop.tag = tag;
+  s->loop.loop_name = loop_name;
+  s->loop.stage_name = stage_name;
+  s->loop.body = body;
+  return s;
+}
+
+kg_irstmt *kg_ir_if(kg_arena *a, kg_irexpr *cond, kg_irstmt *then, kg_irstmt *otherwise) {
+  kg_irstmt *s = new_stmt(a, KG_IRS_IF);
+  s->cond.cond = cond;
+  s->cond.then = then;
+  s->cond.otherwise = otherwise;
+  return s;
+}
+
+kg_irstmt *kg_ir_store(kg_arena *a, kg_buffer *b, kg_irexpr *index, kg_irexpr *value) {
+  kg_irstmt *s = new_stmt(a, KG_IRS_STORE);
+  s->store.buf = b;
+  s->store.index = index;
+  s->store.value = value;
+  return s;
+}
+
+kg_irstmt *kg_ir_let(kg_arena *a, kg_irvar *v, kg_irexpr *value) {
+  kg_irstmt *s = new_stmt(a, KG_IRS_LET);
+  s->let.var = v;
+  s->let.value = value;
+  return s;
+}
+
+kg_irstmt *kg_ir_alloc(kg_arena *a, kg_buffer *b, kg_irstmt *body) {
+  kg_irstmt *s = new_stmt(a, KG_IRS_ALLOC);
+  s->alloc.buf = b;
+  s->alloc.body = body;
+  return s;
+}
+
+kg_irstmt *kg_ir_barrier(kg_arena *a) { return new_stmt(a, KG_IRS_BARRIER); }
+
+kg_irstmt *kg_ir_comment(kg_arena *a, const char *text) {
+  kg_irstmt *s = new_stmt(a, KG_IRS_COMMENT);
+  s->text = kg_arena_strdup(a, text);
+  return s;
+}
+
+/* ---- pseudo-code dump ---- */
+
+static void print_expr(kg_strbuf *b, const kg_irexpr *e);
+
+static void print_float(kg_strbuf *b, double v) {
+  if (isnan(v)) kg_strbuf_puts(b, "nan");
+  else if (isinf(v)) kg_strbuf_puts(b, v < 0 ? "-inf" : "inf");
+  else {
+    char t[64];
+    snprintf(t, sizeof t, "%.9g", (double)(float)v);
+    kg_strbuf_printf(b, "%s%sf", t, strpbrk(t, ".en") ? "" : ".0");
+  }
+}
+
+static void print_expr(kg_strbuf *b, const kg_irexpr *e) {
+  switch (e->kind) {
+    case KG_IRE_INT:
+      if (e->ty == KG_TY_BOOL) kg_strbuf_puts(b, e->i ? "true" : "false");
+      else kg_strbuf_printf(b, "%lld", (long long)e->i);
+      break;
+    case KG_IRE_FLOAT: print_float(b, e->f); break;
+    case KG_IRE_VAR: kg_strbuf_puts(b, e->var->name); break;
+    case KG_IRE_LOAD:
+      kg_strbuf_printf(b, "%s[", e->load.buf->name);
+      print_expr(b, e->load.index);
+      kg_strbuf_putc(b, ']');
+      break;
+    case KG_IRE_BINARY:
+      if (e->ty == KG_TY_INT && (e->bin.op == KG_OP_DIV || e->bin.op == KG_OP_MOD)) {
+        kg_strbuf_puts(b, e->bin.op == KG_OP_DIV ? "floordiv(" : "floormod(");
+        print_expr(b, e->bin.a);
+        kg_strbuf_puts(b, ", ");
+        print_expr(b, e->bin.b);
+        kg_strbuf_putc(b, ')');
+        break;
+      }
+      kg_strbuf_putc(b, '(');
+      print_expr(b, e->bin.a);
+      kg_strbuf_printf(b, " %s ", kg_op_names[e->bin.op]);
+      print_expr(b, e->bin.b);
+      kg_strbuf_putc(b, ')');
+      break;
+    case KG_IRE_UNARY:
+      kg_strbuf_printf(b, "%s(", kg_op_names[e->bin.op]);
+      print_expr(b, e->bin.a);
+      kg_strbuf_putc(b, ')');
+      break;
+    case KG_IRE_CALL:
+      kg_strbuf_printf(b, "%s(", kg_func_names[e->call.fn]);
+      for (int i = 0; i < e->call.n; i++) {
+        if (i) kg_strbuf_puts(b, ", ");
+        print_expr(b, e->call.args[i]);
+      }
+      kg_strbuf_putc(b, ')');
+      break;
+    case KG_IRE_SELECT:
+      kg_strbuf_puts(b, "select(");
+      print_expr(b, e->sel.c);
+      kg_strbuf_puts(b, ", ");
+      print_expr(b, e->sel.a);
+      kg_strbuf_puts(b, ", ");
+      print_expr(b, e->sel.b);
+      kg_strbuf_putc(b, ')');
+      break;
+    case KG_IRE_CAST:
+      kg_strbuf_puts(b, "f32(");
+      print_expr(b, e->bin.a);
+      kg_strbuf_putc(b, ')');
+      break;
+  }
+}
+
+static void print_stmt(kg_strbuf *b, const kg_irstmt *s, int ind) {
+  switch (s->kind) {
+    case KG_IRS_SEQ:
+      for (int i = 0; i < s->seq.n; i++) print_stmt(b, s->seq.items[i], ind);
+      break;
+    case KG_IRS_FOR:
+      kg_strbuf_indent(b, ind);
+      kg_strbuf_printf(b, "for %s in [0, ", s->loop.var->name);
+      print_expr(b, s->loop.extent);
+      kg_strbuf_printf(b, ")");
+      if (s->loop.kind != KG_LOOP_SERIAL) kg_strbuf_printf(b, " %s", kg_loop_kind_names[s->loop.kind]);
+      if (s->loop.tag != KG_THREAD_NONE) kg_strbuf_printf(b, " %s", kg_thread_tag_names[s->loop.tag]);
+      kg_strbuf_printf(b, "  # %s.%s\n", s->loop.stage_name ? s->loop.stage_name : "?",
+                       s->loop.loop_name ? s->loop.loop_name : "?");
+      print_stmt(b, s->loop.body, ind + 1);
+      break;
+    case KG_IRS_IF:
+      kg_strbuf_indent(b, ind);
+      kg_strbuf_puts(b, "if ");
+      print_expr(b, s->cond.cond);
+      kg_strbuf_puts(b, ":\n");
+      print_stmt(b, s->cond.then, ind + 1);
+      if (s->cond.otherwise) {
+        kg_strbuf_indent(b, ind);
+        kg_strbuf_puts(b, "else:\n");
+        print_stmt(b, s->cond.otherwise, ind + 1);
+      }
+      break;
+    case KG_IRS_STORE:
+      kg_strbuf_indent(b, ind);
+      kg_strbuf_printf(b, "%s[", s->store.buf->name);
+      print_expr(b, s->store.index);
+      kg_strbuf_puts(b, "] = ");
+      print_expr(b, s->store.value);
+      kg_strbuf_putc(b, '\n');
+      break;
+    case KG_IRS_LET:
+      kg_strbuf_indent(b, ind);
+      kg_strbuf_printf(b, "let %s = ", s->let.var->name);
+      print_expr(b, s->let.value);
+      kg_strbuf_putc(b, '\n');
+      break;
+    case KG_IRS_ALLOC:
+      kg_strbuf_indent(b, ind);
+      kg_strbuf_printf(b, "alloc %s: f32[%lld] %s\n", s->alloc.buf->name, (long long)s->alloc.buf->size,
+                       kg_scope_names[s->alloc.buf->scope]);
+      print_stmt(b, s->alloc.body, ind + 1);
+      break;
+    case KG_IRS_BARRIER:
+      kg_strbuf_indent(b, ind);
+      kg_strbuf_puts(b, "barrier\n");
+      break;
+    case KG_IRS_COMMENT:
+      kg_strbuf_indent(b, ind);
+      kg_strbuf_printf(b, "# %s\n", s->text);
+      break;
+  }
+}
+
+void kg_ir_print(kg_strbuf *b, const kg_lowered *f) {
+  kg_strbuf_printf(b, "func %s(", f->name);
+  for (int i = 0; i < f->nparams; i++) {
+    const kg_buffer *p = f->params[i];
+    kg_strbuf_printf(b, "%s%s %s: f32[%lld]", i ? ", " : "", p->is_input ? "in" : "out", p->name,
+                     (long long)p->size);
+  }
+  kg_strbuf_puts(b, ")\n");
+  for (int i = 0; i < f->ntemps; i++)
+    kg_strbuf_printf(b, "  temp %s: f32[%lld] %s\n", f->temps[i]->name, (long long)f->temps[i]->size,
+                     kg_scope_names[f->temps[i]->scope]);
+  print_stmt(b, f->body, 1);
+}

@@ -1,0 +1,164 @@
+/* The loop-nest IR that lowering produces and the printers read. Designed for both targets: loops carry a kind
+ * and a GPU index tag, buffers a storage scope, and barriers are explicit statements.
+ *
+ * Index arithmetic is int64 in the IR (printed as the target's index type); values are f32; booleans only in
+ * conditions and selects. IR nodes keep the source position of the expression they came from (or none). */
+#ifndef KG_IR_H
+#define KG_IR_H
+#include "sched.h"
+
+typedef struct kg_irexpr kg_irexpr;
+typedef struct kg_irstmt kg_irstmt;
+
+/* A buffer: a program input/output (a parameter), a global temporary, or an allocation of a stage's region
+ * (shared or local scope) placed at its attach point. Dense, C order; index expressions are flat. */
+typedef struct kg_buffer {
+  const char *name; /* a C identifier, unique in the function */
+  int id;
+  kg_scope scope;
+  kg_tensor *tensor;
+  int64_t size;     /* elements */
+  int param_index;  /* >= 0 for parameters: inputs in order, then outputs in order; -1 otherwise */
+  int is_input;     /* read-only parameter */
+} kg_buffer;
+
+typedef struct kg_irvar {
+  const char *name; /* a C identifier, unique in the function */
+  int id;
+} kg_irvar;
+
+typedef enum {
+  KG_IRE_INT,    /* i */
+  KG_IRE_FLOAT,  /* f */
+  KG_IRE_VAR,    /* var (a loop variable or a LET) */
+  KG_IRE_LOAD,   /* load.buf[load.index] */
+  KG_IRE_BINARY, /* bin.op over bin.a, bin.b (type: INT for index arithmetic, F32, BOOL for comparisons/logic);
+                    INT DIV/MOD are floor division/modulo */
+  KG_IRE_UNARY,  /* bin.op (NEG, NOT) over bin.a */
+  KG_IRE_CALL,   /* call.fn over call.args (SELECT never appears here: see KG_IRE_SELECT) */
+  KG_IRE_SELECT, /* sel.c ? sel.a : sel.b, evaluating only the branch taken */
+  KG_IRE_CAST,   /* bin.a (INT) converted to F32 */
+} kg_irexpr_kind;
+
+struct kg_irexpr {
+  kg_irexpr_kind kind;
+  kg_type ty;
+  kg_pos pos;
+  union {
+    int64_t i;
+    double f;
+    kg_irvar *var;
+    struct {
+      kg_buffer *buf;
+      kg_irexpr *index;
+    } load;
+    struct {
+      kg_op op;
+      kg_irexpr *a, *b;
+    } bin;
+    struct {
+      kg_func fn;
+      kg_irexpr *args[3];
+      int n;
+    } call;
+    struct {
+      kg_irexpr *c, *a, *b;
+    } sel;
+  };
+};
+
+typedef enum {
+  KG_IRS_SEQ,     /* seq.items[0..n) in order */
+  KG_IRS_FOR,     /* for (var = 0; var < extent; var++) body, with kind and tag; loop_name is the schedule's
+                     name (e.g. "i.o") for dumps and comments */
+  KG_IRS_IF,      /* if (cond) then [else otherwise] */
+  KG_IRS_STORE,   /* buf[index] = value */
+  KG_IRS_LET,     /* const var = value; visible to the statements after it in the enclosing SEQ */
+  KG_IRS_ALLOC,   /* buf allocated (its scope) for the statements of body, freed after */
+  KG_IRS_BARRIER, /* __syncthreads(): every thread of the block reaches it */
+  KG_IRS_COMMENT, /* text, for readable output */
+} kg_irstmt_kind;
+
+struct kg_irstmt {
+  kg_irstmt_kind kind;
+  kg_pos pos;
+  union {
+    struct {
+      kg_irstmt **items;
+      int n, cap;
+    } seq;
+    struct {
+      kg_irvar *var;
+      kg_irexpr *extent; /* INT; a constant after lowering sizes that are bound */
+      kg_loop_kind kind;
+      kg_thread_tag tag;
+      const char *loop_name;
+      const char *stage_name;
+      kg_irstmt *body;
+    } loop;
+    struct {
+      kg_irexpr *cond;
+      kg_irstmt *then, *otherwise;
+    } cond;
+    struct {
+      kg_buffer *buf;
+      kg_irexpr *index, *value;
+    } store;
+    struct {
+      kg_irvar *var;
+      kg_irexpr *value;
+    } let;
+    struct {
+      kg_buffer *buf;
+      kg_irstmt *body;
+    } alloc;
+    const char *text;
+  };
+};
+
+/* A lowered program: one function over the parameters. body is a SEQ whose items are the root stages' nests in
+ * execution order (the CUDA printer makes one kernel of each); temps are global intermediates, which the
+ * C printer allocates in the function and the CUDA runtime allocates between kernels. */
+typedef struct kg_lowered {
+  const char *name; /* the def's name */
+  kg_target_kind target;
+  kg_buffer **params;
+  int nparams;
+  kg_buffer **temps;
+  int ntemps;
+  kg_irstmt *body;
+  int n_buffers, n_vars;
+} kg_lowered;
+
+/* IR construction helpers (ir.c); every node from arena a. Constant folding happens in these constructors
+ * (x + 0, x * 1, c1 op c2), so lowering gets simplified index arithmetic without a separate pass. */
+kg_irexpr *kg_ir_int(kg_arena *a, int64_t v);
+kg_irexpr *kg_ir_float(kg_arena *a, double v);
+kg_irexpr *kg_ir_var(kg_arena *a, kg_irvar *v);
+kg_irexpr *kg_ir_load(kg_arena *a, kg_buffer *b, kg_irexpr *index);
+kg_irexpr *kg_ir_binary(kg_arena *a, kg_op op, kg_irexpr *x, kg_irexpr *y); /* type from operands and op */
+kg_irexpr *kg_ir_unary(kg_arena *a, kg_op op, kg_irexpr *x);
+kg_irexpr *kg_ir_call(kg_arena *a, kg_func fn, kg_irexpr **args, int n);
+kg_irexpr *kg_ir_select(kg_arena *a, kg_irexpr *c, kg_irexpr *x, kg_irexpr *y);
+kg_irexpr *kg_ir_cast_f32(kg_arena *a, kg_irexpr *x); /* no-op on F32 */
+kg_irstmt *kg_ir_seq(kg_arena *a);
+void kg_ir_seq_push(kg_arena *a, kg_irstmt *seq, kg_irstmt *item); /* a NULL item is ignored */
+kg_irstmt *kg_ir_for(kg_arena *a, kg_irvar *v, kg_irexpr *extent, kg_loop_kind kind, kg_thread_tag tag,
+                     const char *loop_name, const char *stage_name, kg_irstmt *body);
+kg_irstmt *kg_ir_if(kg_arena *a, kg_irexpr *cond, kg_irstmt *then, kg_irstmt *otherwise);
+kg_irstmt *kg_ir_store(kg_arena *a, kg_buffer *b, kg_irexpr *index, kg_irexpr *value);
+kg_irstmt *kg_ir_let(kg_arena *a, kg_irvar *v, kg_irexpr *value);
+kg_irstmt *kg_ir_alloc(kg_arena *a, kg_buffer *b, kg_irstmt *body);
+kg_irstmt *kg_ir_barrier(kg_arena *a);
+kg_irstmt *kg_ir_comment(kg_arena *a, const char *text);
+int kg_ir_is_const(const kg_irexpr *e, int64_t *v);
+
+/* Pseudo-code dump of the IR (`kgen lower --dump ir`). */
+void kg_ir_print(struct kg_strbuf *b, const kg_lowered *f);
+
+/* Lowering (lower.c): builds the loop nests of every root stage with the stages computed at their loops,
+ * infers the regions those stages must compute, inserts guards for non-dividing splits and out-of-range region
+ * points, inlines compute_inline stages, and folds constants. Returns NULL with a message in err when the
+ * schedule cannot be lowered for this target (e.g. a bound loop on the C target). */
+kg_lowered *kg_lower(const kg_schedule *s, kg_target_kind target, kg_arena *a, char *err, size_t errlen);
+#endif

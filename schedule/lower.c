@@ -1,0 +1,761 @@
+/* Lowering: a schedule to the loop-nest IR.
+ *
+ * Pass order (kg_lower): name the parameters and global temporaries; check the schedule against the target; then
+ * one nest per root stage, in execution order. A nest (lower_stage) is built from its stage's leaves, outermost
+ * first; at each loop the stages computed there are emitted first (region inferred by bounds.c, buffer allocated
+ * around the loop's body), and the innermost body holds the root-axis LETs, the guard and the store. Reductions
+ * get their init before the outermost reduction loop, inside copies of the spatial loops that follow it.
+ *
+ * Requires: a schedule produced by kg_schedule_new/kg_schedule_apply (iter trees consistent, attach points are
+ * leaves of non-inlined consumers, every attached stage consumed only by its attach stage). */
+#include <assert.h>
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include "bounds.h"
+#include "ir.h"
+
+typedef struct region {
+  kg_buffer *buf;
+  int ndim;
+  kg_irexpr *min[KG_MAX_DIMS];
+  int64_t ext[KG_MAX_DIMS];
+} region;
+
+typedef struct lctx {
+  const kg_schedule *s;
+  const kg_program *p;
+  kg_target_kind target;
+  kg_arena *a;
+  char *err;
+  size_t errlen;
+  int failed;
+  kg_lowered *f;
+  const char **names;
+  int nnames, capnames;
+  kg_buffer **tbuf;      /* by tensor id: parameters and global temporaries */
+  kg_sstage **tstage;    /* by tensor id: the stage writing it (NULL for inputs) */
+  region **bind;         /* by tensor id: the region buffer of an attached stage, while in scope */
+  kg_irexpr **env;       /* by ivar id: the value of each index variable while lowering a body */
+  kg_var_ranges ranges;  /* by irvar id */
+  kg_irexpr **lets;      /* by irvar id: values of LET variables (for index normalisation) */
+  int caplets;
+  int in_parallel;       /* inside a PARALLEL loop (init copies of parallel loops become serial) */
+  int nbuffers, nvars;
+} lctx;
+
+typedef struct nest {
+  kg_sstage *st;
+  int nroot;
+  kg_irexpr **dom_min; /* per root axis (spatial, then reduction): absolute min */
+  int64_t *dom_ext;
+  int64_t *ext;        /* by iter id */
+  kg_irvar **leafvar;  /* by leaf index */
+  int R;               /* index of the outermost reduction leaf, -1 without */
+  region *out_region;  /* attached stage: its region buffer */
+  kg_buffer *out_buf;
+} nest;
+
+static void fail(lctx *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(lctx *L, const char *fmt, ...) {
+  if (L->failed) return;
+  L->failed = 1;
+  if (!L->err || !L->errlen) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(L->err, L->errlen, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- names ---- */
+
+static const char *const reserved[] = {
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
+    "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",
+    "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "main",
+    "int64_t", "int32_t", "uint64_t", "size_t", "NULL", "INFINITY", "NAN", "malloc", "calloc", "free", "abort",
+    "expf", "logf", "sqrtf", "tanhf", "erff", "fabsf", "powf", "fmodf", "floorf", "args", "asm", "fortran",
+    "bool", "true", "false", "threadIdx", "blockIdx", "blockDim", "gridDim", "__syncthreads", "float4", "dim3",
+    "min", "max", "signbit", "isnan", "isinf"};
+
+static int name_taken(const lctx *L, const char *n) {
+  for (size_t i = 0; i < sizeof reserved / sizeof *reserved; i++)
+    if (!strcmp(reserved[i], n)) return 1;
+  if (!strncmp(n, "kg_", 3) || n[0] == '_') return 1;
+  for (int i = 0; i < L->nnames; i++)
+    if (!strcmp(L->names[i], n)) return 1;
+  return 0;
+}
+
+/* A C identifier from a schedule name: '.', '*' and anything else -> '_'; long user names are cut (uniqueness
+ * comes from the suffix). */
+static char *sanitize(lctx *L, const char *base) {
+  size_t n = strlen(base);
+  if (n > 64) n = 64;
+  char *s = kg_arena_alloc(L->a, n + 3);
+  size_t k = 0;
+  if (n == 0 || isdigit((unsigned char)base[0]) || base[0] == '_') s[k++] = 'v';
+  for (size_t i = 0; i < n; i++) s[k++] = isalnum((unsigned char)base[i]) ? base[i] : '_';
+  s[k] = 0;
+  return s;
+}
+
+/* A unique identifier in the function: base; when taken, "<prefix>_<base>"; then numbered suffixes. */
+static const char *unique_name(lctx *L, const char *base, const char *prefix) {
+  const char *s = sanitize(L, base), *cand = s;
+  if (name_taken(L, cand) && prefix) cand = kg_arena_printf(L->a, "%s_%s", sanitize(L, prefix), s);
+  if (name_taken(L, cand)) {
+    const char *b = cand;
+    for (int i = 1; name_taken(L, cand); i++) cand = kg_arena_printf(L->a, "%s_%d", b, i);
+  }
+  KG_PUSH(L->a, L->names, L->nnames, L->capnames, cand);
+  return cand;
+}
+
+static void grow_var_tables(lctx *L, int id) {
+  if (id < L->ranges.cap) return;
+  int cap = L->ranges.cap ? L->ranges.cap : 64;
+  while (cap <= id) cap *= 2;
+  L->ranges.lo = kg_arena_grow(L->a, L->ranges.lo, (size_t)L->ranges.cap, (size_t)cap, sizeof(int64_t));
+  L->ranges.hi = kg_arena_grow(L->a, L->ranges.hi, (size_t)L->ranges.cap, (size_t)cap, sizeof(int64_t));
+  L->ranges.known = kg_arena_grow(L->a, L->ranges.known, (size_t)L->ranges.cap, (size_t)cap, 1);
+  L->lets = kg_arena_grow(L->a, L->lets, (size_t)L->ranges.cap, (size_t)cap, sizeof(kg_irexpr *));
+  L->ranges.cap = cap;
+}
+
+/* name NULL: named later (LETs are named only when used). */
+static kg_irvar *new_var(lctx *L, const char *name, const char *prefix) {
+  kg_irvar *v = KG_NEW(L->a, kg_irvar);
+  v->id = L->nvars++;
+  v->name = name ? unique_name(L, name, prefix) : NULL;
+  grow_var_tables(L, v->id);
+  return v;
+}
+
+static void set_range(lctx *L, kg_irvar *v, int64_t lo, int64_t hi) {
+  L->ranges.lo[v->id] = lo;
+  L->ranges.hi[v->id] = hi;
+  L->ranges.known[v->id] = 1;
+}
+
+static kg_buffer *new_buffer(lctx *L, kg_tensor *t, kg_scope scope, int64_t size, const char *prefix) {
+  kg_buffer *b = KG_NEW(L->a, kg_buffer);
+  b->name = unique_name(L, t->name, prefix);
+  b->id = L->nbuffers++;
+  b->scope = scope;
+  b->tensor = t;
+  b->size = size;
+  b->param_index = -1;
+  return b;
+}
+
+/* ---- iter arithmetic: extents down, values up ---- */
+
+static int64_t iter_ext(lctx *L, nest *n, const kg_iter *it, unsigned char *done) {
+  if (done[it->id]) return n->ext[it->id];
+  int64_t e = 1;
+  switch (it->origin) {
+    case KG_ITER_ROOT: e = n->dom_ext[it->root_axis]; break;
+    case KG_ITER_SPLIT_OUTER: {
+      int64_t pe = iter_ext(L, n, it->split_parent, done), f = it->factor > 0 ? it->factor : 1;
+      e = pe / f + (pe % f != 0);
+      break;
+    }
+    case KG_ITER_SPLIT_INNER: e = it->factor > 0 ? it->factor : 1; break;
+    case KG_ITER_FUSED:
+      if (__builtin_mul_overflow(iter_ext(L, n, it->fuse_outer, done), iter_ext(L, n, it->fuse_inner, done), &e)) {
+        fail(L, "lower: stage %s: loop %s: extent overflows", n->st->name, it->name);
+        e = 1;
+      }
+      break;
+  }
+  if (e < 1) e = 1;
+  done[it->id] = 1;
+  n->ext[it->id] = e;
+  return e;
+}
+
+static int is_leaf(const kg_iter *it) { return !it->split_outer && !it->fused_into; }
+
+/* Relative value of every iter given the leaves' values (leafval by iter id; NULL where unknown, e.g. the
+ * reduction loops while building the init). */
+static kg_irexpr *iter_val(lctx *L, nest *n, const kg_iter *it, kg_irexpr **leafval, kg_irexpr **val,
+                           unsigned char *done) {
+  if (done[it->id]) return val[it->id];
+  kg_irexpr *v = NULL;
+  if (is_leaf(it)) {
+    v = leafval[it->id];
+  } else if (it->split_outer) {
+    kg_irexpr *o = iter_val(L, n, it->split_outer, leafval, val, done);
+    kg_irexpr *i = iter_val(L, n, it->split_inner, leafval, val, done);
+    if (o && i)
+      v = kg_ir_binary(L->a, KG_OP_ADD, kg_ir_binary(L->a, KG_OP_MUL, o, kg_ir_int(L->a, it->split_inner->factor)),
+                       i);
+  } else {
+    const kg_iter *f = it->fused_into;
+    kg_irexpr *fv = iter_val(L, n, f, leafval, val, done);
+    if (fv)
+      v = kg_ir_binary(L->a, it == f->fuse_outer ? KG_OP_DIV : KG_OP_MOD, fv,
+                       kg_ir_int(L->a, n->ext[f->fuse_inner->id]));
+  }
+  done[it->id] = 1;
+  val[it->id] = v;
+  return v;
+}
+
+static kg_irexpr **iter_values(lctx *L, nest *n, kg_irexpr **leafval) {
+  kg_sstage *st = n->st;
+  kg_irexpr **val = KG_NEW_ARRAY(L->a, kg_irexpr *, st->nall + 1);
+  unsigned char *done = KG_NEW_ARRAY(L->a, unsigned char, st->nall + 1);
+  for (int r = 0; r < n->nroot; r++) iter_val(L, n, st->roots[r], leafval, val, done);
+  return val;
+}
+
+static kg_irexpr *guard_and(lctx *L, kg_irexpr *acc, kg_irexpr *c) {
+  if (kg_bounds_provably_true(c, &L->ranges)) return acc;
+  return acc ? kg_ir_binary(L->a, KG_OP_AND, acc, c) : c;
+}
+
+/* The guard of a store: non-dividing splits keep the parent below its extent; an attached stage's region
+ * points stay inside its tensor. Conjuncts that cannot involve unknown values (NULL) are skipped; provably
+ * true ones are dropped. */
+static kg_irexpr *build_guard(lctx *L, nest *n, kg_irexpr **val) {
+  kg_sstage *st = n->st;
+  kg_arena *a = L->a;
+  kg_irexpr *g = NULL;
+  for (int i = 0; i < st->nall; i++) {
+    kg_iter *it = st->all[i];
+    if (!it->split_outer || !val[it->id]) continue;
+    int64_t f = it->split_inner->factor;
+    if (f > 0 && n->ext[it->id] % f == 0) continue;
+    g = guard_and(L, g, kg_ir_binary(a, KG_OP_LT, kg_bounds_simplify(a, val[it->id], NULL, 0),
+                                kg_ir_int(a, n->ext[it->id])));
+  }
+  if (n->out_region) {
+    for (int d = 0; d < st->nax; d++) {
+      kg_irexpr *rel = val[st->roots[d]->id];
+      if (!rel) continue;
+      int64_t m, shape = st->out->shape[d];
+      if (kg_ir_is_const(n->dom_min[d], &m) && m >= 0 && m + n->dom_ext[d] <= shape) continue;
+      kg_irexpr *abs = kg_bounds_simplify(a, kg_ir_binary(a, KG_OP_ADD, n->dom_min[d], rel), NULL, 0);
+      g = guard_and(L, g, kg_ir_binary(a, KG_OP_GE, abs, kg_ir_int(a, 0)));
+      g = guard_and(L, g, kg_ir_binary(a, KG_OP_LT, abs, kg_ir_int(a, shape)));
+    }
+  }
+  return g;
+}
+
+/* ---- expressions ---- */
+
+static kg_irexpr *lower_expr(lctx *L, const kg_expr *e);
+
+static kg_irexpr *flat_index(lctx *L, kg_irexpr **idx, int ndim, const int64_t *dims, kg_irexpr *const *mins) {
+  kg_arena *a = L->a;
+  kg_irexpr *r = kg_ir_int(a, 0);
+  int64_t stride = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    kg_irexpr *x = idx[d];
+    if (mins) x = kg_ir_binary(a, KG_OP_SUB, x, mins[d]);
+    r = kg_ir_binary(a, KG_OP_ADD, kg_ir_binary(a, KG_OP_MUL, x, kg_ir_int(a, stride)), r);
+    if (__builtin_mul_overflow(stride, dims[d], &stride)) stride = 1; /* shapes were checked to fit */
+  }
+  /* region buffers: expand the LETs so that "index - region min" cancels to the inner loop variables */
+  return kg_bounds_simplify(a, r, mins ? L->lets : NULL, mins ? L->ranges.cap : 0);
+}
+
+static kg_irexpr *buffer_index(lctx *L, kg_tensor *t, kg_irexpr **idx, kg_buffer **buf) {
+  region *rg = L->bind[t->id];
+  kg_sstage *st = L->tstage[t->id];
+  if (rg) {
+    *buf = rg->buf;
+    return flat_index(L, idx, rg->ndim, rg->ext, rg->min);
+  }
+  if (st && st->attach == KG_ATTACH_AT) {
+    fail(L, "lower: tensor %s is used outside the loop %s of stage %s where it is computed", t->name,
+         st->attach_iter ? st->attach_iter->name : "?", st->attach_stage ? st->attach_stage->name : "?");
+    *buf = NULL;
+    return kg_ir_int(L->a, 0);
+  }
+  *buf = L->tbuf[t->id];
+  if (!*buf) {
+    fail(L, "lower: tensor %s has no buffer", t->name);
+    return kg_ir_int(L->a, 0);
+  }
+  return flat_index(L, idx, t->ndim, t->shape, NULL);
+}
+
+static kg_irexpr *lower_read(lctx *L, const kg_expr *e) {
+  kg_arena *a = L->a;
+  kg_tensor *t = e->read.tensor;
+  if (!t || t->id < 0 || t->id >= L->s->n_tensors || e->read.n != t->ndim) {
+    fail(L, "lower: malformed read of %s", e->read.name ? e->read.name : "?");
+    return kg_ir_float(a, 0);
+  }
+  kg_irexpr *idx[KG_MAX_DIMS];
+  for (int d = 0; d < e->read.n; d++) idx[d] = lower_expr(L, e->read.idx[d]);
+  kg_sstage *st = L->tstage[t->id];
+  if (st && st->attach == KG_ATTACH_INLINE) {
+    /* substitute the producer's body with its axes bound to the read's indices */
+    kg_irexpr *saved[KG_MAX_DIMS];
+    for (int d = 0; d < st->nax; d++) {
+      saved[d] = L->env[st->ax[d]->id];
+      L->env[st->ax[d]->id] = idx[d];
+    }
+    kg_irexpr *v = kg_ir_cast_f32(a, lower_expr(L, st->body));
+    for (int d = 0; d < st->nax; d++) L->env[st->ax[d]->id] = saved[d];
+    return v;
+  }
+  kg_buffer *b;
+  kg_irexpr *ix = buffer_index(L, t, idx, &b);
+  if (!b) return kg_ir_float(a, 0);
+  kg_irexpr *r = kg_ir_load(a, b, ix);
+  r->pos = e->pos;
+  return r;
+}
+
+static int is_value_op(kg_op op) {
+  return op == KG_OP_ADD || op == KG_OP_SUB || op == KG_OP_MUL || op == KG_OP_DIV || op == KG_OP_MOD;
+}
+
+static kg_irexpr *lower_expr(lctx *L, const kg_expr *e) {
+  kg_arena *a = L->a;
+  kg_irexpr *r = NULL;
+  if (L->failed) return kg_ir_float(a, 0);
+  switch (e->kind) {
+    case KG_EXPR_NUM:
+      if (e->ty == KG_TY_INT) r = kg_ir_int(a, e->num.is_int ? e->num.i : (int64_t)e->num.f);
+      else r = kg_ir_float(a, e->num.is_int ? (double)e->num.i : e->num.f);
+      break;
+    case KG_EXPR_SIZE:
+      if (e->var.size < 0 || e->var.size >= L->p->nsizes) {
+        fail(L, "lower: unknown size variable");
+        return kg_ir_int(a, 0);
+      }
+      r = kg_ir_int(a, L->p->sizes[e->var.size].value);
+      break;
+    case KG_EXPR_IVAR:
+      if (!e->var.iv || e->var.iv->id < 0 || e->var.iv->id >= L->s->n_ivars || !L->env[e->var.iv->id]) {
+        fail(L, "lower: index variable %s has no value here", e->var.iv ? e->var.iv->name : "?");
+        return kg_ir_int(a, 0);
+      }
+      r = L->env[e->var.iv->id];
+      break;
+    case KG_EXPR_READ: r = lower_read(L, e); break;
+    case KG_EXPR_UNARY: {
+      kg_irexpr *x = lower_expr(L, e->op.a);
+      if (e->op.op == KG_OP_NEG && e->ty == KG_TY_F32) x = kg_ir_cast_f32(a, x);
+      r = kg_ir_unary(a, e->op.op, x);
+      break;
+    }
+    case KG_EXPR_BINARY: {
+      kg_irexpr *x = lower_expr(L, e->op.a), *y = lower_expr(L, e->op.b);
+      int as_f32 = (is_value_op(e->op.op) && e->ty == KG_TY_F32) || x->ty == KG_TY_F32 || y->ty == KG_TY_F32;
+      if (as_f32 && e->op.op != KG_OP_AND && e->op.op != KG_OP_OR) {
+        x = kg_ir_cast_f32(a, x);
+        y = kg_ir_cast_f32(a, y);
+      }
+      r = kg_ir_binary(a, e->op.op, x, y);
+      break;
+    }
+    case KG_EXPR_CALL: {
+      kg_irexpr *args[3];
+      int n = e->call.n < 3 ? e->call.n : 3;
+      for (int i = 0; i < n; i++) args[i] = lower_expr(L, e->call.args[i]);
+      if (e->call.fn == KG_FN_SELECT && n == 3) {
+        kg_irexpr *x = args[1], *y = args[2];
+        if (e->ty == KG_TY_F32 || x->ty == KG_TY_F32 || y->ty == KG_TY_F32) {
+          x = kg_ir_cast_f32(a, x);
+          y = kg_ir_cast_f32(a, y);
+        }
+        r = kg_ir_select(a, args[0], x, y);
+      } else if (e->call.fn != KG_FN_SELECT && n == kg_func_arity[e->call.fn]) {
+        r = kg_ir_call(a, e->call.fn, args, n);
+      } else {
+        fail(L, "lower: malformed call of %s", kg_func_names[e->call.fn]);
+        return kg_ir_float(a, 0);
+      }
+      break;
+    }
+    default:
+      fail(L, "lower: unexpected %s in a stage body", e->kind == KG_EXPR_REDUCE ? "reduction" : "name");
+      return kg_ir_float(a, 0);
+  }
+  if (e->ty == KG_TY_F32) r = kg_ir_cast_f32(a, r);
+  if (r->pos.src == NULL) r->pos = e->pos;
+  return r;
+}
+
+/* ---- statements ---- */
+
+static void mark_vars_expr(const kg_irexpr *e, unsigned char *used, int cap) {
+  switch (e->kind) {
+    case KG_IRE_VAR:
+      if (e->var->id < cap) used[e->var->id] = 1;
+      break;
+    case KG_IRE_LOAD: mark_vars_expr(e->load.index, used, cap); break;
+    case KG_IRE_BINARY:
+      mark_vars_expr(e->bin.a, used, cap);
+      mark_vars_expr(e->bin.b, used, cap);
+      break;
+    case KG_IRE_UNARY:
+    case KG_IRE_CAST: mark_vars_expr(e->bin.a, used, cap); break;
+    case KG_IRE_CALL:
+      for (int i = 0; i < e->call.n; i++) mark_vars_expr(e->call.args[i], used, cap);
+      break;
+    case KG_IRE_SELECT:
+      mark_vars_expr(e->sel.c, used, cap);
+      mark_vars_expr(e->sel.a, used, cap);
+      mark_vars_expr(e->sel.b, used, cap);
+      break;
+    default: break;
+  }
+}
+
+static kg_irexpr *combine(lctx *L, kg_reducer red, kg_irexpr *acc, kg_irexpr *v) {
+  kg_irexpr *args[2] = {acc, v};
+  switch (red) {
+    case KG_RED_SUM: return kg_ir_binary(L->a, KG_OP_ADD, acc, v);
+    case KG_RED_PROD: return kg_ir_binary(L->a, KG_OP_MUL, acc, v);
+    case KG_RED_MAX: return kg_ir_call(L->a, KG_FN_MAX, args, 2);
+    case KG_RED_MIN: return kg_ir_call(L->a, KG_FN_MIN, args, 2);
+    default: assert(0); return v;
+  }
+}
+
+/* e with every subexpression equal to a LET's value replaced by the LET (guards read "i < 33", not the sum). */
+static kg_irexpr *use_lets(lctx *L, kg_irexpr *e, kg_irvar **letvar, int n) {
+  if (e->ty == KG_TY_INT && e->kind != KG_IRE_VAR && e->kind != KG_IRE_INT)
+    for (int r = 0; r < n; r++)
+      if (letvar[r] && kg_bounds_expr_equal(e, L->lets[letvar[r]->id])) return kg_ir_var(L->a, letvar[r]);
+  if (e->kind == KG_IRE_BINARY) {
+    kg_irexpr *x = use_lets(L, e->bin.a, letvar, n), *y = use_lets(L, e->bin.b, letvar, n);
+    if (x != e->bin.a || y != e->bin.b) return kg_ir_binary(L->a, e->bin.op, x, y);
+  }
+  return e;
+}
+
+/* LETs for the root axes, the guard and the store; init: the reduction's init instead of its update.
+ * leafval gives each leaf's value (reduction leaves NULL for the init). */
+static kg_irstmt *build_store(lctx *L, nest *n, kg_irexpr **leafval, int init) {
+  kg_arena *a = L->a;
+  kg_sstage *st = n->st;
+  kg_irexpr **val = iter_values(L, n, leafval);
+  kg_irvar **letvar = KG_NEW_ARRAY(a, kg_irvar *, n->nroot + 1);
+  int nroot = n->nroot;
+  for (int r = 0; r < nroot; r++) {
+    kg_ivar *iv = r < st->nax ? st->ax[r] : st->rax[r - st->nax];
+    letvar[r] = NULL;
+    kg_irexpr *rel = val[st->roots[r]->id];
+    if (!rel) {
+      L->env[iv->id] = NULL;
+      continue;
+    }
+    kg_irexpr *abs = kg_bounds_simplify(a, kg_ir_binary(a, KG_OP_ADD, n->dom_min[r], rel), NULL, 0);
+    if (abs->kind == KG_IRE_VAR || abs->kind == KG_IRE_INT) {
+      L->env[iv->id] = abs;
+    } else {
+      letvar[r] = new_var(L, NULL, NULL);
+      L->lets[letvar[r]->id] = abs;
+      int64_t lo, hi;
+      if (kg_bounds_range(abs, &L->ranges, &lo, &hi)) set_range(L, letvar[r], lo, hi);
+      L->env[iv->id] = kg_ir_var(a, letvar[r]);
+    }
+  }
+  kg_irexpr *idx[KG_MAX_DIMS];
+  for (int d = 0; d < st->nax && d < KG_MAX_DIMS; d++) idx[d] = L->env[st->ax[d]->id];
+  kg_buffer *buf = n->out_buf;
+  kg_irexpr *ix;
+  if (n->out_region) ix = flat_index(L, idx, st->nax, n->out_region->ext, n->out_region->min);
+  else ix = flat_index(L, idx, st->nax, st->out->shape, NULL);
+  kg_irexpr *value;
+  if (init) {
+    value = kg_ir_float(a, kg_reducer_identity(st->red));
+  } else {
+    value = kg_ir_cast_f32(a, lower_expr(L, st->body));
+    if (st->red != KG_RED_NONE) value = combine(L, st->red, kg_ir_load(a, buf, ix), value);
+  }
+  kg_irstmt *store = kg_ir_store(a, buf, ix, value);
+  kg_irexpr *g = build_guard(L, n, val);
+  if (g) g = use_lets(L, g, letvar, nroot);
+  kg_irstmt *body = g ? kg_ir_if(a, g, store, NULL) : store;
+  for (int r = 0; r < nroot; r++) L->env[(r < st->nax ? st->ax[r] : st->rax[r - st->nax])->id] = NULL;
+
+  /* only the LETs the store uses, so the printed code has no unused variables */
+  unsigned char *used = KG_NEW_ARRAY(a, unsigned char, L->ranges.cap);
+  mark_vars_expr(ix, used, L->ranges.cap);
+  mark_vars_expr(value, used, L->ranges.cap);
+  if (g) mark_vars_expr(g, used, L->ranges.cap);
+  kg_irstmt *seq = kg_ir_seq(a);
+  for (int r = 0; r < nroot; r++) {
+    if (!letvar[r] || !used[letvar[r]->id]) continue;
+    kg_ivar *iv = r < st->nax ? st->ax[r] : st->rax[r - st->nax];
+    letvar[r]->name = unique_name(L, iv->name, st->name);
+    kg_ir_seq_push(a, seq, kg_ir_let(a, letvar[r], L->lets[letvar[r]->id]));
+  }
+  if (seq->seq.n == 0) return body;
+  kg_ir_seq_push(a, seq, body);
+  return seq;
+}
+
+static kg_irstmt *lower_stage(lctx *L, kg_sstage *st, kg_irexpr **dom_min, int64_t *dom_ext, region *rg);
+
+/* The reduction's init, placed before the outermost reduction loop R: copies of the spatial loops after R. */
+static kg_irstmt *build_init(lctx *L, nest *n) {
+  kg_arena *a = L->a;
+  kg_sstage *st = n->st;
+  kg_irexpr **leafval = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
+  for (int k = 0; k < n->R; k++) leafval[st->leaves[k]->id] = kg_ir_var(a, n->leafvar[k]);
+  kg_irvar **copy = KG_NEW_ARRAY(a, kg_irvar *, st->nleaves + 1);
+  kg_loop_kind *kind = KG_NEW_ARRAY(a, kg_loop_kind, st->nleaves + 1);
+  int par = L->in_parallel;
+  for (int k = n->R + 1; k < st->nleaves; k++) {
+    kg_iter *it = st->leaves[k];
+    if (it->is_reduce) continue;
+    copy[k] = new_var(L, kg_arena_printf(a, "%s.init", it->name), st->name);
+    set_range(L, copy[k], 0, n->ext[it->id] - 1);
+    leafval[it->id] = kg_ir_var(a, copy[k]);
+    kind[k] = it->kind;
+    if (kind[k] == KG_LOOP_PARALLEL) {
+      if (par) kind[k] = KG_LOOP_SERIAL;
+      par = 1;
+    }
+  }
+  kg_irstmt *body = build_store(L, n, leafval, 1);
+  for (int k = st->nleaves - 1; k > n->R; k--) {
+    kg_iter *it = st->leaves[k];
+    if (it->is_reduce) continue;
+    body = kg_ir_for(a, copy[k], kg_ir_int(a, n->ext[it->id]), kind[k], it->tag,
+                     kg_arena_printf(a, "%s.init", it->name), st->name, body);
+  }
+  return body;
+}
+
+static kg_irstmt *build_from(lctx *L, nest *n, int k);
+
+/* The body of leaf k's loop: the stages computed at it (each in its region buffer), then the inner loops. */
+static kg_irstmt *build_body(lctx *L, nest *n, int k) {
+  kg_arena *a = L->a;
+  const kg_schedule *s = L->s;
+  kg_sstage *st = n->st;
+  kg_iter *it = st->leaves[k];
+  int nat = 0;
+  for (int i = 0; i < s->nstages; i++)
+    if (s->stages[i]->attach == KG_ATTACH_AT && s->stages[i]->attach_stage == st && s->stages[i]->attach_iter == it)
+      nat++;
+  if (!nat) return build_from(L, n, k + 1);
+
+  kg_sstage **at = KG_NEW_ARRAY(a, kg_sstage *, nat);
+  region **rg = KG_NEW_ARRAY(a, region *, nat);
+  region **saved = KG_NEW_ARRAY(a, region *, nat);
+  nat = 0;
+  for (int i = 0; i < s->nstages; i++)
+    if (s->stages[i]->attach == KG_ATTACH_AT && s->stages[i]->attach_stage == st && s->stages[i]->attach_iter == it)
+      at[nat++] = s->stages[i];
+  for (int j = 0; j < nat; j++) {
+    kg_sstage *P = at[j];
+    region *r = KG_NEW(a, region);
+    r->ndim = P->out->ndim;
+    kg_region_query q = {a, s, st, k, n->ext, n->leafvar, n->dom_min, P, L->tstage};
+    kg_bounds_infer_region(&q, r->min, r->ext);
+    int64_t size = 1;
+    for (int d = 0; d < r->ndim; d++)
+      if (__builtin_mul_overflow(size, r->ext[d], &size)) {
+        fail(L, "lower: stage %s: region size overflows", P->name);
+        size = 1;
+      }
+    r->buf = new_buffer(L, P->out, P->scope == KG_SCOPE_SHARED ? KG_SCOPE_SHARED : KG_SCOPE_LOCAL, size, NULL);
+    rg[j] = r;
+    saved[j] = L->bind[P->out->id];
+    L->bind[P->out->id] = r;
+  }
+  kg_irstmt *seq = kg_ir_seq(a);
+  for (int j = 0; j < nat; j++) {
+    kg_sstage *P = at[j];
+    kg_irexpr **dmin = KG_NEW_ARRAY(a, kg_irexpr *, P->nax + P->nrax + 1);
+    int64_t *dext = KG_NEW_ARRAY(a, int64_t, P->nax + P->nrax + 1);
+    for (int d = 0; d < P->nax; d++) {
+      dmin[d] = rg[j]->min[d];
+      dext[d] = rg[j]->ext[d];
+    }
+    for (int r = 0; r < P->nrax; r++) {
+      dmin[P->nax + r] = kg_ir_int(a, P->rax[r]->lo);
+      dext[P->nax + r] = P->rax[r]->extent;
+    }
+    int barriers = L->target == KG_TARGET_CUDA && rg[j]->buf->scope == KG_SCOPE_SHARED;
+    kg_ir_seq_push(a, seq, kg_ir_comment(a, kg_arena_printf(a, "stage %s (computed at %s.%s)", P->name, st->name,
+                                                              it->name)));
+    if (barriers) kg_ir_seq_push(a, seq, kg_ir_barrier(a));
+    kg_ir_seq_push(a, seq, lower_stage(L, P, dmin, dext, rg[j]));
+    if (barriers) kg_ir_seq_push(a, seq, kg_ir_barrier(a));
+  }
+  kg_ir_seq_push(a, seq, build_from(L, n, k + 1));
+  for (int j = nat - 1; j >= 0; j--) L->bind[at[j]->out->id] = saved[j];
+  kg_irstmt *body = seq;
+  for (int j = nat - 1; j >= 0; j--) body = kg_ir_alloc(a, rg[j]->buf, body);
+  return body;
+}
+
+static kg_irstmt *build_from(lctx *L, nest *n, int k) {
+  kg_arena *a = L->a;
+  kg_sstage *st = n->st;
+  if (L->failed) return kg_ir_seq(a);
+  if (k == st->nleaves) {
+    kg_irexpr **leafval = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
+    for (int j = 0; j < st->nleaves; j++) leafval[st->leaves[j]->id] = kg_ir_var(a, n->leafvar[j]);
+    return build_store(L, n, leafval, 0);
+  }
+  kg_iter *it = st->leaves[k];
+  kg_irstmt *init = k == n->R ? build_init(L, n) : NULL;
+  int saved = L->in_parallel;
+  if (it->kind == KG_LOOP_PARALLEL) L->in_parallel = 1;
+  kg_irstmt *body = build_body(L, n, k);
+  L->in_parallel = saved;
+  kg_irstmt *loop = kg_ir_for(a, n->leafvar[k], kg_ir_int(a, n->ext[it->id]), it->kind, it->tag, it->name,
+                              st->name, body);
+  if (!init) return loop;
+  kg_irstmt *seq = kg_ir_seq(a);
+  kg_ir_seq_push(a, seq, init);
+  kg_ir_seq_push(a, seq, loop);
+  return seq;
+}
+
+/* One stage's nest over the domain [dom_min, dom_min + dom_ext) of each root axis; rg: its region buffer when
+ * attached (NULL: its global buffer). */
+static kg_irstmt *lower_stage(lctx *L, kg_sstage *st, kg_irexpr **dom_min, int64_t *dom_ext, region *rg) {
+  kg_arena *a = L->a;
+  nest n;
+  memset(&n, 0, sizeof n);
+  n.st = st;
+  n.nroot = st->nax + st->nrax;
+  n.dom_min = dom_min;
+  n.dom_ext = dom_ext;
+  n.ext = KG_NEW_ARRAY(a, int64_t, st->nall + 1);
+  n.out_region = rg;
+  n.out_buf = rg ? rg->buf : L->tbuf[st->out->id];
+  if (!n.out_buf) {
+    fail(L, "lower: stage %s has no buffer", st->name);
+    return kg_ir_seq(a);
+  }
+  unsigned char *done = KG_NEW_ARRAY(a, unsigned char, st->nall + 1);
+  for (int i = 0; i < st->nall; i++) iter_ext(L, &n, st->all[i], done);
+  n.leafvar = KG_NEW_ARRAY(a, kg_irvar *, st->nleaves + 1);
+  n.R = -1;
+  for (int k = 0; k < st->nleaves; k++) {
+    kg_iter *it = st->leaves[k];
+    n.leafvar[k] = new_var(L, it->name, st->name);
+    set_range(L, n.leafvar[k], 0, n.ext[it->id] - 1);
+    if (it->is_reduce && n.R < 0) n.R = k;
+    if (it->is_reduce && (it->kind == KG_LOOP_PARALLEL || it->kind == KG_LOOP_VECTORIZED))
+      fail(L, "lower: stage %s: loop %s is a reduction loop and cannot be %s", st->name, it->name,
+           kg_loop_kind_names[it->kind]);
+  }
+  if (st->red != KG_RED_NONE && n.R < 0 && st->nrax > 0)
+    fail(L, "lower: stage %s: no reduction loop", st->name);
+  return build_from(L, &n, 0);
+}
+
+/* ---- the function ---- */
+
+static int check_target(lctx *L) {
+  const kg_schedule *s = L->s;
+  for (int i = 0; i < s->nstages; i++) {
+    kg_sstage *st = s->stages[i];
+    if (st->attach == KG_ATTACH_INLINE) continue;
+    if (st->attach == KG_ATTACH_AT) {
+      if (!st->attach_stage || st->attach_stage->attach == KG_ATTACH_INLINE || !st->attach_iter ||
+          kg_sstage_leaf_index(st->attach_stage, st->attach_iter) < 0) {
+        fail(L, "lower: stage %s: its attach point is not a loop of a computed stage", st->name);
+        return -1;
+      }
+    }
+    if (L->target != KG_TARGET_C) continue;
+    if (st->scope == KG_SCOPE_SHARED) {
+      fail(L, "lower: stage %s: shared storage is not available on the C target", st->name);
+      return -1;
+    }
+    for (int k = 0; k < st->nleaves; k++) {
+      kg_iter *it = st->leaves[k];
+      if (it->kind == KG_LOOP_BOUND || it->tag != KG_THREAD_NONE) {
+        fail(L, "lower: stage %s: loop %s is bound to %s, which the C target cannot run", st->name, it->name,
+             kg_thread_tag_names[it->tag]);
+        return -1;
+      }
+    }
+  }
+  return 0;
+}
+
+kg_lowered *kg_lower(const kg_schedule *s, kg_target_kind target, kg_arena *a, char *err, size_t errlen) {
+  lctx Lc, *L = &Lc;
+  memset(L, 0, sizeof *L);
+  L->s = s;
+  L->p = s->prog;
+  L->target = target;
+  L->a = a;
+  L->err = err;
+  L->errlen = errlen;
+  if (err && errlen) err[0] = 0;
+  int nt = s->n_tensors > 0 ? s->n_tensors : 1;
+  L->tbuf = KG_NEW_ARRAY(a, kg_buffer *, nt);
+  L->tstage = KG_NEW_ARRAY(a, kg_sstage *, nt);
+  L->bind = KG_NEW_ARRAY(a, region *, nt);
+  L->env = KG_NEW_ARRAY(a, kg_irexpr *, s->n_ivars > 0 ? s->n_ivars : 1);
+  for (int i = 0; i < s->nstages; i++) {
+    kg_sstage *st = s->stages[i];
+    if (st->out->id < 0 || st->out->id >= s->n_tensors) {
+      fail(L, "lower: stage %s: bad tensor id", st->name);
+      return NULL;
+    }
+    L->tstage[st->out->id] = st;
+  }
+  if (check_target(L)) return NULL;
+
+  kg_lowered *f = KG_NEW(a, kg_lowered);
+  L->f = f;
+  f->name = L->p->def ? L->p->def->name : "kernel";
+  f->target = target;
+  const kg_program *p = L->p;
+  f->nparams = p->ninputs + p->noutputs;
+  f->params = KG_NEW_ARRAY(a, kg_buffer *, f->nparams + 1);
+  for (int i = 0; i < f->nparams; i++) {
+    kg_tensor *t = i < p->ninputs ? p->inputs[i] : p->outputs[i - p->ninputs];
+    kg_buffer *b = new_buffer(L, t, KG_SCOPE_GLOBAL, kg_tensor_numel(t), NULL);
+    b->param_index = i;
+    b->is_input = i < p->ninputs;
+    f->params[i] = b;
+    if (t->id >= 0 && t->id < s->n_tensors) L->tbuf[t->id] = b;
+  }
+  f->temps = KG_NEW_ARRAY(a, kg_buffer *, s->nstages + 1);
+  for (int i = 0; i < s->nstages; i++) {
+    kg_sstage *st = s->stages[i];
+    if (st->attach != KG_ATTACH_ROOT || L->tbuf[st->out->id]) continue;
+    kg_buffer *b = new_buffer(L, st->out, KG_SCOPE_GLOBAL, kg_tensor_numel(st->out), NULL);
+    f->temps[f->ntemps++] = b;
+    L->tbuf[st->out->id] = b;
+  }
+  f->body = kg_ir_seq(a);
+  for (int i = 0; i < s->nstages && !L->failed; i++) {
+    kg_sstage *st = s->stages[i];
+    if (st->attach != KG_ATTACH_ROOT) continue;
+    int nroot = st->nax + st->nrax;
+    kg_irexpr **dmin = KG_NEW_ARRAY(a, kg_irexpr *, nroot + 1);
+    int64_t *dext = KG_NEW_ARRAY(a, int64_t, nroot + 1);
+    for (int d = 0; d < st->nax; d++) {
+      dmin[d] = kg_ir_int(a, 0);
+      dext[d] = st->out->shape[d];
+    }
+    for (int r = 0; r < st->nrax; r++) {
+      dmin[st->nax + r] = kg_ir_int(a, st->rax[r]->lo);
+      dext[st->nax + r] = st->rax[r]->extent;
+    }
+    /* one item per root stage (the CUDA printer makes a kernel of each), its comment inside */
+    kg_irstmt *item = kg_ir_seq(a);
+    kg_ir_seq_push(a, item, kg_ir_comment(a, kg_arena_printf(a, "stage %s", st->name)));
+    kg_ir_seq_push(a, item, lower_stage(L, st, dmin, dext, NULL));
+    kg_ir_seq_push(a, f->body, item);
+  }
+  f->n_buffers = L->nbuffers;
+  f->n_vars = L->nvars;
+  return L->failed ? NULL : f;
+}

@@ -1,0 +1,305 @@
+/* Random legal schedules: draw a primitive and its arguments from the current state, apply it, skip it when it
+ * is illegal. Deterministic in the seed (splitmix64; nothing else is random).
+ *
+ * For the C target the draws also keep the schedule runnable on the CPU: no bind, "local" scope only, a
+ * parallel loop only as the outermost loop of a stage computed at root (at most one per stage), a vectorized
+ * loop only innermost (extent <= 64, nothing computed at it), reorder and compute_at never move or enter an
+ * annotated loop, unroll only short loops. */
+#include <string.h>
+#include "sched_impl.h"
+
+typedef struct rng {
+  uint64_t state;
+} rng;
+
+static uint64_t rng_next(rng *r) {
+  uint64_t z = (r->state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* uniform in [0, n) for n >= 1 */
+static int rng_below(rng *r, int n) { return n <= 1 ? 0 : (int)(rng_next(r) % (uint64_t)n); }
+
+/* Divisors and non-divisors alike: half the time a power of two, else any value in [lo, min(extent, 64)].
+ * Loops draw lo = 2: a factor of 1 is legal but only adds a loop of extent 1. */
+static int64_t draw_factor(rng *r, int64_t extent, int64_t lo) {
+  int64_t hi = extent < 64 ? extent : 64;
+  if (hi < lo) hi = lo;
+  if (rng_below(r, 2)) {
+    int64_t pw[8];
+    int n = 0;
+    for (int64_t p = 1; p <= hi && n < 8; p *= 2)
+      if (p >= lo) pw[n++] = p;
+    if (n) return pw[rng_below(r, n)];
+  }
+  return lo + rng_below(r, (int)(hi - lo + 1));
+}
+
+typedef struct draw_ctx {
+  kg_schedule *s;
+  rng *r;
+  kg_target_kind target;
+  int done; /* successful steps so far */
+} draw_ctx;
+
+static kg_sstage *pick_stage(draw_ctx *c, int (*ok)(const kg_sstage *)) {
+  kg_sstage *cand[256];
+  int n = 0;
+  for (int i = 0; i < c->s->nstages && n < 256; i++)
+    if (c->s->stages[i]->attach != KG_ATTACH_INLINE && (!ok || ok(c->s->stages[i]))) cand[n++] = c->s->stages[i];
+  return n ? cand[rng_below(c->r, n)] : NULL;
+}
+
+static int has_leaves2(const kg_sstage *st) { return st->nleaves >= 2; }
+static int has_leaves1(const kg_sstage *st) { return st->nleaves >= 1; }
+
+static int untransformed(const kg_sstage *st) {
+  if (st->nleaves != st->nax + st->nrax) return 0;
+  for (int l = 0; l < st->nleaves; l++)
+    if (st->leaves[l] != st->roots[l] || st->leaves[l]->kind != KG_LOOP_SERIAL) return 0;
+  return 1;
+}
+
+static int is_reduction_untransformed(const kg_sstage *st) { return st->nrax > 0 && untransformed(st); }
+
+/* A serial leaf of st (spatial only when want_spatial), or NULL. */
+static kg_iter *pick_serial_leaf(draw_ctx *c, kg_sstage *st, int want_spatial) {
+  kg_iter *cand[64];
+  int n = 0;
+  for (int l = 0; l < st->nleaves && n < 64; l++) {
+    kg_iter *it = st->leaves[l];
+    if (it->kind == KG_LOOP_SERIAL && (!want_spatial || !it->is_reduce)) cand[n++] = it;
+  }
+  return n ? cand[rng_below(c->r, n)] : NULL;
+}
+
+static int count_kind(const kg_sstage *st, kg_loop_kind k) {
+  int n = 0;
+  for (int l = 0; l < st->nleaves; l++) n += st->leaves[l]->kind == k;
+  return n;
+}
+
+static int stage_attached_at(const kg_schedule *s, const kg_sstage *st, const kg_iter *it) {
+  for (int i = 0; i < s->nstages; i++)
+    if (s->stages[i]->attach == KG_ATTACH_AT && s->stages[i]->attach_stage == st &&
+        s->stages[i]->attach_iter == it)
+      return 1;
+  return 0;
+}
+
+static int created_stages(const kg_schedule *s) {
+  int n = 0;
+  for (int i = 0; i < s->nstages; i++) n += s->stages[i]->origin != KG_ORIGIN_PROGRAM;
+  return n;
+}
+
+static const char *pick_scope(draw_ctx *c) {
+  return c->target == KG_TARGET_C || rng_below(c->r, 2) ? "local" : "shared";
+}
+
+/* Collects the tensors read directly by e (distinct, at most max). */
+static void collect_reads(const kg_expr *e, kg_tensor **out, int *n, int max) {
+  if (!e) return;
+  switch (e->kind) {
+  case KG_EXPR_READ: {
+    int seen = 0;
+    for (int i = 0; i < *n; i++) seen |= out[i] == e->read.tensor;
+    if (!seen && *n < max && e->read.tensor) out[(*n)++] = e->read.tensor;
+    for (int i = 0; i < e->read.n; i++) collect_reads(e->read.idx[i], out, n, max);
+    break;
+  }
+  case KG_EXPR_UNARY:
+  case KG_EXPR_BINARY:
+    collect_reads(e->op.a, out, n, max);
+    collect_reads(e->op.b, out, n, max);
+    break;
+  case KG_EXPR_CALL:
+    for (int i = 0; i < e->call.n; i++) collect_reads(e->call.args[i], out, n, max);
+    break;
+  default:
+    break;
+  }
+}
+
+/* Fills step with a random draw of the given kind; 0 when no candidate exists. */
+static int draw_step(draw_ctx *c, kg_step_kind kind, kg_step *step) {
+  kg_schedule *s = c->s;
+  rng *r = c->r;
+  int cpu = c->target == KG_TARGET_C;
+  memset(step, 0, sizeof *step);
+  step->kind = kind;
+  kg_sstage *st;
+  kg_iter *it;
+  switch (kind) {
+  case KG_STEP_SPLIT:
+    if (!(st = pick_stage(c, has_leaves1)) || !(it = pick_serial_leaf(c, st, 0)) || it->extent < 2) return 0;
+    step->names[0] = it->name;
+    step->nnames = 1;
+    step->ints[0] = draw_factor(r, it->extent, 2);
+    step->nints = 1;
+    break;
+  case KG_STEP_TILE: {
+    if (!(st = pick_stage(c, has_leaves2))) return 0;
+    kg_iter *a = pick_serial_leaf(c, st, 0), *b = pick_serial_leaf(c, st, 0);
+    if (!a || !b || a == b || a->extent < 2 || b->extent < 2) return 0;
+    if (kg_sstage_leaf_index(st, a) > kg_sstage_leaf_index(st, b)) {
+      kg_iter *t = a;
+      a = b;
+      b = t;
+    }
+    step->names[0] = a->name;
+    step->names[1] = b->name;
+    step->nnames = 2;
+    step->ints[0] = draw_factor(r, a->extent, 2);
+    step->ints[1] = draw_factor(r, b->extent, 2);
+    step->nints = 2;
+    break;
+  }
+  case KG_STEP_REORDER: {
+    if (!(st = pick_stage(c, has_leaves2))) return 0;
+    kg_iter *cand[KG_STEP_MAX_NAMES];
+    int n = 0;
+    for (int l = 0; l < st->nleaves && n < KG_STEP_MAX_NAMES; l++)
+      if (!cpu || st->leaves[l]->kind == KG_LOOP_SERIAL) cand[n++] = st->leaves[l];
+    if (n < 2) return 0;
+    /* shuffle, then take the first k */
+    for (int i = n - 1; i > 0; i--) {
+      int j = rng_below(r, i + 1);
+      kg_iter *t = cand[i];
+      cand[i] = cand[j];
+      cand[j] = t;
+    }
+    int k = 2 + rng_below(r, (n < 4 ? n : 4) - 1);
+    for (int i = 0; i < k; i++) step->names[i] = cand[i]->name;
+    step->nnames = k;
+    break;
+  }
+  case KG_STEP_FUSE: {
+    if (!(st = pick_stage(c, has_leaves2))) return 0;
+    int l = rng_below(r, st->nleaves - 1);
+    step->names[0] = st->leaves[l]->name;
+    step->names[1] = st->leaves[l + 1]->name;
+    step->nnames = 2;
+    break;
+  }
+  case KG_STEP_UNROLL:
+    if (!(st = pick_stage(c, has_leaves1)) || !(it = pick_serial_leaf(c, st, 0))) return 0;
+    if (it->extent > 16) return 0;
+    step->names[0] = it->name;
+    step->nnames = 1;
+    break;
+  case KG_STEP_VECTORIZE:
+    if (!(st = pick_stage(c, has_leaves1))) return 0;
+    it = cpu ? st->leaves[st->nleaves - 1] : pick_serial_leaf(c, st, 1);
+    if (!it || it->is_reduce || it->kind != KG_LOOP_SERIAL || it->extent > 64) return 0;
+    if (cpu && stage_attached_at(s, st, it)) return 0;
+    step->names[0] = it->name;
+    step->nnames = 1;
+    break;
+  case KG_STEP_PARALLEL:
+    if (!(st = pick_stage(c, has_leaves1))) return 0;
+    if (cpu) {
+      if (st->attach != KG_ATTACH_ROOT || count_kind(st, KG_LOOP_PARALLEL) > 0) return 0;
+      it = st->leaves[0];
+    } else {
+      if (count_kind(st, KG_LOOP_PARALLEL) > 1) return 0;
+      it = pick_serial_leaf(c, st, 1);
+    }
+    if (!it) return 0;
+    step->names[0] = it->name;
+    step->nnames = 1;
+    break;
+  case KG_STEP_BIND:
+    if (cpu || !(st = pick_stage(c, has_leaves1)) || !(it = pick_serial_leaf(c, st, 1))) return 0;
+    step->names[0] = it->name;
+    step->names[1] = kg_thread_tag_names[1 + rng_below(r, KG_THREAD_COUNT - 1)];
+    step->nnames = 2;
+    break;
+  case KG_STEP_COMPUTE_AT: {
+    if (!(st = pick_stage(c, NULL)) || st->is_output) return 0;
+    const kg_sstage *cons = NULL;
+    if (kg_sched_consumers(s, st, NULL, &cons, 1) != 1 || cons->nleaves == 0) return 0;
+    it = cons->leaves[rng_below(r, cons->nleaves)];
+    if (cpu && it->kind == KG_LOOP_VECTORIZED) return 0;
+    step->names[0] = cons->name;
+    step->names[1] = it->name;
+    step->nnames = 2;
+    break;
+  }
+  case KG_STEP_COMPUTE_INLINE:
+    if (!(st = pick_stage(c, NULL)) || st->is_output || st->red != KG_RED_NONE) return 0;
+    break;
+  case KG_STEP_COMPUTE_ROOT: {
+    kg_sstage *cand[64];
+    int n = 0;
+    for (int i = 0; i < s->nstages && n < 64; i++)
+      if (s->stages[i]->attach != KG_ATTACH_ROOT) cand[n++] = s->stages[i];
+    if (!n) return 0;
+    st = cand[rng_below(r, n)];
+    break;
+  }
+  case KG_STEP_CACHE_READ: {
+    if (created_stages(s) >= 3 || !(st = pick_stage(c, NULL))) return 0;
+    kg_tensor *reads[16];
+    int n = 0;
+    collect_reads(st->body, reads, &n, 16);
+    if (!n) return 0;
+    kg_tensor *t = reads[rng_below(r, n)];
+    step->stage = t->name;
+    step->names[0] = pick_scope(c);
+    step->names[1] = st->name;
+    step->nnames = 2;
+    return 1;
+  }
+  case KG_STEP_CACHE_WRITE:
+    if (created_stages(s) >= 3 || !(st = pick_stage(c, untransformed))) return 0;
+    step->names[0] = pick_scope(c);
+    step->nnames = 1;
+    break;
+  case KG_STEP_RFACTOR: {
+    if (created_stages(s) >= 3 || !(st = pick_stage(c, is_reduction_untransformed))) return 0;
+    it = st->roots[st->nax + rng_below(r, st->nrax)];
+    if (it->extent < 2) return 0;
+    step->names[0] = it->name;
+    step->nnames = 1;
+    step->ints[0] = draw_factor(r, it->extent, 2);
+    step->nints = 1;
+    break;
+  }
+  default:
+    return 0;
+  }
+  step->stage = st->name;
+  return 1;
+}
+
+void kg_schedule_random(kg_schedule *s, uint64_t seed, kg_target_kind target, int nsteps) {
+  rng r = {seed ^ 0x6b67656e5f726e67ull};
+  draw_ctx c = {s, &r, target, 0};
+  /* relative weights; the storage primitives get a boost while the schedule is young (they need untransformed
+   * stages) */
+  int weight[KG_STEP_COUNT] = {
+      [KG_STEP_SPLIT] = 12,        [KG_STEP_TILE] = 8,           [KG_STEP_REORDER] = 7,
+      [KG_STEP_FUSE] = 6,          [KG_STEP_UNROLL] = 5,         [KG_STEP_VECTORIZE] = 6,
+      [KG_STEP_PARALLEL] = 5,      [KG_STEP_BIND] = target == KG_TARGET_CUDA ? 6 : 0,
+      [KG_STEP_COMPUTE_AT] = 10,   [KG_STEP_COMPUTE_INLINE] = 7, [KG_STEP_COMPUTE_ROOT] = 2,
+      [KG_STEP_CACHE_READ] = 3,    [KG_STEP_CACHE_WRITE] = 2,    [KG_STEP_RFACTOR] = 2,
+  };
+  int max_attempts = 20 * (nsteps > 0 ? nsteps : 0) + 20;
+  char err[512];
+  for (int attempt = 0; attempt < max_attempts && c.done < nsteps; attempt++) {
+    int w[KG_STEP_COUNT], total = 0;
+    for (int k = 0; k < KG_STEP_COUNT; k++) {
+      w[k] = weight[k];
+      if (c.done < 3 && (k == KG_STEP_CACHE_READ || k == KG_STEP_CACHE_WRITE || k == KG_STEP_RFACTOR)) w[k] *= 4;
+      total += w[k];
+    }
+    int x = rng_below(&r, total), kind = 0;
+    while (x >= w[kind]) x -= w[kind++];
+    kg_step step;
+    if (!draw_step(&c, (kg_step_kind)kind, &step)) continue;
+    if (kg_schedule_apply(s, &step, err, sizeof err) == 0) c.done++;
+  }
+}

@@ -1,0 +1,178 @@
+/* Schedules: a program's default schedule transformed by primitive steps. A schedule is fully described by its
+ * trace (the list of steps applied to the default schedule); applying a trace is deterministic.
+ *
+ * State kept per schedule stage: its loops (kg_iter) as a tree of split/fuse relations over the root axes, the
+ * current leaf order, each leaf's kind (serial/parallel/vectorized/unrolled/bound to a GPU index), where the
+ * stage is computed (root, inlined, or at a loop of a consumer) and the storage scope of its tensor.
+ *
+ * Every primitive checks all its preconditions before it changes anything: an illegal step returns -1 with a
+ * message naming the primitive, the stage and the loop, and leaves the schedule exactly as it was. */
+#ifndef KG_SCHED_H
+#define KG_SCHED_H
+#include <stddef.h>
+#include <stdint.h>
+#include "../te/te.h"
+
+typedef enum { KG_TARGET_C, KG_TARGET_CUDA } kg_target_kind;
+
+typedef enum { KG_SCOPE_GLOBAL, KG_SCOPE_SHARED, KG_SCOPE_LOCAL } kg_scope;
+extern const char *const kg_scope_names[]; /* "global", "shared", "local" */
+
+typedef enum { KG_LOOP_SERIAL, KG_LOOP_PARALLEL, KG_LOOP_VECTORIZED, KG_LOOP_UNROLLED, KG_LOOP_BOUND } kg_loop_kind;
+extern const char *const kg_loop_kind_names[];
+
+#define KG_THREAD_TAGS(X)                                                                                   \
+  X(BLOCK_X, "blockIdx.x") X(BLOCK_Y, "blockIdx.y") X(BLOCK_Z, "blockIdx.z") X(THREAD_X, "threadIdx.x")      \
+  X(THREAD_Y, "threadIdx.y") X(THREAD_Z, "threadIdx.z") X(VTHREAD, "vthread")
+typedef enum {
+  KG_THREAD_NONE,
+#define X(n, s) KG_THREAD_##n,
+  KG_THREAD_TAGS(X)
+#undef X
+  KG_THREAD_COUNT
+} kg_thread_tag;
+extern const char *const kg_thread_tag_names[KG_THREAD_COUNT]; /* [KG_THREAD_NONE] = "none" */
+
+typedef enum { KG_ITER_ROOT, KG_ITER_SPLIT_OUTER, KG_ITER_SPLIT_INNER, KG_ITER_FUSED } kg_iter_origin;
+
+/* A loop of a schedule stage. Root iters are the stage's axes (spatial first, then reduction); the others come
+ * from split (outer, inner) or fuse. Relations are kept on both ends so that lowering can pass extents down
+ * (root -> leaves) and values up (leaves -> root):
+ *   split:  parent = outer * factor + inner;  outer extent = ceil(parent extent / factor), inner = factor
+ *           (a non-dividing factor makes lowering guard parent < extent)
+ *   fuse:   fused = outer * inner.extent + inner  (outer = fused / inner.extent, inner = fused % inner.extent) */
+typedef struct kg_iter {
+  const char *name; /* root: the axis name; split: "<parent>.o" / "<parent>.i"; fuse: "<outer>*<inner>" */
+  int id;           /* index in kg_sstage.all */
+  int is_reduce;
+  int64_t extent;   /* with the stage's full domain (lowering recomputes it for attached stages' regions) */
+  kg_iter_origin origin;
+  int root_axis;    /* ROOT: index into the stage's axes (0..nax-1 spatial, nax.. reduction) */
+  /* where this iter came from */
+  struct kg_iter *split_parent; /* SPLIT_OUTER/INNER */
+  int64_t factor;               /* SPLIT_*: the inner extent */
+  struct kg_iter *fuse_outer, *fuse_inner; /* FUSED */
+  /* what became of it (NULL while it is a leaf) */
+  struct kg_iter *split_outer, *split_inner; /* split into these */
+  struct kg_iter *fused_into;               /* fused into this */
+  /* annotations (leaves only) */
+  kg_loop_kind kind;
+  kg_thread_tag tag;
+} kg_iter;
+
+typedef enum { KG_ATTACH_ROOT, KG_ATTACH_INLINE, KG_ATTACH_AT } kg_attach_kind;
+typedef enum { KG_ORIGIN_PROGRAM, KG_ORIGIN_CACHE_READ, KG_ORIGIN_CACHE_WRITE, KG_ORIGIN_RFACTOR } kg_stage_origin;
+
+/* A stage as the schedule sees it: the program's stage copied into the schedule's arena (bodies may be
+ * rewritten by cache_read / cache_write / rfactor), or a stage that a primitive created. */
+typedef struct kg_sstage {
+  const char *name; /* unique among the schedule's stages; created ones: "A.shared", "A.local", "C.local", "C.rf" */
+  int id;           /* index in kg_schedule.stages */
+  kg_stage_origin origin;
+  kg_tensor *out;   /* tensor written; created stages get a new tensor in the schedule's arena */
+  kg_ivar **ax;     /* spatial axes (ranging over out->shape) */
+  int nax;
+  kg_ivar **rax;    /* reduction axes */
+  int nrax;
+  kg_reducer red;
+  kg_expr *body;    /* reads refer to tensors; created/rewritten bodies live in the schedule's arena */
+  int is_output;    /* writes a program output: never inlined or attached */
+  kg_scope scope;   /* storage of out; GLOBAL by default (an attached GLOBAL stage is lowered as LOCAL) */
+
+  kg_iter **roots;  /* nax + nrax */
+  kg_iter **all;    /* every iter made for this stage, in creation order (for lookup by name) */
+  int nall, capall;
+  kg_iter **leaves; /* current loop order, outermost first */
+  int nleaves, capleaves;
+
+  kg_attach_kind attach;
+  struct kg_sstage *attach_stage; /* AT: the consumer */
+  kg_iter *attach_iter;           /* AT: a leaf of attach_stage; this stage is computed inside its body */
+} kg_sstage;
+
+/* One step of a trace. Text form, one per line (names contain no whitespace):
+ *   split STAGE LOOP FACTOR             names = {LOOP}            ints = {FACTOR}
+ *   tile STAGE LOOP1 LOOP2 F1 F2        names = {LOOP1, LOOP2}    ints = {F1, F2}   (split, split, reorder)
+ *   reorder STAGE LOOP...               names = the loops, in their new relative order
+ *   fuse STAGE LOOP1 LOOP2              names = {LOOP1, LOOP2} (adjacent, LOOP1 outer)
+ *   unroll|vectorize|parallel STAGE LOOP
+ *   bind STAGE LOOP TAG                 names = {LOOP, TAG}  (TAG: blockIdx.x ... threadIdx.z, vthread)
+ *   compute_at STAGE CONSUMER LOOP      names = {CONSUMER, LOOP}
+ *   compute_inline STAGE | compute_root STAGE
+ *   cache_read TENSOR SCOPE READER...   names = {SCOPE, READER...}  creates stage "TENSOR.SCOPE"
+ *   cache_write STAGE SCOPE             names = {SCOPE}             creates stage "STAGE.SCOPE" that computes
+ *   rfactor STAGE LOOP FACTOR           names = {LOOP} (a root reduction axis), ints = {FACTOR}: creates stage
+ *                                       "STAGE.rf" computing partial results over the FACTOR-wide inner part */
+#define KG_STEPS(X)                                                                                         \
+  X(SPLIT, "split") X(TILE, "tile") X(REORDER, "reorder") X(FUSE, "fuse") X(UNROLL, "unroll")                \
+  X(VECTORIZE, "vectorize") X(PARALLEL, "parallel") X(BIND, "bind") X(COMPUTE_AT, "compute_at")              \
+  X(COMPUTE_INLINE, "compute_inline") X(COMPUTE_ROOT, "compute_root") X(CACHE_READ, "cache_read")            \
+  X(CACHE_WRITE, "cache_write") X(RFACTOR, "rfactor")
+typedef enum {
+#define X(n, s) KG_STEP_##n,
+  KG_STEPS(X)
+#undef X
+  KG_STEP_COUNT
+} kg_step_kind;
+extern const char *const kg_step_names[KG_STEP_COUNT];
+
+#define KG_STEP_MAX_NAMES 16
+typedef struct kg_step {
+  kg_step_kind kind;
+  const char *stage;
+  const char *names[KG_STEP_MAX_NAMES];
+  int nnames;
+  int64_t ints[2];
+  int nints;
+} kg_step;
+
+/* A trace owns its strings (in its arena). */
+typedef struct kg_trace {
+  kg_arena arena;
+  kg_step *steps;
+  int nsteps, cap;
+} kg_trace;
+
+void kg_trace_init(kg_trace *t);
+void kg_trace_free(kg_trace *t);
+/* Appends a copy of step (strings copied into t's arena). */
+void kg_trace_push(kg_trace *t, const kg_step *step);
+/* Text form: one step per line, '#' comments and blank lines ignored by the reader. Caller frees the string. */
+char *kg_trace_to_text(const kg_trace *t);
+void kg_step_to_text(struct kg_strbuf *b, const kg_step *step);
+/* Parses the text form into t (appending). On a malformed line returns -1 and writes
+ * "NAME:LINE: error: ..." into err. Parsing checks only the form (step name, argument count, numbers);
+ * legality is checked when the trace is applied. */
+int kg_trace_parse(kg_trace *t, const char *name, const char *text, size_t len, char *err, size_t errlen);
+
+typedef struct kg_schedule {
+  kg_arena arena;
+  const kg_program *prog;
+  kg_sstage **stages; /* execution order: every producer before its consumers */
+  int nstages, capstages;
+  kg_trace trace;     /* the steps applied so far (only successful ones) */
+  int n_ivars;        /* ivar ids in use (program's plus created) */
+  int n_tensors;      /* tensor ids in use (program's plus created) */
+} kg_schedule;
+
+/* The default schedule: every stage computed at root, loops in axis order (spatial, then reduction), serial. */
+kg_schedule *kg_schedule_new(const kg_program *p);
+void kg_schedule_free(kg_schedule *s);
+
+/* Applies one step. 0 on success (the step is appended to s->trace). -1 on an illegal step: err holds e.g.
+ * "vectorize: stage C: loop k is a reduction loop", and the schedule is unchanged. */
+int kg_schedule_apply(kg_schedule *s, const kg_step *step, char *err, size_t errlen);
+/* Applies every step in order; stops at the first illegal one (returns -1, err prefixed by "step N: "). */
+int kg_schedule_apply_trace(kg_schedule *s, const kg_trace *t, char *err, size_t errlen);
+
+kg_sstage *kg_schedule_find_stage(const kg_schedule *s, const char *name);
+kg_iter *kg_sstage_find_iter(const kg_sstage *st, const char *name); /* any iter, leaf or not */
+int kg_sstage_leaf_index(const kg_sstage *st, const kg_iter *it);   /* -1 when not a leaf */
+
+/* Appends a random sequence of about nsteps legal steps to s, drawn from seed (same seed, same steps).
+ * For KG_TARGET_C only CPU-legal primitives are drawn (no bind, no shared scope). Illegal draws are skipped. */
+void kg_schedule_random(kg_schedule *s, uint64_t seed, kg_target_kind target, int nsteps);
+
+/* Human-readable dump of the schedule state (stages, attach points, leaf loops with extents and kinds). */
+void kg_schedule_dump(struct kg_strbuf *b, const kg_schedule *s);
+#endif

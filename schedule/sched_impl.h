@@ -1,0 +1,42 @@
+/* Helpers shared by the schedule's own files (sched.c, primitives.c, cache.c, random.c); not part of the API. */
+#ifndef KG_SCHED_IMPL_H
+#define KG_SCHED_IMPL_H
+#include "sched.h"
+
+/* Formats "<fmt>" into err (when err is non-NULL) and returns -1, so primitives can `return kg_sched_fail(...)`. */
+int kg_sched_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* A new iter of st (pushed onto st->all, not onto the leaves). */
+kg_iter *kg_sched_new_iter(kg_schedule *s, kg_sstage *st, const char *name, int64_t extent, int is_reduce,
+                           kg_iter_origin origin);
+/* Replaces st's loops by fresh root iters over its current axes (spatial, then reduction), serial, in order. */
+void kg_sched_reset_roots(kg_schedule *s, kg_sstage *st);
+/* Inserts st into s->stages at position pos and renumbers the ids. */
+void kg_sched_insert_stage(kg_schedule *s, kg_sstage *st, int pos);
+/* The stage of s that writes tensor t; NULL for program inputs. */
+kg_sstage *kg_sched_stage_of_tensor(const kg_schedule *s, const kg_tensor *t);
+/* A tensor by name: a stage's output or a program input. */
+kg_tensor *kg_sched_find_tensor(const kg_schedule *s, const char *name);
+/* Does e read tensor t directly? */
+int kg_sched_expr_reads(const kg_expr *e, const kg_tensor *t);
+
+/* Attachment bookkeeping. A stage X computed at (C, L) is only correct while the stages that consume X -- the
+ * non-inlined stages reading X directly or through inlined stages -- are exactly {C}. Primitives that change
+ * which stages are inlined must keep that true for every attached stage; this checks it with one stage's
+ * inline state overridden (hyp_stage NULL: no override). Returns the first violating stage or NULL. */
+typedef struct kg_sched_hyp {
+  const kg_sstage *stage;
+  int inlined;
+} kg_sched_hyp;
+int kg_sched_is_inlined(const kg_sstage *st, const kg_sched_hyp *h);
+/* Consumers of x (non-inlined, reading x directly or through inlined stages): their count; the first max of
+ * them in out (in stage order). */
+int kg_sched_consumers(const kg_schedule *s, const kg_sstage *x, const kg_sched_hyp *h, const kg_sstage **out,
+                       int max);
+const kg_sstage *kg_sched_broken_attachment(const kg_schedule *s, const kg_sched_hyp *h);
+
+/* Loop primitives (primitives.c) and the storage primitives (cache.c); each checks everything first. */
+int kg_sched_cache_read(kg_schedule *s, const kg_step *st, char *err, size_t errlen);
+int kg_sched_cache_write(kg_schedule *s, const kg_step *st, char *err, size_t errlen);
+int kg_sched_rfactor(kg_schedule *s, const kg_step *st, char *err, size_t errlen);
+#endif

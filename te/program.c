@@ -1,0 +1,73 @@
+/* Loading a program: copy the text, parse every def, pick one, check it, build its stages. */
+#include <stdlib.h>
+#include <string.h>
+#include "te.h"
+
+/* Copies a diagnostic made in the program's arena into the caller's, since the program is freed on failure.
+ * The position keeps line, column and offset; its src pointer would dangle and is cleared. */
+static void diag_move(kg_diag *dst, const kg_diag *src, kg_arena *a) {
+  if (dst->failed) return;
+  dst->failed = 1;
+  dst->msg = kg_arena_strdup(a, src->msg ? src->msg : "error");
+  dst->text = kg_arena_strdup(a, src->text ? src->text : "error");
+  dst->pos = src->pos;
+  dst->pos.src = NULL;
+}
+
+kg_program *kg_program_load(const char *file_name, const char *text, size_t len, const char *def_name,
+                            const kg_binding *bindings, int nbindings, kg_diag *diag, kg_arena *diag_arena) {
+  kg_program *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  kg_arena_init(&p->arena);
+  char *copy = kg_arena_alloc(&p->arena, len + 1);
+  if (len) memcpy(copy, text, len);
+  p->src.name = kg_arena_strdup(&p->arena, file_name ? file_name : "<input>");
+  p->src.text = copy;
+  p->src.len = len;
+
+  kg_diag local;
+  memset(&local, 0, sizeof local);
+  p->module = kg_parse_module(&p->arena, &p->src, &local);
+  if (!p->module) goto fail;
+  if (p->module->ndefs == 0) {
+    kg_pos pos = {&p->src, 1, 1, 0};
+    kg_diag_error(&local, &p->arena, pos, "no def in file");
+    goto fail;
+  }
+  if (!def_name) {
+    p->def = p->module->defs[0];
+  } else {
+    for (int i = 0; i < p->module->ndefs && !p->def; i++)
+      if (strcmp(p->module->defs[i]->name, def_name) == 0) p->def = p->module->defs[i];
+    if (!p->def) {
+      kg_pos pos = {&p->src, 1, 1, 0};
+      kg_diag_error(&local, &p->arena, pos, "no def named '%s' (the first is '%s')", def_name, p->module->defs[0]->name);
+      goto fail;
+    }
+  }
+  if (kg_check_def(p, bindings, nbindings, &local, &p->arena) != 0) goto fail;
+  kg_program_build_stages(p);
+  return p;
+fail:
+  diag_move(diag, &local, diag_arena);
+  kg_program_free(p);
+  return NULL;
+}
+
+void kg_program_free(kg_program *p) {
+  if (!p) return;
+  kg_arena_free(&p->arena);
+  free(p);
+}
+
+int64_t kg_tensor_numel(const kg_tensor *t) {
+  int64_t n = 1;
+  for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+  return n;
+}
+
+kg_tensor *kg_program_find_tensor(const kg_program *p, const char *name) {
+  for (int i = 0; i < p->ntensors; i++)
+    if (strcmp(p->tensors[i]->name, name) == 0) return p->tensors[i];
+  return NULL;
+}

@@ -1,0 +1,248 @@
+/* The tensor-expression language: AST, checked program and its stages.
+ *
+ * Pipeline inside te/:  lex.c (tokens) -> parse.c (AST of every def) -> check.c (names resolved, sizes bound,
+ * shapes inferred, bounds proved, types) -> stages.c (one stage per defined tensor and per nested reduction).
+ * eval.c interprets the checked AST directly (the oracle) and never looks at stages.
+ *
+ * Memory: everything hangs off one kg_arena owned by kg_program; kg_program_free releases it at once. */
+#ifndef KG_TE_H
+#define KG_TE_H
+#include <stdint.h>
+#include "../base/arena.h"
+#include "../base/diag.h"
+
+#define KG_MAX_DIMS 8
+
+typedef struct kg_expr kg_expr;
+typedef struct kg_tensor kg_tensor;
+typedef struct kg_ivar kg_ivar;
+typedef struct kg_stage kg_stage;
+
+/* Operators, in one list so the enum and the printable table cannot drift apart. */
+#define KG_OPS(X)                                                                                           \
+  X(ADD, "+") X(SUB, "-") X(MUL, "*") X(DIV, "/") X(MOD, "%") X(LT, "<") X(LE, "<=") X(GT, ">")              \
+  X(GE, ">=") X(EQ, "==") X(NE, "!=") X(AND, "&&") X(OR, "||") X(NEG, "-") X(NOT, "!")
+typedef enum {
+#define X(n, s) KG_OP_##n,
+  KG_OPS(X)
+#undef X
+  KG_OP_COUNT
+} kg_op;
+extern const char *const kg_op_names[KG_OP_COUNT];
+
+/* Functions; arity in the table (select(cond, a, b) is 3, pow/max/min 2, the rest 1). */
+#define KG_FUNCS(X)                                                                                         \
+  X(EXP, "exp", 1) X(LOG, "log", 1) X(SQRT, "sqrt", 1) X(RSQRT, "rsqrt", 1) X(TANH, "tanh", 1)               \
+  X(ERF, "erf", 1) X(ABS, "abs", 1) X(SIGMOID, "sigmoid", 1) X(POW, "pow", 2) X(MAX, "max", 2)               \
+  X(MIN, "min", 2) X(SELECT, "select", 3)
+typedef enum {
+#define X(n, s, a) KG_FN_##n,
+  KG_FUNCS(X)
+#undef X
+  KG_FN_COUNT
+} kg_func;
+extern const char *const kg_func_names[KG_FN_COUNT];
+extern const int kg_func_arity[KG_FN_COUNT];
+
+#define KG_REDUCERS(X) X(SUM, "sum") X(MAX, "max") X(MIN, "min") X(PROD, "prod")
+typedef enum {
+  KG_RED_NONE,
+#define X(n, s) KG_RED_##n,
+  KG_REDUCERS(X)
+#undef X
+  KG_RED_COUNT
+} kg_reducer;
+extern const char *const kg_reducer_names[KG_RED_COUNT]; /* [KG_RED_NONE] = "none" */
+/* Identity element of a reducer (0, -inf, +inf, 1). */
+double kg_reducer_identity(kg_reducer r);
+
+/* Value types after checking. INT: integer arithmetic over index variables, size variables and integer
+ * literals (index expressions, and comparisons of them); F32: float values; BOOL: comparisons and logic. An INT
+ * expression used where a value is wanted converts to f32 (the checker marks it by the parent's type). */
+typedef enum { KG_TY_UNKNOWN, KG_TY_INT, KG_TY_F32, KG_TY_BOOL } kg_type;
+
+typedef enum {
+  KG_EXPR_NUM,    /* num: a literal; num.is_int for integer literals */
+  KG_EXPR_NAME,   /* var.name: unresolved name (parser output only; the checker rewrites it) */
+  KG_EXPR_IVAR,   /* var.iv: an index or reduction variable */
+  KG_EXPR_SIZE,   /* var.size: a size variable (index into kg_program.sizes) */
+  KG_EXPR_READ,   /* read: tensor read T[e, ...] */
+  KG_EXPR_UNARY,  /* op: NEG or NOT, operand a */
+  KG_EXPR_BINARY, /* op: a op b */
+  KG_EXPR_CALL,   /* call: FUNC(args) */
+  KG_EXPR_REDUCE, /* reduce: REDUCER[rvars](body) -- in the checked AST; stages contain none */
+} kg_expr_kind;
+
+struct kg_expr {
+  kg_expr_kind kind;
+  kg_pos pos;
+  kg_type ty;
+  union {
+    struct {
+      double f;
+      int64_t i;
+      int is_int;
+    } num;
+    struct {
+      const char *name;
+      kg_ivar *iv; /* IVAR */
+      int size;    /* SIZE */
+    } var;
+    struct {
+      const char *name;
+      kg_tensor *tensor; /* resolved by the checker */
+      kg_expr **idx;
+      int n;
+    } read;
+    struct {
+      kg_op op;
+      kg_expr *a, *b; /* b is NULL for unary */
+    } op;
+    struct {
+      kg_func fn;
+      kg_expr **args;
+      int n;
+    } call;
+    struct {
+      kg_reducer red;
+      kg_ivar **rv; /* the reduction variables, with their ranges after checking */
+      int nrv;
+      kg_expr *body;
+      kg_tensor *stage_tensor; /* set by stages.c: the tensor the reduction was extracted into */
+    } reduce;
+  };
+};
+
+/* An index variable: a left-hand index of a statement or a reduction variable. Each is its own object; ids are
+ * unique in a program (0..n_ivars-1), so evaluators and lowering can keep values in arrays. */
+struct kg_ivar {
+  const char *name;
+  kg_pos pos;
+  int id;
+  int is_reduce;
+  int64_t lo, extent;      /* range [lo, lo+extent) after checking (lo is 0 for left-hand indices) */
+  kg_expr *lo_expr, *hi_expr; /* explicit "in lo..hi" (size expressions), else NULL */
+};
+
+typedef enum { KG_TENSOR_INPUT, KG_TENSOR_OUTPUT, KG_TENSOR_TEMP } kg_tensor_kind;
+
+struct kg_tensor {
+  const char *name;
+  kg_pos pos;
+  int id;
+  kg_tensor_kind kind;
+  int ndim;
+  int64_t shape[KG_MAX_DIMS];      /* after binding the size variables */
+  kg_expr *shape_expr[KG_MAX_DIMS]; /* as written (NULL where inferred) */
+  kg_stage *stage;                 /* producer; NULL for inputs */
+  struct kg_stmt *stmt;            /* defining statement; NULL for inputs and extracted reductions */
+};
+
+typedef struct kg_stmt {
+  kg_pos pos;
+  kg_tensor *lhs;
+  kg_ivar **idx; /* left-hand indices, lhs->ndim of them */
+  int nidx;
+  kg_expr *rhs; /* may contain REDUCE nodes anywhere */
+  int has_shape; /* explicit ": f32[...]" */
+} kg_stmt;
+
+/* A stage computes one tensor: out[ax...] = red[rax...](body), or out[ax...] = body when red is NONE.
+ * The body contains no REDUCE node: nested reductions became stages of their own, read like any tensor.
+ * ax[d] ranges over out->shape[d]; rax[r] over [lo, lo+extent). Stages are listed in a valid execution order
+ * (producers first). */
+struct kg_stage {
+  const char *name; /* = out->name */
+  int id;
+  kg_tensor *out;
+  kg_ivar **ax;
+  int nax;
+  kg_ivar **rax;
+  int nrax;
+  kg_reducer red;
+  kg_expr *body;
+};
+
+typedef struct kg_size_var {
+  const char *name;
+  kg_pos pos;
+  int64_t value;
+  int bound; /* given by -D */
+} kg_size_var;
+
+typedef struct kg_def {
+  const char *name;
+  kg_pos pos;
+  struct kg_param *inputs, *outputs;
+  int ninputs, noutputs;
+  kg_stmt **stmts;
+  int nstmts;
+} kg_def;
+
+typedef struct kg_param {
+  const char *name;
+  kg_pos pos;
+  int ndim;
+  kg_expr *dims[KG_MAX_DIMS]; /* size expressions */
+} kg_param;
+
+/* A parsed file: every def, unchecked. */
+typedef struct kg_module {
+  kg_def **defs;
+  int ndefs;
+} kg_module;
+
+/* A checked program: one def with its sizes bound. */
+typedef struct kg_program {
+  kg_arena arena;
+  kg_source src;   /* owns a copy of the text */
+  kg_module *module;
+  kg_def *def;
+  kg_size_var *sizes;
+  int nsizes;
+  kg_tensor **tensors; /* every tensor: inputs (in order), outputs (in order), then intermediates in
+                          definition order, then extracted reductions */
+  int ntensors;
+  kg_tensor **inputs, **outputs;
+  int ninputs, noutputs;
+  kg_stage **stages; /* execution order */
+  int nstages;
+  int n_ivars;
+} kg_program;
+
+/* A size binding from the command line (-D NAME=VALUE). */
+typedef struct kg_binding {
+  const char *name;
+  int64_t value;
+} kg_binding;
+
+/* Parses and checks src (copied). def_name picks a def (NULL: the first). On a user error returns NULL and
+ * fills *diag with the formatted message (allocated in diag_arena, which the caller owns). */
+kg_program *kg_program_load(const char *file_name, const char *text, size_t len, const char *def_name,
+                            const kg_binding *bindings, int nbindings, kg_diag *diag, kg_arena *diag_arena);
+void kg_program_free(kg_program *p);
+
+/* Stages (stages.c): fills p->stages; called by kg_program_load after checking. */
+void kg_program_build_stages(kg_program *p);
+
+/* Parse only (parse.c). */
+kg_module *kg_parse_module(kg_arena *a, const kg_source *src, kg_diag *diag);
+/* Check one def (check.c): resolves names, binds sizes, infers shapes, proves bounds. Returns 0 or -1. */
+int kg_check_def(kg_program *p, const kg_binding *bindings, int nbindings, kg_diag *diag, kg_arena *diag_arena);
+
+/* Number of elements of a tensor. */
+int64_t kg_tensor_numel(const kg_tensor *t);
+kg_tensor *kg_program_find_tensor(const kg_program *p, const char *name);
+
+/* Canonical text of the checked program (used by `kgen check` and for workload identity later): one line per
+ * stage, names and literals normalised, no comments or whitespace variation. Caller frees. */
+char *kg_program_canonical(const kg_program *p);
+/* Prints an expression in the language's syntax (stages' bodies, dumps). */
+struct kg_strbuf;
+void kg_expr_print(struct kg_strbuf *b, const kg_program *p, const kg_expr *e);
+
+/* The reference evaluator (eval.c): interprets the checked AST (p->def->stmts), accumulating in double.
+ * inputs[i] has kg_tensor_numel(p->inputs[i]) floats; outputs[i] is filled for p->outputs[i] (as double).
+ * Shares no code with scheduling, lowering or printing. Returns 0. */
+int kg_eval_reference(const kg_program *p, const float *const *inputs, double *const *outputs);
+#endif

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The CLI's contract: exit statuses (0 ok, 1 user error / failed verification, 2 usage), diagnostics with a
+# caret, `kgen run` output lines, --save/--load as .npy files, --schedule and --random-schedule.
+set -u
+K=${KGEN:-build/kgen}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0
+expect() { # expect STATUS DESCRIPTION -- command...
+  local want=$1 what=$2; shift 3
+  "$@" >"$T/out" 2>"$T/err"; local rc=$?
+  if [ $rc -ne "$want" ]; then echo "FAIL ($what): exit $rc, want $want: $*"; cat "$T/out" "$T/err" | head -20; fail=1; fi
+}
+has() { # has FILE PATTERN DESCRIPTION
+  grep -qE -- "$2" "$T/$1" || { echo "FAIL ($3): '$2' not in $1:"; head -20 "$T/$1"; fail=1; }
+}
+
+expect 2 "no command" -- $K
+expect 2 "unknown command" -- $K frobnicate x.te
+expect 2 "unknown option" -- $K check matmul --bogus
+expect 2 "bad binding" -- $K check matmul -D M
+expect 2 "missing file" -- $K run
+expect 0 "help" -- $K --help
+
+expect 0 "check matmul" -- $K check matmul -D M=8 -D N=6 -D K=5
+has out "C: f32\[8, 6\]" "check prints shapes"
+
+cat > "$T/bad.te" <<'TE'
+def f(A: f32[N]) -> (B: f32[N]) {
+  B[i] = A[i + 1]
+}
+TE
+expect 1 "out of bounds read" -- $K check "$T/bad.te" -D N=4
+has err "bad.te:2:10: error: .*out of bounds" "diagnostic position"
+has err "^ +\^" "caret line"
+
+expect 1 "unbound size" -- $K check matmul -D M=8
+expect 1 "missing file" -- $K check "$T/nope.te"
+
+expect 0 "run default" -- $K run matmul -D M=17 -D N=9 -D K=13 --min-repeat-ms 1
+has out "^verify: ok max_rel_err=" "verify line"
+has out "^time: " "time line"
+
+cat > "$T/sched.txt" <<'S'
+# tile and vectorize
+tile C i j 4 8
+vectorize C j.i
+parallel C i.o
+S
+expect 0 "run with --schedule" -- $K run matmul -D M=17 -D N=9 -D K=13 --schedule "$T/sched.txt" --min-repeat-ms 1
+has out "^verify: ok" "scheduled run verifies"
+printf 'vectorize C k\n' > "$T/illegal.txt"
+expect 1 "illegal schedule step" -- $K run matmul -D M=8 -D N=8 -D K=8 --schedule "$T/illegal.txt"
+has err "vectorize.*C.*k" "illegal step names primitive, stage and loop"
+printf 'splat C i 4\n' > "$T/malformed.txt"
+expect 1 "malformed schedule" -- $K lower matmul -D M=8 -D N=8 -D K=8 --schedule "$T/malformed.txt"
+has err "malformed.txt:1" "schedule error position"
+
+expect 0 "random schedule" -- $K run softmax -D N=7 -D D=13 --random-schedule 42 --min-repeat-ms 1
+has out "schedule: random seed 42" "seed printed"
+has out "^verify: ok" "random schedule verifies"
+
+expect 0 "lower" -- $K lower conv2d --random-schedule 3 $(sed -n 's/^# sizes://p' te/lib/conv2d.te | sed 's/\([A-Za-z_0-9]*=[0-9]*\)/-D \1/g')
+has out "loop-nest IR" "lower prints the IR"
+has out "kgen_entry" "lower prints C"
+expect 2 "bad dump" -- $K lower matmul -D M=2 -D N=2 -D K=2 --dump nonsense
+
+expect 0 "save" -- $K run matmul -D M=5 -D N=4 -D K=3 --save "$T/npy" --seed 9 --min-repeat-ms 1
+for f in A B C; do [ -s "$T/npy/$f.npy" ] || { echo "FAIL: $f.npy not saved"; fail=1; }; done
+head -c 6 "$T/npy/A.npy" | grep -q "NUMPY" || { echo "FAIL: A.npy has no NumPy magic"; fail=1; }
+expect 0 "load" -- $K run matmul -D M=5 -D N=4 -D K=3 --load "$T/npy" --save "$T/npy2" --seed 1 --min-repeat-ms 1
+cmp -s "$T/npy/A.npy" "$T/npy2/A.npy" || { echo "FAIL: --load did not use the saved inputs"; fail=1; }
+cmp -s "$T/npy/C.npy" "$T/npy2/C.npy" || { echo "FAIL: same inputs, same schedule, different outputs"; fail=1; }
+expect 1 "load with wrong shape" -- $K run matmul -D M=6 -D N=4 -D K=3 --load "$T/npy"
+
+exit $fail

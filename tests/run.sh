@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs every test binary given, then the CLI tests and the fuzz corpus replay; prints one closing line
+# "N passed, N failed" over all of them and exits non-zero if any failed.
+set -u
+passed=0; failed=0
+for t in "$@"; do
+  out=$("$t" 2>&1); rc=$?
+  line=$(printf '%s\n' "$out" | grep -E '[0-9]+ passed, [0-9]+ failed' | tail -1)
+  p=$(printf '%s' "$line" | sed -E 's/.* ([0-9]+) passed.*/\1/'); f=$(printf '%s' "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
+  [ -n "$p" ] || p=0; [ -n "$f" ] || f=0
+  if [ $rc -ne 0 ] && [ "$f" = 0 ]; then f=1; fi
+  passed=$((passed + p)); failed=$((failed + f))
+  if [ $rc -ne 0 ]; then printf '%s\n' "$out" | tail -40; echo "FAIL: $t (exit $rc)"; else echo "ok: $line"; fi
+done
+for s in tests/cli/*.sh; do
+  [ -e "$s" ] || continue
+  out=$(bash "$s" 2>&1); rc=$?
+  if [ $rc -eq 0 ]; then passed=$((passed + 1)); echo "ok: $s"; else failed=$((failed + 1)); printf '%s\n' "$out" | tail -30; echo "FAIL: $s"; fi
+done
+if [ -x "$BUILD/tests/fuzz_replay" ]; then
+  out=$("$BUILD/tests/fuzz_replay" tests/fuzz/corpus 2>&1); rc=$?
+  if [ $rc -eq 0 ]; then passed=$((passed + 1)); echo "ok: fuzz corpus replay: $(printf '%s' "$out" | tail -1)"; else failed=$((failed + 1)); printf '%s\n' "$out" | tail -30; echo "FAIL: fuzz corpus replay"; fi
+fi
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]

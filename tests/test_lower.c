@@ -1,0 +1,353 @@
+/* Lowering, the C printer and the CPU runner, end to end: program -> schedule (trace text) -> kg_lower ->
+ * kg_codegen_c -> kg_cpu_build -> run on random inputs -> kg_verify against the reference evaluator.
+ * Every primitive is exercised by a hand-written trace on matmul, softmax and conv2d at small odd sizes, and the
+ * generated code's structure is asserted where it matters (pragmas, guards, allocations). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../base/strbuf.h"
+#include "../codegen/codegen.h"
+#include "../runtime/cpu.h"
+#include "../runtime/verify.h"
+#include "../schedule/ir.h"
+#include "testutil.h"
+
+static const char *const MATMUL =
+    "def matmul(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {\n"
+    "  C[i, j] = sum[k](A[i, k] * B[k, j])\n"
+    "}\n";
+static const char *const SOFTMAX =
+    "def softmax(X: f32[N, D]) -> (Y: f32[N, D]) {\n"
+    "  m[i] = max[j](X[i, j])\n"
+    "  e[i, j] = exp(X[i, j] - m[i])\n"
+    "  Y[i, j] = e[i, j] / sum[j2](e[i, j2])\n"
+    "}\n";
+static const char *const CONV2D =
+    "def conv2d(X: f32[N, C, H, W], K: f32[F, C, 3, 3]) -> (Y: f32[N, F, H, W]) {\n"
+    "  P[n, c, h, w] : f32[N, C, H + 2, W + 2] = select(h >= 1 && h <= H && w >= 1 && w <= W, X[n, c, h - 1, w - 1], "
+    "0.0)\n"
+    "  Y[n, f, y, x] = sum[c, r, s](P[n, c, y + r, x + s] * K[f, c, r, s])\n"
+    "}\n";
+/* strided, with index division and modulo, a min-reduction and an INT value */
+static const char *const MISC =
+    "def misc(A: f32[N, M]) -> (B: f32[N2, M], S: f32[N2]) {\n"
+    "  T[i, j] : f32[N2, M] = A[i * 2, j] + A[i * 2 + 1, j] * 0.5 + i\n"
+    "  B[i, j] = T[i, j] - T[(i + 1) % N2, j / 2]\n"
+    "  S[i] = min[j](T[i, j]) + prod[j2 in 0..3](A[i, j2] * 0.25 + 1.0)\n"
+    "}\n";
+
+typedef struct outcome {
+  int lowered, built, ok;
+  double err;
+  char *code; /* generated C (heap), NULL when not generated */
+  char *ir;   /* IR dump (heap) */
+  char msg[1024];
+} outcome;
+
+static kg_program *load(const char *src, const char *sizes) {
+  kg_binding b[8];
+  int nb = 0;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", sizes);
+  for (char *tok = strtok(buf, " "); tok && nb < 8; tok = strtok(NULL, " ")) {
+    char *eq = strchr(tok, '=');
+    if (!eq) continue;
+    *eq = 0;
+    static char names[8][32];
+    snprintf(names[nb], sizeof names[nb], "%s", tok);
+    b[nb].name = names[nb];
+    b[nb].value = atoll(eq + 1);
+    nb++;
+  }
+  kg_diag diag = {0};
+  kg_arena da;
+  kg_arena_init(&da);
+  kg_program *p = kg_program_load("test.te", src, strlen(src), NULL, b, nb, &diag, &da);
+  if (!p) fprintf(stderr, "load failed: %s\n", diag.msg ? diag.msg : "?");
+  kg_arena_free(&da);
+  return p;
+}
+
+/* Runs the whole path; the outcome says how far it got. */
+static outcome run_case(const char *src, const char *sizes, const char *trace_text, kg_target_kind target) {
+  outcome o;
+  memset(&o, 0, sizeof o);
+  kg_program *p = load(src, sizes);
+  if (!p) {
+    snprintf(o.msg, sizeof o.msg, "program did not load");
+    return o;
+  }
+  kg_schedule *s = kg_schedule_new(p);
+  kg_trace t;
+  kg_trace_init(&t);
+  char err[512] = "";
+  if (kg_trace_parse(&t, "trace", trace_text, strlen(trace_text), err, sizeof err) != 0 ||
+      kg_schedule_apply_trace(s, &t, err, sizeof err) != 0) {
+    snprintf(o.msg, sizeof o.msg, "trace: %s", err);
+    goto out;
+  }
+  kg_arena a;
+  kg_arena_init(&a);
+  kg_lowered *f = kg_lower(s, target, &a, err, sizeof err);
+  if (!f) {
+    snprintf(o.msg, sizeof o.msg, "%s", err);
+    kg_arena_free(&a);
+    goto out;
+  }
+  o.lowered = 1;
+  kg_strbuf b;
+  kg_strbuf_init(&b);
+  kg_ir_print(&b, f);
+  o.ir = kg_strbuf_take(&b);
+  if (kg_codegen_c(f, "kernel", &o.code, err, sizeof err) != 0) {
+    snprintf(o.msg, sizeof o.msg, "codegen: %s", err);
+    kg_arena_free(&a);
+    goto out;
+  }
+  kg_arena_free(&a);
+  kg_cpu_module m;
+  /* -Wall -Wextra -Werror: the generated code must compile without a warning */
+  const char *old_cc = getenv("CC");
+  char *saved = old_cc ? strdup(old_cc) : NULL;
+  setenv("CC", "cc -Wall -Wextra -Werror", 1);
+  int rc = kg_cpu_build(o.code, "kernel", &m);
+  if (saved) setenv("CC", saved, 1);
+  else unsetenv("CC");
+  free(saved);
+  if (rc != 0) {
+    snprintf(o.msg, sizeof o.msg, "build: %.900s", m.log ? m.log : "?");
+    kg_cpu_module_free(&m);
+    goto out;
+  }
+  o.built = 1;
+  kg_data d;
+  kg_data_init(&d, p, 7);
+  kg_data_reference(&d, p, 7);
+  kg_data_poison(&d, p);
+  float *args[32];
+  int n = 0;
+  for (int i = 0; i < d.ninputs; i++) args[n++] = d.inputs[i];
+  for (int i = 0; i < d.noutputs; i++) args[n++] = d.outputs[i];
+  kg_cpu_call(&m, args, n);
+  kg_verify_result vr = kg_verify(p, &d, 1e-4);
+  o.ok = vr.ok;
+  o.err = vr.max_rel_err;
+  if (!vr.ok) snprintf(o.msg, sizeof o.msg, "verify: %s", vr.msg);
+  kg_data_free(&d);
+  kg_cpu_module_free(&m);
+out:
+  kg_trace_free(&t);
+  kg_schedule_free(s);
+  kg_program_free(p);
+  return o;
+}
+
+static void outcome_free(outcome *o) {
+  free(o->code);
+  free(o->ir);
+}
+
+static int verbose;
+
+/* A case that must verify. */
+static outcome expect_ok(const char *what, const char *src, const char *sizes, const char *trace) {
+  outcome o = run_case(src, sizes, trace, KG_TARGET_C);
+  CHECKF(o.ok && o.err <= 1e-4, "%s: %s (max_rel_err %g)\n--- trace\n%s--- ir\n%s--- code\n%s", what, o.msg, o.err,
+         trace, o.ir ? o.ir : "", o.code ? o.code : "");
+  if (verbose) printf("=== %s\n%s\n%s\n", what, o.ir ? o.ir : "", o.code ? o.code : "");
+  return o;
+}
+
+static void ok_case(const char *what, const char *src, const char *sizes, const char *trace) {
+  outcome o = expect_ok(what, src, sizes, trace);
+  outcome_free(&o);
+}
+
+static int count(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = hay ? strstr(hay, needle) : NULL; p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+static void test_matmul(void) {
+  const char *sz = "M=33 N=20 K=17";
+  outcome o = expect_ok("matmul default", MATMUL, sz, "");
+  CHECK(count(o.code, "if (") == 0);
+  CHECK(count(o.code, "#pragma omp") == 0 && count(o.code, "#pragma GCC unroll") == 0);
+  CHECK_STR_CONTAINS(o.code, "void kernel(const float *restrict A, const float *restrict B, float *restrict C)");
+  CHECK_STR_CONTAINS(o.code, "void kernel_args(float **args)");
+  outcome_free(&o);
+
+  /* non-dividing split: guarded; a dividing one is not */
+  o = expect_ok("matmul split 8", MATMUL, sz, "split C i 8\n");
+  CHECK_STR_CONTAINS(o.code, "< 33");
+  CHECK(count(o.code, "if (") >= 1);
+  outcome_free(&o);
+  o = expect_ok("matmul split dividing", MATMUL, sz, "split C j 5\n");
+  CHECK(count(o.code, "if (") == 0);
+  outcome_free(&o);
+
+  /* tile + reorder with reduction loops outside spatial ones: init inside copies of the inner spatial loops */
+  o = expect_ok("matmul tile reorder", MATMUL, sz,
+                "tile C i j 8 6\nsplit C k 4\nreorder C i.o j.o k.o i.i k.i j.i\n");
+  CHECK_STR_CONTAINS(o.code, "i_i_init");
+  CHECK_STR_CONTAINS(o.code, "j_i_init");
+  outcome_free(&o);
+
+  /* fuse + parallel, vectorize, unroll */
+  o = expect_ok("matmul fuse parallel vectorize unroll", MATMUL, sz,
+                "split C j 4\nreorder C i j.o k j.i\nfuse C i j.o\nparallel C i*j.o\nvectorize C j.i\nsplit C k 3\n"
+                "unroll C k.i\n");
+  CHECK_STR_CONTAINS(o.code, "#pragma omp parallel for");
+  CHECK_STR_CONTAINS(o.code, "#pragma omp simd");
+  CHECK_STR_CONTAINS(o.code, "#pragma GCC unroll 3");
+  outcome_free(&o);
+
+  /* vectorized loop with loops inside: no simd pragma */
+  o = expect_ok("matmul vectorize outer", MATMUL, sz, "vectorize C j\n");
+  CHECK(count(o.code, "#pragma omp simd") == 0);
+  CHECK_STR_CONTAINS(o.code, "vectorize: not applied");
+  outcome_free(&o);
+
+  /* cache_write local attached with compute_at */
+  o = expect_ok("matmul cache_write", MATMUL, sz,
+                "cache_write C local\ntile C i j 4 8\ncompute_at C.local C j.o\n");
+  CHECK_STR_CONTAINS(o.ir, "alloc C_local");
+  outcome_free(&o);
+
+  /* cache_read local at a loop */
+  o = expect_ok("matmul cache_read", MATMUL, sz,
+                "tile C i j 4 8\nsplit C k 5\nreorder C i.o j.o k.o i.i j.i k.i\ncache_read B local C\n"
+                "compute_at B.local C k.o\n");
+  CHECK_STR_CONTAINS(o.ir, "alloc B_local");
+  outcome_free(&o);
+
+  /* both caches, and parallel outer loop over the attached stages */
+  ok_case("matmul caches parallel", MATMUL, sz,
+          "cache_write C local\ncache_read A local C.local\ntile C i j 4 8\ncompute_at C.local C j.o\n"
+          "split C.local k 4\ncompute_at A.local C.local k.o\nparallel C i.o\n");
+
+  /* rfactor + parallel on the rf axis */
+  ok_case("matmul rfactor", MATMUL, sz, "rfactor C k 4\n");
+  ok_case("matmul rfactor parallel", MATMUL, sz, "rfactor C k 4\nparallel C.rf k.i\n");
+}
+
+static void test_softmax(void) {
+  const char *sz = "N=7 D=33";
+  ok_case("softmax default", SOFTMAX, sz, "");
+  outcome o = expect_ok("softmax max at row", SOFTMAX, sz, "compute_at m e i\n");
+  CHECK_STR_CONTAINS(o.ir, "alloc m");
+  outcome_free(&o);
+  ok_case("softmax inline e", SOFTMAX, sz, "compute_inline e\n");
+  ok_case("softmax all at row", SOFTMAX, sz,
+          "compute_at m e i\ncompute_at Y.r0 Y i\nsplit Y j 8\nvectorize Y j.i\nparallel Y i\n");
+}
+
+static void test_conv2d(void) {
+  const char *sz = "N=2 C=3 H=9 W=11 F=4";
+  ok_case("conv2d default", CONV2D, sz, "");
+  outcome o = expect_ok("conv2d inline P", CONV2D, sz, "compute_inline P\n");
+  CHECK(count(o.code, "P[") == 0);
+  outcome_free(&o);
+  o = expect_ok("conv2d P at y", CONV2D, sz, "compute_at P Y y\n");
+  CHECK_STR_CONTAINS(o.ir, "alloc P");
+  outcome_free(&o);
+  ok_case("conv2d P at tiled x", CONV2D, sz, "tile Y y x 4 4\ncompute_at P Y x.o\nparallel Y n\n");
+  ok_case("conv2d P at reduction c", CONV2D, sz, "reorder Y n f c y x r s\ncompute_at P Y c\n");
+  ok_case("conv2d P at split", CONV2D, sz, "split Y x 4\nfuse Y y x.o\ncompute_at P Y y*x.o\n");
+  ok_case("conv2d cache_read of K", CONV2D, sz, "compute_inline P\ncache_read K local Y\ncompute_at K.local Y f\n");
+}
+
+static const char *const SCALAR =
+    "def total(A: f32[N], B: f32[N]) -> (S: f32[]) {\n"
+    "  S[] = sum[i](A[i] * 2.0) \n"
+    "}\n";
+
+static void test_misc(void) {
+  ok_case("misc default", MISC, "N=10 M=7 N2=5", "");
+  ok_case("misc inline T", MISC, "N=10 M=7 N2=5", "compute_inline T\n");
+  ok_case("misc split T", MISC, "N=10 M=7 N2=5", "split T j 3\nsplit S.r0 j 2\nvectorize T j.i\ncompute_at S.r1 S i\ncompute_at S.r0 S i\n");
+  /* a scalar output and an unused input */
+  outcome o = expect_ok("scalar", SCALAR, "N=37", "split S i 8\nunroll S i.i\n");
+  CHECK_STR_CONTAINS(o.code, "S[0] = 0.0f;");
+  CHECK_STR_CONTAINS(o.code, "(void)B;");
+  outcome_free(&o);
+  /* a cache of X read through the inlined padding stage (the select's reads count) */
+  o = expect_ok("conv2d cache through inline", CONV2D, "N=2 C=3 H=9 W=11 F=4",
+                "cache_read X local P\ncompute_inline P\ncompute_at X.local Y y\n");
+  CHECK_STR_CONTAINS(o.ir, "alloc X_local");
+  outcome_free(&o);
+}
+
+static void test_errors(void) {
+  outcome o = run_case(MATMUL, "M=33 N=20 K=17", "split C i 8\nbind C i.o blockIdx.x\nbind C i.i threadIdx.x\n",
+                       KG_TARGET_C);
+  CHECK(!o.lowered);
+  CHECK_STR_CONTAINS(o.msg, "C");
+  CHECK_STR_CONTAINS(o.msg, "i.o");
+  CHECK_STR_CONTAINS(o.msg, "blockIdx.x");
+  outcome_free(&o);
+  o = run_case(MATMUL, "M=33 N=20 K=17", "split C i 8\nbind C i.o blockIdx.x\n", KG_TARGET_CUDA);
+  CHECK(o.lowered);
+  CHECK(!o.built);
+  CHECK_STR_CONTAINS(o.msg, "codegen");
+  outcome_free(&o);
+  o = run_case(MATMUL, "M=33 N=20 K=17", "cache_read A shared C\ncompute_at A.shared C i\n", KG_TARGET_C);
+  CHECK(!o.lowered);
+  CHECK_STR_CONTAINS(o.msg, "shared");
+  outcome_free(&o);
+}
+
+/* CUDA lowering builds the same IR: a shared cache gets a SHARED allocation with barriers around its nest, and
+ * its region is relaxed over the threadIdx loops (8 rows of A, not 1). The C printer refuses it. */
+static void test_cuda_ir(void) {
+  outcome o = run_case(MATMUL, "M=33 N=20 K=17",
+                       "cache_read A shared C\nsplit C i 8\nbind C i.o blockIdx.x\nbind C i.i threadIdx.x\n"
+                       "compute_at A.shared C i.i\n",
+                       KG_TARGET_CUDA);
+  CHECKF(o.lowered, "%s", o.msg);
+  CHECK_STR_CONTAINS(o.ir, "alloc A_shared: f32[136] shared");
+  CHECK(count(o.ir, "barrier") == 2);
+  CHECK(!o.built);
+  outcome_free(&o);
+  /* local scope is not relaxed: one row per thread */
+  o = run_case(MATMUL, "M=33 N=20 K=17",
+               "cache_read A local C\nsplit C i 8\nbind C i.o blockIdx.x\nbind C i.i threadIdx.x\n"
+               "compute_at A.local C i.i\n",
+               KG_TARGET_CUDA);
+  CHECKF(o.lowered, "%s", o.msg);
+  CHECK_STR_CONTAINS(o.ir, "alloc A_local: f32[17] local");
+  CHECK(count(o.ir, "barrier") == 0);
+  outcome_free(&o);
+}
+
+/* The runner reports compiler errors and missing entry points as values, with the reason in the log. */
+static void test_cpu_runner(void) {
+  kg_cpu_module m;
+  CHECK(kg_cpu_build("this is not C;\n", "kernel", &m) == -1);
+  CHECK_STR_CONTAINS(m.log, "error");
+  CHECK(m.dir == NULL && m.fn == NULL);
+  kg_cpu_module_free(&m);
+  CHECK(kg_cpu_build("void other(float **a) { (void)a; }\n", "kernel", &m) == -1);
+  CHECK_STR_CONTAINS(m.log, "wrapper");
+  kg_cpu_module_free(&m);
+  CHECK(kg_cpu_build("void kernel_args(float **a) { a[0][0] = 42.0f; }\n", "kernel", &m) == 0);
+  CHECK(m.compile_s > 0);
+  float x = 0, *args[1] = {&x};
+  kg_cpu_call(&m, args, 1);
+  CHECK(x == 42.0f);
+  kg_cpu_module_free(&m);
+}
+
+int main(int argc, char **argv) {
+  verbose = argc > 1 && !strcmp(argv[1], "-v");
+  test_matmul();
+  test_softmax();
+  test_conv2d();
+  test_misc();
+  test_errors();
+  test_cuda_ir();
+  test_cpu_runner();
+  TEST_END();
+}

@@ -1,0 +1,113 @@
+/* Every library workload under many random legal schedules on the C target, each lowered, printed, compiled,
+ * run and verified against the reference evaluator. A failure prints the workload, the seed and the trace, so
+ * `kgen run NAME -D ... --random-schedule SEED` reproduces it.
+ * KGEN_RANDOM_SCHEDULES overrides the count per workload (default 50). */
+#include <dirent.h>
+#include <stdint.h>
+#include "kgen.h"
+#include "testutil.h"
+
+#define MAX_BIND 16
+
+/* Reads the "# sizes: A=1 B=2" line of a library file. */
+static int parse_sizes(const char *text, kg_binding *b, char names[][32]) {
+  const char *s = strstr(text, "# sizes:");
+  if (!s) return -1;
+  s += strlen("# sizes:");
+  int n = 0;
+  while (*s && *s != '\n' && n < MAX_BIND) {
+    while (*s == ' ') s++;
+    if (!*s || *s == '\n') break;
+    int len = 0;
+    while (s[len] && s[len] != '=' && s[len] != ' ' && s[len] != '\n' && len < 31) len++;
+    if (s[len] != '=') return -1;
+    memcpy(names[n], s, (size_t)len);
+    names[n][len] = 0;
+    char *end;
+    long long v = strtoll(s + len + 1, &end, 10);
+    b[n].name = names[n];
+    b[n].value = v;
+    n++;
+    s = end;
+  }
+  return n;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int main(void) {
+  int per = 50;
+  const char *env = getenv("KGEN_RANDOM_SCHEDULES");
+  if (env) per = atoi(env);
+  DIR *dir = opendir("te/lib");
+  CHECK(dir != NULL);
+  if (!dir) TEST_END();
+  char *files[128];
+  int nfiles = 0;
+  struct dirent *de;
+  while ((de = readdir(dir)) && nfiles < 128) {
+    size_t l = strlen(de->d_name);
+    if (l > 3 && !strcmp(de->d_name + l - 3, ".te")) files[nfiles++] = strdup(de->d_name);
+  }
+  closedir(dir);
+  qsort(files, (size_t)nfiles, sizeof files[0], cmp_str);
+  CHECKF(nfiles >= 14, "only %d workloads in te/lib", nfiles);
+  int total_ok = 0, total_steps = 0;
+  for (int w = 0; w < nfiles; w++) {
+    char path[512];
+    snprintf(path, sizeof path, "te/lib/%s", files[w]);
+    size_t len = 0;
+    char *text = kg_test_read_file(path, &len);
+    CHECKF(text != NULL, "cannot read %s", path);
+    if (!text) continue;
+    kg_binding b[MAX_BIND];
+    char names[MAX_BIND][32];
+    int nb = parse_sizes(text, b, names);
+    CHECKF(nb >= 0, "%s: no '# sizes:' line", path);
+    kg_arena da;
+    kg_arena_init(&da);
+    kg_diag diag = {0};
+    kg_program *p = kg_program_load(path, text, len, NULL, b, nb < 0 ? 0 : nb, &diag, &da);
+    CHECKF(p != NULL, "%s: %s", path, diag.msg ? diag.msg : "?");
+    if (!p) {
+      kg_arena_free(&da);
+      free(text);
+      continue;
+    }
+    kg_data d;
+    kg_data_init(&d, p, 7);
+    kg_data_reference(&d, p, 7);
+    int ok_here = 0;
+    /* Seed 0 is the default schedule (no steps). */
+    for (int i = 0; i <= per; i++) {
+      uint64_t seed = (uint64_t)w * 100000 + (uint64_t)i;
+      kg_schedule *s = kg_schedule_new(p);
+      if (i > 0) kg_schedule_random(s, seed, KG_TARGET_C, 4 + i % 12);
+      total_steps += s->trace.nsteps;
+      char err[8192];
+      kg_pipeline pl;
+      int built = kg_pipeline_build(s, KG_TARGET_C, &pl, err, sizeof err) == 0;
+      char *trace = kg_trace_to_text(&s->trace);
+      CHECKF(built, "%s seed %llu: build failed: %s\ntrace:\n%s", files[w], (unsigned long long)seed, err, trace);
+      if (built) {
+        kg_verify_result v = kg_pipeline_verify(&pl, p, &d, 1e-4);
+        CHECKF(v.ok, "%s seed %llu (i=%d): %s max_rel_err=%g\ntrace:\n%s", files[w], (unsigned long long)seed, i,
+               v.msg, v.max_rel_err, trace);
+        ok_here += v.ok;
+      }
+      free(trace);
+      kg_pipeline_free(&pl);
+      kg_schedule_free(s);
+    }
+    printf("%-24s %d/%d schedules verified\n", files[w], ok_here, per + 1);
+    fflush(stdout);
+    total_ok += ok_here;
+    kg_data_free(&d);
+    kg_program_free(p);
+    kg_arena_free(&da);
+    free(text);
+  }
+  printf("%d schedules verified, %d random steps in all\n", total_ok, total_steps);
+  for (int i = 0; i < nfiles; i++) free(files[i]);
+  TEST_END();
+}
