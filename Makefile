@@ -50,12 +50,17 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libkgen.a tests/testutil.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libkgen.a $(LDLIBS)
 
-$(BUILD)/tests/fuzz_replay: tests/fuzz_check.c tests/fuzz_replay_main.c $(BUILD)/libkgen.a
+# Fuzz targets (tests/fuzz_NAME.c, libFuzzer entry points) linked with a main that replays a corpus
+# (tests/fuzz/NAME-corpus) in `make test`; tests/fuzz/run-libfuzzer.sh NAME fuzzes one for real.
+FUZZ_SRC = $(wildcard tests/fuzz_*.c)
+FUZZ_NAMES = $(filter-out replay_main,$(FUZZ_SRC:tests/fuzz_%.c=%))
+FUZZ_BIN = $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz_replay_%)
+$(BUILD)/tests/fuzz_replay_%: tests/fuzz_%.c tests/fuzz_replay_main.c $(BUILD)/libkgen.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ tests/fuzz_check.c tests/fuzz_replay_main.c $(BUILD)/libkgen.a $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $< tests/fuzz_replay_main.c $(BUILD)/libkgen.a $(LDLIBS)
 
-# Every unit test, the CLI tests, and the fuzz corpus replayed.
-test-unit: all $(TEST_BIN) $(BUILD)/tests/fuzz_replay
+# Every unit test, the CLI tests, and the fuzz corpora replayed.
+test-unit: all $(TEST_BIN) $(FUZZ_BIN)
 	@KGEN=$(BUILD)/kgen BUILD=$(BUILD) KGEN_RANDOM_SCHEDULES=$(KGEN_RANDOM_SCHEDULES) tests/run.sh $(TEST_BIN)
 
 # The same tests built with AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer included).

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include "kgen.h"
 #include "../base/strbuf.h"
+#include "../te/lex.h"
 
 #define MAX_BINDINGS 64
 
@@ -25,9 +26,9 @@ typedef struct options {
 static void usage(FILE *f) {
   fprintf(f,
           "usage:\n"
-          "  kgen check FILE.te|NAME [-D NAME=VALUE]... [--def NAME]\n"
+          "  kgen check FILE.te|NAME [-D NAME=VALUE]... [--def NAME] [--dump tokens|ast|stages]\n"
           "  kgen lower FILE.te|NAME -D ... [--schedule FILE | --random-schedule SEED] [--target c]\n"
-          "             [--dump stages|schedule|ir|c]\n"
+          "             [--dump tokens|ast|stages|schedule|ir|c]   (one stage of the pipeline)\n"
           "  kgen run   FILE.te|NAME -D ... [--schedule FILE | --random-schedule SEED] [--target c]\n"
           "             [--save DIR] [--load DIR] [--seed S] [--rtol X] [--min-repeat-ms MS]\n"
           "options:\n"
@@ -136,8 +137,9 @@ static int parse_args(int argc, char **argv, options *o) {
       o->load_dir = val;
     } else if (!strcmp(a, "--dump")) {
       NEED_VAL();
-      if (strcmp(val, "stages") && strcmp(val, "schedule") && strcmp(val, "ir") && strcmp(val, "c"))
-        return usage_error("unknown --dump '%s' (stages, schedule, ir, c)", val);
+      if (strcmp(val, "tokens") && strcmp(val, "ast") && strcmp(val, "stages") && strcmp(val, "schedule") &&
+          strcmp(val, "ir") && strcmp(val, "c"))
+        return usage_error("unknown --dump '%s' (tokens, ast, stages, schedule, ir, c)", val);
       o->dump = val;
     } else if (!strcmp(a, "--rtol")) {
       NEED_VAL();
@@ -163,6 +165,9 @@ static int parse_args(int argc, char **argv, options *o) {
     return usage_error("%s", "--schedule and --random-schedule exclude each other");
   if (!strcmp(o->cmd, "check") && (o->schedule_file || o->random_schedule || o->save_dir || o->load_dir))
     return usage_error("%s", "check takes no schedule or data options");
+  if (!strcmp(o->cmd, "check") && o->dump && strcmp(o->dump, "tokens") && strcmp(o->dump, "ast") &&
+      strcmp(o->dump, "stages"))
+    return usage_error("check dumps tokens, ast or stages, not '%s'", o->dump);
   return 0;
 }
 
@@ -207,6 +212,48 @@ static char *resolve_program(const char *arg) {
   return strdup(path);
 }
 
+/* --dump tokens: the lexer's output, one token per line. Works on files that do not check. */
+static int dump_tokens(const char *path, const char *text, size_t len) {
+  static const char *const kinds[] = {"eof", "ident", "num", "punct"};
+  kg_source src = {path, text, len};
+  kg_arena a;
+  kg_arena_init(&a);
+  kg_diag diag = {0};
+  kg_lexer lx;
+  kg_lex_init(&lx, &src, &diag, &a);
+  kg_token t;
+  int rc = 0;
+  for (;;) {
+    if (kg_lex_next(&lx, &t)) {
+      fputs(diag.msg, stderr);
+      rc = 1;
+      break;
+    }
+    printf("%d:%d %s %.*s\n", t.pos.line, t.pos.col, kinds[t.kind], (int)(t.len > 80 ? 80 : t.len), t.s);
+    if (t.kind == KG_TK_EOF) break;
+  }
+  kg_arena_free(&a);
+  return rc;
+}
+
+/* --dump ast: the checked def as written (reductions still nested), with every tensor's shape. */
+static void dump_ast(const kg_program *p) {
+  kg_strbuf b;
+  kg_strbuf_init(&b);
+  for (int i = 0; i < p->def->nstmts; i++) {
+    const kg_stmt *st = p->def->stmts[i];
+    kg_strbuf_printf(&b, "%d:%d %s[", st->pos.line, st->pos.col, st->lhs->name);
+    for (int k = 0; k < st->nidx; k++) kg_strbuf_printf(&b, "%s%s", k ? ", " : "", st->idx[k]->name);
+    kg_strbuf_puts(&b, "] : f32[");
+    for (int d = 0; d < st->lhs->ndim; d++) kg_strbuf_printf(&b, "%s%lld", d ? ", " : "", (long long)st->lhs->shape[d]);
+    kg_strbuf_puts(&b, "] = ");
+    kg_expr_print(&b, p, st->rhs);
+    kg_strbuf_putc(&b, '\n');
+  }
+  fputs(b.s ? b.s : "", stdout);
+  kg_strbuf_free(&b);
+}
+
 static kg_program *load_program(const options *o) {
   char *path = resolve_program(o->file);
   size_t len;
@@ -215,6 +262,12 @@ static kg_program *load_program(const options *o) {
     fprintf(stderr, "kgen: cannot read '%s': %s\n", path, strerror(errno));
     free(path);
     return NULL;
+  }
+  if (o->dump && !strcmp(o->dump, "tokens")) {
+    int rc = dump_tokens(path, text, len);
+    free(text);
+    free(path);
+    exit(rc);
   }
   kg_arena diag_arena;
   kg_arena_init(&diag_arena);
@@ -234,7 +287,16 @@ static void print_shape(const kg_tensor *t) {
 }
 
 static int cmd_check(const options *o, kg_program *p) {
-  (void)o;
+  if (o->dump && !strcmp(o->dump, "ast")) {
+    dump_ast(p);
+    return 0;
+  }
+  if (o->dump && !strcmp(o->dump, "stages")) {
+    char *canon = kg_program_canonical(p);
+    fputs(canon, stdout);
+    free(canon);
+    return 0;
+  }
   static const char *const kinds[] = {"input", "output", "temp"};
   printf("def %s\n", p->def->name);
   for (int i = 0; i < p->nsizes; i++) printf("  size %s = %lld\n", p->sizes[i].name, (long long)p->sizes[i].value);
@@ -291,6 +353,7 @@ static int cmd_lower(const options *o, kg_program *p) {
   kg_strbuf b;
   kg_strbuf_init(&b);
   const char *d = o->dump;
+  if (d && !strcmp(d, "ast")) dump_ast(p);
   if (!d || !strcmp(d, "stages")) {
     char *canon = kg_program_canonical(p);
     kg_strbuf_printf(&b, "// ---- stages ----\n%s", canon);

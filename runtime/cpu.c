@@ -140,18 +140,28 @@ int kg_cpu_build(const char *src, const char *fn_name, kg_cpu_module *m) {
   const char *cc_env = getenv("CC");
   char *cc = strdup(cc_env && *cc_env ? cc_env : "cc");
   if (!cc) goto done;
-  char *argv[48];
+  char *argv[80];
   int n = split_words(cc, argv, 32);
   if (n == 0) argv[n++] = "cc";
   const char *flags[] = {"-std=c11", "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC",
                          "-o",       "kernel.so", "kernel.c", "-lm"};
   for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) argv[n++] = (char *)flags[i];
+  /* $KGEN_CFLAGS comes last so it can override the defaults, e.g. -march=x86-64-v2 for valgrind, which does not
+   * know AVX-512. */
+  const char *extra_env = getenv("KGEN_CFLAGS");
+  char *extra = strdup(extra_env ? extra_env : "");
+  if (!extra) {
+    free(cc);
+    goto done;
+  }
+  n += split_words(extra, argv + n, (int)(sizeof argv / sizeof *argv) - n - 1);
   argv[n] = NULL;
   double t0 = now_s();
   char *log = NULL;
   int st = run_capture(argv, m->dir, &log);
   m->compile_s = now_s() - t0;
   free(cc);
+  free(extra);
   m->log = log;
   if (st != 0) {
     if (!m->log) set_log(m, "kgen: the compiler failed (%s): %s", st < 0 ? "could not run it" : "exit status");

@@ -11,7 +11,7 @@ typedef struct kg_cpu_module {
   double compile_s;
 } kg_cpu_module;
 
-/* Compiles src with $CC (default cc) -O3 -march=native -fopenmp -shared -fPIC and loads fn_name.
+/* Compiles src with $CC (default cc) -O3 -march=native -fopenmp -shared -fPIC $KGEN_CFLAGS and loads fn_name.
  * Returns 0, or -1 with m->log holding the compiler's output (or the reason). */
 int kg_cpu_build(const char *src, const char *fn_name, kg_cpu_module *m);
 void kg_cpu_module_free(kg_cpu_module *m);

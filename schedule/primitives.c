@@ -7,9 +7,6 @@
 
 #define FAIL(...) return kg_sched_fail(err, errlen, __VA_ARGS__)
 
-/* Longest vectorized loop the backends accept (wider ones are split first). */
-#define KG_MAX_VECTOR_EXTENT 64
-
 static const char *step_name(const kg_step *st) { return kg_step_names[st->kind]; }
 
 /* Finds the leaf `name` of stage st, or formats the error. */
@@ -165,7 +162,8 @@ static int prim_fuse(kg_schedule *s, kg_sstage *st, const kg_step *step, char *e
 }
 
 /* unroll / vectorize / parallel / bind S L [TAG]: L a serial leaf; vectorize and parallel need a spatial loop
- * (vectorize also extent <= 64); bind needs a known tag not used by another leaf, and a spatial loop (a
+ * (any extent: a stage's extents at schedule time are its full domain, and compute_at may shrink them to a
+ * small region, so the printers decide how wide their vectors are); bind needs a known tag not used by another leaf, and a spatial loop (a
  * reduction is spread over threads by rfactor-ing it first). */
 static int prim_annotate(kg_schedule *s, kg_sstage *st, const kg_step *step, char *err, size_t errlen) {
   (void)s;
@@ -181,9 +179,6 @@ static int prim_annotate(kg_schedule *s, kg_sstage *st, const kg_step *step, cha
     break;
   case KG_STEP_VECTORIZE:
     if (it->is_reduce) FAIL("vectorize: stage %s: loop %s is a reduction loop", st->name, it->name);
-    if (it->extent > KG_MAX_VECTOR_EXTENT)
-      FAIL("vectorize: stage %s: loop %s has extent %lld (at most %d: split it first)", st->name, it->name,
-           (long long)it->extent, KG_MAX_VECTOR_EXTENT);
     kind = KG_LOOP_VECTORIZED;
     break;
   case KG_STEP_PARALLEL:
@@ -301,21 +296,9 @@ int kg_schedule_apply(kg_schedule *s, const kg_step *step, char *err, size_t err
   if ((unsigned)step->kind >= KG_STEP_COUNT) FAIL("unknown step kind %d", (int)step->kind);
   const char *prim = step_name(step);
   /* the argument counts a parsed trace guarantees; a hand-built step may still get them wrong */
-  static const struct {
-    int min_names, max_names, nints;
-  } form[KG_STEP_COUNT] = {
-      [KG_STEP_SPLIT] = {1, 1, 1},        [KG_STEP_TILE] = {2, 2, 2},
-      [KG_STEP_REORDER] = {2, KG_STEP_MAX_NAMES, 0},
-      [KG_STEP_FUSE] = {2, 2, 0},         [KG_STEP_UNROLL] = {1, 1, 0},
-      [KG_STEP_VECTORIZE] = {1, 1, 0},    [KG_STEP_PARALLEL] = {1, 1, 0},
-      [KG_STEP_BIND] = {2, 2, 0},         [KG_STEP_COMPUTE_AT] = {2, 2, 0},
-      [KG_STEP_COMPUTE_INLINE] = {0, 0, 0}, [KG_STEP_COMPUTE_ROOT] = {0, 0, 0},
-      [KG_STEP_CACHE_READ] = {2, KG_STEP_MAX_NAMES, 0},
-      [KG_STEP_CACHE_WRITE] = {1, 1, 0},  [KG_STEP_RFACTOR] = {1, 1, 1},
-  };
+  const kg_step_form *form = &kg_step_forms[step->kind];
   if (!step->stage) FAIL("%s: no stage given", prim);
-  if (step->nnames < form[step->kind].min_names || step->nnames > form[step->kind].max_names ||
-      step->nints != form[step->kind].nints)
+  if (step->nnames < form->min_names || step->nnames > form->max_names || step->nints != form->nints)
     FAIL("%s: stage %s: wrong number of arguments", prim, step->stage);
   for (int i = 0; i < step->nnames; i++)
     if (!step->names[i]) FAIL("%s: stage %s: missing name", prim, step->stage);

@@ -103,17 +103,24 @@ typedef struct kg_sstage {
  *   cache_write STAGE SCOPE             names = {SCOPE}             creates stage "STAGE.SCOPE" that computes
  *   rfactor STAGE LOOP FACTOR           names = {LOOP} (a root reduction axis), ints = {FACTOR}: creates stage
  *                                       "STAGE.rf" computing partial results over the FACTOR-wide inner part */
+/* name, text, then the step's form: how many names (min, max) and how many integers follow the stage. */
 #define KG_STEPS(X)                                                                                         \
-  X(SPLIT, "split") X(TILE, "tile") X(REORDER, "reorder") X(FUSE, "fuse") X(UNROLL, "unroll")                \
-  X(VECTORIZE, "vectorize") X(PARALLEL, "parallel") X(BIND, "bind") X(COMPUTE_AT, "compute_at")              \
-  X(COMPUTE_INLINE, "compute_inline") X(COMPUTE_ROOT, "compute_root") X(CACHE_READ, "cache_read")            \
-  X(CACHE_WRITE, "cache_write") X(RFACTOR, "rfactor")
+  X(SPLIT, "split", 1, 1, 1) X(TILE, "tile", 2, 2, 2) X(REORDER, "reorder", 2, KG_STEP_MAX_NAMES, 0)          \
+  X(FUSE, "fuse", 2, 2, 0) X(UNROLL, "unroll", 1, 1, 0) X(VECTORIZE, "vectorize", 1, 1, 0)                    \
+  X(PARALLEL, "parallel", 1, 1, 0) X(BIND, "bind", 2, 2, 0) X(COMPUTE_AT, "compute_at", 2, 2, 0)              \
+  X(COMPUTE_INLINE, "compute_inline", 0, 0, 0) X(COMPUTE_ROOT, "compute_root", 0, 0, 0)                       \
+  X(CACHE_READ, "cache_read", 2, KG_STEP_MAX_NAMES, 0) X(CACHE_WRITE, "cache_write", 1, 1, 0)                 \
+  X(RFACTOR, "rfactor", 1, 1, 1)
 typedef enum {
-#define X(n, s) KG_STEP_##n,
+#define X(n, s, lo, hi, ni) KG_STEP_##n,
   KG_STEPS(X)
 #undef X
   KG_STEP_COUNT
 } kg_step_kind;
+typedef struct kg_step_form {
+  int min_names, max_names, nints;
+} kg_step_form;
+extern const kg_step_form kg_step_forms[KG_STEP_COUNT];
 extern const char *const kg_step_names[KG_STEP_COUNT];
 
 #define KG_STEP_MAX_NAMES 16

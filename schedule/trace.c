@@ -14,7 +14,13 @@
 #include "sched.h"
 
 const char *const kg_step_names[KG_STEP_COUNT] = {
-#define X(n, s) s,
+#define X(n, s, lo, hi, ni) s,
+    KG_STEPS(X)
+#undef X
+};
+
+const kg_step_form kg_step_forms[KG_STEP_COUNT] = {
+#define X(n, s, lo, hi, ni) {lo, hi, ni},
     KG_STEPS(X)
 #undef X
 };
@@ -61,19 +67,6 @@ char *kg_trace_to_text(const kg_trace *t) {
   return kg_strbuf_take(&b);
 }
 
-/* The form of each step: names (min..max) and ints after the stage. */
-static const struct {
-  int min_names, max_names, nints;
-} step_form[KG_STEP_COUNT] = {
-    [KG_STEP_SPLIT] = {1, 1, 1},          [KG_STEP_TILE] = {2, 2, 2},
-    [KG_STEP_REORDER] = {2, KG_STEP_MAX_NAMES, 0},
-    [KG_STEP_FUSE] = {2, 2, 0},           [KG_STEP_UNROLL] = {1, 1, 0},
-    [KG_STEP_VECTORIZE] = {1, 1, 0},      [KG_STEP_PARALLEL] = {1, 1, 0},
-    [KG_STEP_BIND] = {2, 2, 0},           [KG_STEP_COMPUTE_AT] = {2, 2, 0},
-    [KG_STEP_COMPUTE_INLINE] = {0, 0, 0}, [KG_STEP_COMPUTE_ROOT] = {0, 0, 0},
-    [KG_STEP_CACHE_READ] = {2, KG_STEP_MAX_NAMES, 0},
-    [KG_STEP_CACHE_WRITE] = {1, 1, 0},    [KG_STEP_RFACTOR] = {1, 1, 1},
-};
 
 static const char *const step_usage[KG_STEP_COUNT] = {
     [KG_STEP_SPLIT] = "STAGE LOOP FACTOR",
@@ -166,8 +159,8 @@ static int parse_line(kg_trace *t, const char *name, int lineno, const char *p, 
     if (token_is(&tok[0], kg_step_names[k])) kind = k;
   if (kind < 0) return line_error(err, errlen, name, lineno, "unknown step '" TOK_FMT "'", TOK_ARG(tok[0]));
   const char *usage = step_usage[kind];
-  int nargs = ntok - 2, nints = step_form[kind].nints, nnames = nargs - nints;
-  if (ntok < 2 || more || nnames < step_form[kind].min_names || nnames > step_form[kind].max_names)
+  int nargs = ntok - 2, nints = kg_step_forms[kind].nints, nnames = nargs - nints;
+  if (ntok < 2 || more || nnames < kg_step_forms[kind].min_names || nnames > kg_step_forms[kind].max_names)
     return line_error(err, errlen, name, lineno, "%s takes %s", kg_step_names[kind], usage);
   kg_step step;
   memset(&step, 0, sizeof step);

@@ -17,9 +17,11 @@ for s in tests/cli/*.sh; do
   out=$(bash "$s" 2>&1); rc=$?
   if [ $rc -eq 0 ]; then passed=$((passed + 1)); echo "ok: $s"; else failed=$((failed + 1)); printf '%s\n' "$out" | tail -30; echo "FAIL: $s"; fi
 done
-if [ -x "$BUILD/tests/fuzz_replay" ]; then
-  out=$("$BUILD/tests/fuzz_replay" tests/fuzz/corpus 2>&1); rc=$?
-  if [ $rc -eq 0 ]; then passed=$((passed + 1)); echo "ok: fuzz corpus replay: $(printf '%s' "$out" | tail -1)"; else failed=$((failed + 1)); printf '%s\n' "$out" | tail -30; echo "FAIL: fuzz corpus replay"; fi
-fi
+for r in "$BUILD"/tests/fuzz_replay_*; do
+  [ -x "$r" ] || continue
+  name=${r##*/fuzz_replay_}
+  out=$("$r" "tests/fuzz/$name-corpus" 2>&1); rc=$?
+  if [ $rc -eq 0 ]; then passed=$((passed + 1)); echo "ok: fuzz corpus $name: $(printf '%s' "$out" | tail -1)"; else failed=$((failed + 1)); printf '%s\n' "$out" | tail -30; echo "FAIL: fuzz corpus $name"; fi
+done
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -167,7 +167,7 @@ static void test_loop_primitives(void) {
   CHECK(j && jo && j->split_outer == jo && jo->split_parent == j && jo->factor == 5 &&
         jo->origin == KG_ITER_SPLIT_OUTER && kg_sstage_leaf_index(c, j) == -1);
   ILLEGAL(s, "split C j 2", "split", "stage C", "loop j is not a leaf");
-  ILLEGAL(s, "vectorize C i", "vectorize", "stage C", "loop i has extent 128");
+  ILLEGAL(s, "vectorize C j", "vectorize", "stage C", "loop j is not a leaf");
   ILLEGAL(s, "vectorize C k", "vectorize", "stage C", "loop k is a reduction loop");
   ILLEGAL(s, "parallel C k", "parallel", "stage C", "loop k is a reduction loop");
   OK(s, "tile C i k 16 8");

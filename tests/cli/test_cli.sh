@@ -63,6 +63,13 @@ has out "^verify: ok" "random schedule verifies"
 expect 0 "lower" -- $K lower conv2d --random-schedule 3 $(sed -n 's/^# sizes://p' te/lib/conv2d.te | sed 's/\([A-Za-z_0-9]*=[0-9]*\)/-D \1/g')
 has out "loop-nest IR" "lower prints the IR"
 has out "kgen_entry" "lower prints C"
+expect 0 "dump tokens" -- $K check softmax --dump tokens
+has out "^[0-9]+:1 ident def" "token dump"
+expect 0 "dump ast" -- $K check softmax -D N=3 -D D=5 --dump ast
+has out "Y\[i, j\] : f32\[3, 5\] = e\[i, j\] / sum\[j2 in 0..5\]" "ast dump keeps nested reductions"
+expect 0 "dump stages" -- $K lower softmax -D N=3 -D D=5 --dump stages
+has out "Y.r0\[i\] : f32\[3\] = sum" "stage dump extracts reductions"
+expect 2 "check cannot dump ir" -- $K check matmul -D M=2 -D N=2 -D K=2 --dump ir
 expect 2 "bad dump" -- $K lower matmul -D M=2 -D N=2 -D K=2 --dump nonsense
 
 expect 0 "save" -- $K run matmul -D M=5 -D N=4 -D K=3 --save "$T/npy" --seed 9 --min-repeat-ms 1

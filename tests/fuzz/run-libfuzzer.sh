@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# Fuzzes the parser and checker with libFuzzer (clang -fsanitize=fuzzer; libclang-rt-14-dev provides it).
-#   tests/fuzz/run-libfuzzer.sh [SECONDS]        (default 60)
-# Seeds: tests/fuzz/corpus (left untouched); new inputs go to build/fuzz/work; a crashing input is written to
-# build/fuzz/crash-* -- fix the bug, then copy the input into tests/fuzz/corpus so `make test` replays it.
+# Fuzzes one target with libFuzzer (clang -fsanitize=fuzzer; Debian's libclang-rt-14-dev provides it):
+#   tests/fuzz/run-libfuzzer.sh [check|trace] [SECONDS]      (default: check, 60 s)
+# check: the parser and checker (tests/fuzz_check.c); trace: the trace reader, the primitives and lowering
+# (tests/fuzz_trace.c). Seeds: tests/fuzz/NAME-corpus (left untouched); new inputs go to build/fuzz/NAME-work;
+# a crashing input is written to build/fuzz/NAME-crash-* -- fix the bug, then copy the input into
+# tests/fuzz/NAME-corpus so `make test` replays it.
 set -eu
-secs=${1:-60}
+name=${1:-check}
+secs=${2:-60}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$root/build/fuzz
-mkdir -p "$out/work"
+mkdir -p "$out/$name-work"
 CC=${FUZZ_CC:-clang}
-srcs="$root/tests/fuzz_check.c $root/base/arena.c $root/base/diag.c $root/base/strbuf.c"
-for f in lex parse check stages program print tables; do srcs="$srcs $root/te/$f.c"; done
+srcs="$root/tests/fuzz_$name.c"
+for f in "$root"/base/*.c "$root"/te/*.c "$root"/schedule/*.c "$root"/codegen/*.c; do srcs="$srcs $f"; done
 # shellcheck disable=SC2086
 $CC -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -I"$root" $srcs -lm -o "$out/fuzz_check"
+  -I"$root" $srcs -lm -o "$out/fuzz_$name"
 # Tokens of the language, so that mutations speak it.
 cat > "$out/te.dict" <<'DICT'
 "def"
@@ -46,7 +49,32 @@ cat > "$out/te.dict" <<'DICT'
 ","
 "#"
 "1.5e3"
+"split"
+"tile"
+"reorder"
+"fuse"
+"unroll"
+"vectorize"
+"parallel"
+"bind"
+"compute_at"
+"compute_inline"
+"compute_root"
+"cache_read"
+"cache_write"
+"rfactor"
+"local"
+"shared"
+"threadIdx.x"
+"blockIdx.x"
+" Y "
+" P "
+" m "
+" e "
+" x.o "
+" y.i "
+"\x0a"
 DICT
 echo "fuzzing for ${secs}s (seed $$)"
-"$out/fuzz_check" -seed=$$ -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=4096 \
-  -dict="$out/te.dict" -artifact_prefix="$out/" -print_final_stats=1 "$out/work" "$root/tests/fuzz/corpus"
+"$out/fuzz_$name" -seed=$$ -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=4096 \
+  -dict="$out/te.dict" -artifact_prefix="$out/$name-" -print_final_stats=1 "$out/$name-work" "$root/tests/fuzz/$name-corpus"

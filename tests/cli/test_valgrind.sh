@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# valgrind over the CLI: parse/check, lowering of random schedules, and a run (generated code compiled for a
+# baseline x86-64 since valgrind does not decode AVX-512). Definite leaks and memory errors fail; libgomp's
+# thread pool is "possibly lost" by design. Skipped for sanitizer builds (valgrind and ASan do not mix).
+set -u
+K=${KGEN:-build/kgen}
+case "$K" in */san/*) echo "skip: sanitizer build"; exit 0;; esac
+command -v valgrind >/dev/null || { echo "skip: no valgrind"; exit 0; }
+vg() { valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite "$@" >/dev/null; }
+fail=0
+vg $K check attention -D B=2 -D S=3 -D T=4 -D D=5 -D E=3 || { echo "FAIL: valgrind check"; fail=1; }
+for seed in 1 2 3; do
+  vg $K lower softmax -D N=5 -D D=9 --random-schedule $seed || { echo "FAIL: valgrind lower seed $seed"; fail=1; }
+done
+printf 'def f(A: f32[N]) -> (B: f32[N]) {\n  B[i] = A[i + 1]\n}\n' > /tmp/kg_vg_bad.te
+valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite $K check /tmp/kg_vg_bad.te -D N=4 >/dev/null 2>&1
+[ $? -eq 1 ] || { echo "FAIL: valgrind on a user error (want exit 1)"; fail=1; }
+rm -f /tmp/kg_vg_bad.te
+KGEN_CFLAGS=-march=x86-64-v2 vg $K run conv2d -D N=1 -D C=2 -D H=7 -D W=6 -D F=3 --random-schedule 4 --min-repeat-ms 1 \
+  || { echo "FAIL: valgrind run"; fail=1; }
+exit $fail
