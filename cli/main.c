@@ -26,6 +26,7 @@ typedef struct options {
 static void usage(FILE *f) {
   fprintf(f,
           "usage:\n"
+          "  kgen --version | --help\n"
           "  kgen check FILE.te|NAME [-D NAME=VALUE]... [--def NAME] [--dump tokens|ast|stages]\n"
           "  kgen lower FILE.te|NAME -D ... [--schedule FILE | --random-schedule SEED] [--target c]\n"
           "             [--dump tokens|ast|stages|schedule|ir|c]   (one stage of the pipeline)\n"
@@ -88,6 +89,10 @@ static int parse_args(int argc, char **argv, options *o) {
   o->cmd = argv[1];
   if (!strcmp(o->cmd, "-h") || !strcmp(o->cmd, "--help") || !strcmp(o->cmd, "help")) {
     usage(stdout);
+    exit(0);
+  }
+  if (!strcmp(o->cmd, "--version")) {
+    printf("kgen %s\n", KGEN_VERSION);
     exit(0);
   }
   if (strcmp(o->cmd, "check") && strcmp(o->cmd, "lower") && strcmp(o->cmd, "run"))
@@ -329,8 +334,11 @@ static kg_schedule *make_schedule(const options *o, kg_program *p) {
     int rc = kg_trace_parse(&t, o->schedule_file, text, len, err, sizeof err);
     free(text);
     if (rc == 0) {
-      rc = kg_schedule_apply_trace(s, &t, err, sizeof err);
-      if (rc) fprintf(stderr, "%s: error: %s\n", o->schedule_file, err);
+      /* step by step, so that an illegal step is reported at its line of the file */
+      for (int i = 0; i < t.nsteps && rc == 0; i++) {
+        rc = kg_schedule_apply(s, &t.steps[i], err, sizeof err);
+        if (rc) fprintf(stderr, "%s:%d: error: %s\n", o->schedule_file, t.steps[i].line, err);
+      }
     } else {
       fprintf(stderr, "%s\n", err);
     }
@@ -462,8 +470,11 @@ static int cmd_run(const options *o, kg_program *p) {
     goto out;
   }
   kg_timing t = kg_pipeline_time(&pl, &d, o->min_repeat_ms / 1000.0);
-  printf("time: %.6f ms (median of %d runs, min %.6f, max %.6f)\n", t.median_s * 1e3, t.runs, t.min_s * 1e3,
-         t.max_s * 1e3);
+  /* microseconds below a millisecond, so small kernels keep their digits */
+  double unit = t.median_s < 1e-3 ? 1e6 : 1e3;
+  const char *uname = t.median_s < 1e-3 ? "us" : "ms";
+  printf("time: %.4g %s (median of %d runs, min %.4g, max %.4g)\n", t.median_s * unit, uname, t.runs,
+         t.min_s * unit, t.max_s * unit);
   if (v.ok) {
     printf("verify: ok max_rel_err=%.3g\n", v.max_rel_err);
     rc = 0;

@@ -476,6 +476,7 @@ static kg_irstmt *build_store(lctx *L, nest *n, kg_irexpr **leafval, int init) {
     if (st->red != KG_RED_NONE) value = combine(L, st->red, kg_ir_load(a, buf, ix), value);
   }
   kg_irstmt *store = kg_ir_store(a, buf, ix, value);
+  store->pos = st->out->pos; /* the statement that defines the tensor, for messages about generated code */
   kg_irexpr *g = build_guard(L, n, val);
   if (g) g = use_lets(L, g, letvar, nroot);
   kg_irstmt *body = g ? kg_ir_if(a, g, store, NULL) : store;

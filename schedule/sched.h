@@ -131,6 +131,7 @@ typedef struct kg_step {
   int nnames;
   int64_t ints[2];
   int nints;
+  int line; /* where kg_trace_parse read it (1-based), 0 for steps made in code; not part of its identity */
 } kg_step;
 
 /* A trace owns its strings (in its arena). */

@@ -165,6 +165,7 @@ static int parse_line(kg_trace *t, const char *name, int lineno, const char *p, 
   kg_step step;
   memset(&step, 0, sizeof step);
   step.kind = (kg_step_kind)kind;
+  step.line = lineno;
   step.nnames = nnames;
   step.nints = nints;
   for (int i = 0; i < nints; i++) {

@@ -21,6 +21,8 @@ expect 2 "unknown option" -- $K check matmul --bogus
 expect 2 "bad binding" -- $K check matmul -D M
 expect 2 "missing file" -- $K run
 expect 0 "help" -- $K --help
+expect 0 "version" -- $K --version
+has out "^kgen [0-9]+\.[0-9]+\.[0-9]+" "version line"
 
 expect 0 "check matmul" -- $K check matmul -D M=8 -D N=6 -D K=5
 has out "C: f32\[8, 6\]" "check prints shapes"
@@ -49,9 +51,9 @@ parallel C i.o
 S
 expect 0 "run with --schedule" -- $K run matmul -D M=17 -D N=9 -D K=13 --schedule "$T/sched.txt" --min-repeat-ms 1
 has out "^verify: ok" "scheduled run verifies"
-printf 'vectorize C k\n' > "$T/illegal.txt"
+printf '# a comment\nsplit C i 2\n\nvectorize C k\n' > "$T/illegal.txt"
 expect 1 "illegal schedule step" -- $K run matmul -D M=8 -D N=8 -D K=8 --schedule "$T/illegal.txt"
-has err "vectorize.*C.*k" "illegal step names primitive, stage and loop"
+has err "illegal.txt:4: error: vectorize: stage C: loop k is a reduction loop" "illegal step: its line, primitive, stage and loop"
 printf 'splat C i 4\n' > "$T/malformed.txt"
 expect 1 "malformed schedule" -- $K lower matmul -D M=8 -D N=8 -D K=8 --schedule "$T/malformed.txt"
 has err "malformed.txt:1" "schedule error position"
