@@ -439,7 +439,22 @@ static int save_tensors(const options *o, const kg_program *p, const kg_data *d)
   return 0;
 }
 
+/* A run that cannot fit in memory is a user error, said before anything is allocated. */
+static int check_memory(const kg_program *p) {
+  double need = kg_data_bytes(p);
+  double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
+  if (have > 0 && need > 0.8 * have) {
+    fprintf(stderr,
+            "kgen: error: running %s at these sizes needs %.3g GB (inputs, outputs, the reference and temporaries); "
+            "this machine has %.3g GB\n",
+            p->def->name, need / 1e9, have / 1e9);
+    return -1;
+  }
+  return 0;
+}
+
 static int cmd_run(const options *o, kg_program *p) {
+  if (check_memory(p)) return 1;
   kg_schedule *s = make_schedule(o, p);
   if (!s) return 1;
   int rc = 1;

@@ -54,6 +54,16 @@ static void *xmalloc(size_t n) {
   return q;
 }
 
+double kg_data_bytes(const kg_program *p) {
+  double bytes = 0;
+  for (int i = 0; i < p->ntensors; i++) {
+    const kg_tensor *t = p->tensors[i];
+    double n = (double)kg_tensor_numel(t);
+    bytes += t->kind == KG_TENSOR_INPUT ? 4 * n : 12 * n; /* outputs: f32 + double ref; temps: double + f32 */
+  }
+  return bytes;
+}
+
 void kg_data_init(kg_data *d, const kg_program *p, uint64_t seed) {
   memset(d, 0, sizeof *d);
   d->ninputs = p->ninputs;

@@ -13,6 +13,10 @@ typedef struct kg_data {
   double **ref;    /* malloc'ed reference outputs (NULL until kg_data_reference) */
 } kg_data;
 
+/* Bytes a verified run of p holds at once: f32 inputs and outputs, the double reference, the evaluator's double
+ * intermediates and the kernel's f32 temporaries. Callers compare it with the machine's memory before
+ * kg_data_init, whose allocations abort when memory runs out. */
+double kg_data_bytes(const kg_program *p);
 /* Allocates buffers and draws inputs from seed: uniform in [-1, 1] with |x| >= 1/64 (never zero). */
 void kg_data_init(kg_data *d, const kg_program *p, uint64_t seed);
 void kg_data_free(kg_data *d);

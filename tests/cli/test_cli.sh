@@ -36,6 +36,8 @@ expect 1 "out of bounds read" -- $K check "$T/bad.te" -D N=4
 has err "bad.te:2:10: error: .*out of bounds" "diagnostic position"
 has err "^ +\^" "caret line"
 
+expect 1 "more memory than the machine has" -- $K run matmul -D M=1000000 -D N=1000000 -D K=2
+has err "needs 1.2e\+04 GB" "memory error names the need"
 expect 1 "unbound size" -- $K check matmul -D M=8
 expect 1 "missing file" -- $K check "$T/nope.te"
 
