@@ -46,7 +46,7 @@ $(BUILD)/libkgen.a: $(LIB_OBJ)
 $(BUILD)/kgen: $(CLI_OBJ) $(BUILD)/libkgen.a
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libkgen.a $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libkgen.a tests/testutil.h
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libkgen.a tests/testutil.h tests/testlib.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libkgen.a $(LDLIBS)
 

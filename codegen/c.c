@@ -1,6 +1,7 @@
 /* The C/OpenMP printer: a lowered function as one self-contained C11 translation unit.
  *
- * Output: helpers (floor division/modulo, sigmoid, rsqrt, max/min), the function
+ * Output: helpers (floor division/modulo, sigmoid, rsqrt, max/min, the int64 minimum of tightened loop extents),
+ * the function
  *   void NAME(const float *restrict in..., float *restrict out...)
  * and a wrapper `void NAME_args(float **args)` that unpacks an argument array (what kg_cpu_call calls).
  *
@@ -62,7 +63,7 @@ static int prec_of(const kg_irexpr *e) {
       }
     case KG_IRE_UNARY: return 14;
     case KG_IRE_CAST: return 14;
-    case KG_IRE_SELECT: return 2;
+    case KG_IRE_SELECT: return kg_ir_is_min_int(e) ? 20 : 2;
     case KG_IRE_INT: return e->i < 0 && e->ty == KG_TY_INT ? 14 : 20;
     case KG_IRE_FLOAT: return 20;
     default: return 20;
@@ -182,6 +183,14 @@ static void put_expr(cgen *g, const kg_irexpr *e) {
       break;
     }
     case KG_IRE_SELECT:
+      if (kg_ir_is_min_int(e)) {
+        kg_strbuf_puts(b, "kg_min64(");
+        put_expr(g, e->sel.a);
+        kg_strbuf_puts(b, ", ");
+        put_expr(g, e->sel.b);
+        kg_strbuf_putc(b, ')');
+        break;
+      }
       kg_strbuf_putc(b, '(');
       put_expr(g, e->sel.c);
       kg_strbuf_puts(b, " ? ");
@@ -257,7 +266,16 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
               kg_thread_tag_names[s->loop.tag]);
         return;
       }
-      int is_const = kg_ir_is_const(s->loop.extent, &ext);
+      const char *v = s->loop.var->name;
+      int is_const = kg_ir_is_const(s->loop.extent, &ext), has_upper = kg_ir_const_upper(s->loop.extent, &ext);
+      if (!is_const) {
+        /* a tightened extent, computed once before the loop (OpenMP's canonical form needs an invariant bound);
+         * kg_n_<var> cannot clash: IR names never start with kg_ and loop variables are unique */
+        kg_strbuf_indent(b, ind);
+        kg_strbuf_printf(b, "const int64_t kg_n_%s = ", v);
+        put_expr(g, s->loop.extent);
+        kg_strbuf_puts(b, ";\n");
+      }
       switch (s->loop.kind) {
         case KG_LOOP_PARALLEL:
           kg_strbuf_indent(b, ind);
@@ -270,15 +288,15 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
           break;
         case KG_LOOP_UNROLLED:
           kg_strbuf_indent(b, ind);
-          kg_strbuf_printf(b, "#pragma GCC unroll %lld\n", (long long)(is_const ? (ext < 64 ? (ext < 1 ? 1 : ext) : 64)
-                                                                               : 8));
+          kg_strbuf_printf(b, "#pragma GCC unroll %lld\n",
+                           (long long)(has_upper ? (ext < 64 ? (ext < 1 ? 1 : ext) : 64) : 8));
           break;
         default: break;
       }
-      const char *v = s->loop.var->name;
       kg_strbuf_indent(b, ind);
       kg_strbuf_printf(b, "for (int64_t %s = 0; %s < ", v, v);
-      put_expr(g, s->loop.extent);
+      if (is_const) put_expr(g, s->loop.extent);
+      else kg_strbuf_printf(b, "kg_n_%s", v);
       kg_strbuf_printf(b, "; %s++) { /* %s.%s */\n", v, s->loop.stage_name ? s->loop.stage_name : "?",
                        s->loop.loop_name ? s->loop.loop_name : "?");
       put_block_items(g, s->loop.body, ind + 1);
@@ -380,6 +398,7 @@ static const char prelude[] =
     "static inline float kg_rsqrt(float x) { return 1.0f / sqrtf(x); }\n"
     "static inline float kg_maxf(float a, float b) { return a > b ? a : b; }\n"
     "static inline float kg_minf(float a, float b) { return a < b ? a : b; }\n"
+    "static inline int64_t kg_min64(int64_t a, int64_t b) { return a < b ? a : b; }\n"
     "\n";
 
 static int valid_ident(const char *s) {

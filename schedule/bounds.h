@@ -1,4 +1,5 @@
-/* Lowering's arithmetic on index expressions (bounds.c), shared by lower.c only; not part of the API.
+/* Lowering's internals, shared by lower.c, bounds.c and tighten.c; not part of the API. bounds.c holds the
+ * arithmetic on index expressions:
  *
  * - Linear forms (sum of coef * atom + constant): index expressions are normalised through them so that a region
  *   buffer's "absolute index - region min" cancels to the loop variables inside the attach loop.
@@ -42,4 +43,6 @@ typedef struct kg_region_query {
   kg_sstage *const *stage_of_tensor; /* by tensor id; NULL for inputs */
 } kg_region_query;
 void kg_bounds_infer_region(const kg_region_query *q, kg_irexpr **min, int64_t *ext_out);
+/* tighten.c: on the C target, the guards of non-dividing splits in perfect nests become tighter loop extents. */
+void kg_lower_tighten(kg_arena *a, kg_irstmt *body, const kg_var_ranges *ranges, int nvars);
 #endif

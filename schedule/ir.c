@@ -53,6 +53,26 @@ int kg_ir_is_const(const kg_irexpr *e, int64_t *v) {
   return 1;
 }
 
+kg_irexpr *kg_ir_min_int(kg_arena *a, kg_irexpr *x, kg_irexpr *y) {
+  return kg_ir_select(a, kg_ir_binary(a, KG_OP_LT, x, y), x, y);
+}
+
+int kg_ir_is_min_int(const kg_irexpr *e) {
+  return e->kind == KG_IRE_SELECT && e->ty == KG_TY_INT && e->sel.c->kind == KG_IRE_BINARY &&
+         e->sel.c->bin.op == KG_OP_LT && e->sel.c->bin.a == e->sel.a && e->sel.c->bin.b == e->sel.b;
+}
+
+int kg_ir_const_upper(const kg_irexpr *e, int64_t *u) {
+  if (kg_ir_is_const(e, u)) return 1;
+  if (!kg_ir_is_min_int(e)) return 0;
+  int64_t x, y;
+  int kx = kg_ir_const_upper(e->sel.a, &x), ky = kg_ir_const_upper(e->sel.b, &y);
+  if (kx && ky) *u = x < y ? x : y;
+  else if (kx) *u = x;
+  else if (ky) *u = y;
+  return kx || ky;
+}
+
 static int64_t floordiv64(int64_t a, int64_t b) {
   int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
@@ -313,6 +333,14 @@ static void print_expr(kg_strbuf *b, const kg_irexpr *e) {
       kg_strbuf_putc(b, ')');
       break;
     case KG_IRE_SELECT:
+      if (kg_ir_is_min_int(e)) {
+        kg_strbuf_puts(b, "min(");
+        print_expr(b, e->sel.a);
+        kg_strbuf_puts(b, ", ");
+        print_expr(b, e->sel.b);
+        kg_strbuf_putc(b, ')');
+        break;
+      }
       kg_strbuf_puts(b, "select(");
       print_expr(b, e->sel.c);
       kg_strbuf_puts(b, ", ");

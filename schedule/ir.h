@@ -89,7 +89,9 @@ struct kg_irstmt {
     } seq;
     struct {
       kg_irvar *var;
-      kg_irexpr *extent; /* INT; a constant after lowering sizes that are bound */
+      kg_irexpr *extent; /* INT, invariant in the loop: a constant, or on the C target, where schedule/tighten.c
+                            replaces a split's guard by a tighter bound, min(F, E - rest) written as an INT
+                            SELECT; do not assume kg_ir_is_const holds */
       kg_loop_kind kind;
       kg_thread_tag tag;
       const char *loop_name;
@@ -152,6 +154,11 @@ kg_irstmt *kg_ir_alloc(kg_arena *a, kg_buffer *b, kg_irstmt *body);
 kg_irstmt *kg_ir_barrier(kg_arena *a);
 kg_irstmt *kg_ir_comment(kg_arena *a, const char *text);
 int kg_ir_is_const(const kg_irexpr *e, int64_t *v);
+/* The integer minimum: select(a < b, a, b) over the same a and b nodes, which printers show as min(a, b). */
+kg_irexpr *kg_ir_min_int(kg_arena *a, kg_irexpr *x, kg_irexpr *y);
+int kg_ir_is_min_int(const kg_irexpr *e);
+/* A constant upper bound of an INT expression that is a constant or a minimum with a constant in it. */
+int kg_ir_const_upper(const kg_irexpr *e, int64_t *u);
 
 /* Pseudo-code dump of the IR (`kgen lower --dump ir`). */
 void kg_ir_print(struct kg_strbuf *b, const kg_lowered *f);

@@ -4,7 +4,8 @@
  * one nest per root stage, in execution order. A nest (lower_stage) is built from its stage's leaves, outermost
  * first; at each loop the stages computed there are emitted first (region inferred by bounds.c, buffer allocated
  * around the loop's body), and the innermost body holds the root-axis LETs, the guard and the store. Reductions
- * get their init before the outermost reduction loop, inside copies of the spatial loops that follow it.
+ * get their init before the outermost reduction loop, inside copies of the spatial loops that follow it. On the C
+ * target, tighten.c then turns the guards of perfect nests into tighter loop extents.
  *
  * Requires: a schedule produced by kg_schedule_new/kg_schedule_apply (iter trees consistent, attach points are
  * leaves of non-inlined consumers, every attached stage consumed only by its attach stage). */
@@ -15,6 +16,7 @@
 #include <string.h>
 #include "bounds.h"
 #include "ir.h"
+
 
 typedef struct region {
   kg_buffer *buf;
@@ -756,6 +758,8 @@ kg_lowered *kg_lower(const kg_schedule *s, kg_target_kind target, kg_arena *a, c
     kg_ir_seq_push(a, item, lower_stage(L, st, dmin, dext, NULL));
     kg_ir_seq_push(a, f->body, item);
   }
+  /* CUDA keeps the guards: a thread-bound loop cannot change its extent per block */
+  if (!L->failed && target == KG_TARGET_C) kg_lower_tighten(a, f->body, &L->ranges, L->nvars);
   f->n_buffers = L->nbuffers;
   f->n_vars = L->nvars;
   return L->failed ? NULL : f;

@@ -302,6 +302,127 @@ static void test_layernorm_values(void) {
   kg_program_free(p);
 }
 
+/* The evaluator memoizes a reduction nested in an expression (computed once per tuple of the variables it uses)
+ * and computes top-level reductions for a row of elements at once; neither may change a single bit. These
+ * compare with straightforward double loops taking every sum in the same order. */
+static double max_combine(double acc, double v) { return (v > acc || isnan(v)) ? v : acc; }
+
+static void test_memo_softmax_bitwise(void) {
+  enum { N = 37, D = 300 };
+  kg_program *p = load("def softmax(X: f32[N, D]) -> (Y: f32[N, D]) {\n"
+                       "  m[i] = max[j](X[i, j])\n"
+                       "  e[i, j] = exp(X[i, j] - m[i])\n"
+                       "  Y[i, j] = e[i, j] / sum[j2](e[i, j2])\n}\n",
+                       "N=37 D=300");
+  CHECK(p != NULL);
+  if (!p) return;
+  kg_data d;
+  kg_data_init(&d, p, 11);
+  double **out = run(p, (const float *const *)d.inputs);
+  const float *x = d.inputs[0];
+  static double e[N][D];
+  int same = 1;
+  for (int i = 0; i < N; i++) {
+    double m = -INFINITY, z = 0;
+    for (int j = 0; j < D; j++) m = max_combine(m, (double)x[i * D + j]);
+    for (int j = 0; j < D; j++) e[i][j] = exp((double)x[i * D + j] - m);
+    for (int j = 0; j < D; j++) z += e[i][j];
+    for (int j = 0; j < D; j++) same &= out[0][i * D + j] == e[i][j] / z;
+  }
+  CHECK(same);
+  free_out(p, out);
+  kg_data_free(&d);
+  kg_program_free(p);
+}
+
+static void test_memo_attention_bitwise(void) {
+  enum { B = 2, S = 33, T = 70, D = 16, E = 20 };
+  char *text = kg_test_read_file("te/lib/attention.te", NULL);
+  CHECK(text != NULL);
+  if (!text) return;
+  kg_program *p = load(text, "B=2 S=33 T=70 D=16 E=20");
+  free(text);
+  CHECK(p != NULL);
+  if (!p) return;
+  kg_data d;
+  kg_data_init(&d, p, 12);
+  double **out = run(p, (const float *const *)d.inputs);
+  const float *q = d.inputs[0], *k = d.inputs[1], *v = d.inputs[2];
+  static double s[T], e[T];
+  int same = 1;
+  for (int b = 0; b < B; b++)
+    for (int i = 0; i < S; i++) {
+      double m = -INFINITY, z = 0;
+      for (int j = 0; j < T; j++) {
+        double acc = 0;
+        for (int dd = 0; dd < D; dd++) acc += (double)q[(b * S + i) * D + dd] * (double)k[(b * T + j) * D + dd];
+        s[j] = acc * (1.0 / sqrt((double)D));
+        m = max_combine(m, s[j]);
+      }
+      for (int j = 0; j < T; j++) e[j] = exp(s[j] - m);
+      for (int j = 0; j < T; j++) z += e[j];
+      for (int c = 0; c < E; c++) {
+        double acc = 0;
+        for (int j = 0; j < T; j++) acc += e[j] * (double)v[(b * T + j) * E + c];
+        same &= out[0][(b * S + i) * E + c] == acc / z;
+      }
+    }
+  CHECK(same);
+  free_out(p, out);
+  kg_data_free(&d);
+  kg_program_free(p);
+}
+
+/* A reduction nested in a reduction whose value depends on the outer one's variable (and on an index): the
+ * inner one is memoized per (c, j), and must still be the inner sum for that j. */
+static void test_memo_nested_bitwise(void) {
+  enum { M = 9, J = 23, K = 31, C = 7 };
+  kg_program *p = load("def f(A: f32[M, J], B: f32[J, K], W: f32[K, C]) -> (y: f32[M, C]) {\n"
+                       "  y[i, c] = sum[j](A[i, j] * max[k](B[j, k] * W[k, c])) + min[k2](W[k2, c])\n}\n",
+                       "M=9 J=23 K=31 C=7");
+  CHECK(p != NULL);
+  if (!p) return;
+  kg_data d;
+  kg_data_init(&d, p, 13);
+  double **out = run(p, (const float *const *)d.inputs);
+  const float *a = d.inputs[0], *bb = d.inputs[1], *w = d.inputs[2];
+  int same = 1;
+  for (int i = 0; i < M; i++)
+    for (int c = 0; c < C; c++) {
+      double acc = 0, mn = INFINITY;
+      for (int j = 0; j < J; j++) {
+        double mx = -INFINITY;
+        for (int k = 0; k < K; k++) mx = max_combine(mx, (double)bb[j * K + k] * (double)w[k * C + c]);
+        acc += (double)a[i * J + j] * mx;
+      }
+      for (int k = 0; k < K; k++) {
+        double v = w[k * C + c];
+        mn = (v < mn || isnan(v)) ? v : mn;
+      }
+      same &= out[0][i * C + c] == acc + mn;
+    }
+  CHECK(same);
+  free_out(p, out);
+  kg_data_free(&d);
+  kg_program_free(p);
+  /* and small enough to know by hand: inner sums over k of B[j, k] * j-th weight */
+  float a2[4] = {1, 2, 3, 4}, b2[4] = {1, 10, 100, 1000}; /* A 2x2, B 2x2 */
+  p = load("def f(A: f32[M, J], B: f32[J, K]) -> (y: f32[M, M]) {\n"
+           "  y[i, i2] = sum[j](A[i, j] * sum[k](B[j, k] * A[i2, j]))\n}\n",
+           "M=2 J=2 K=2");
+  CHECK(p != NULL);
+  if (!p) return;
+  const float *in2[2] = {a2, b2};
+  out = run(p, in2);
+  /* y[i, i2] = sum_j A[i,j] * A[i2,j] * (B[j,0] + B[j,1]); row sums of B: 11, 1100 */
+  CHECK_NEAR(out[0][0], 1 * 1 * 11 + 2 * 2 * 1100);
+  CHECK_NEAR(out[0][1], 1 * 3 * 11 + 2 * 4 * 1100);
+  CHECK_NEAR(out[0][2], 3 * 1 * 11 + 4 * 2 * 1100);
+  CHECK_NEAR(out[0][3], 3 * 3 * 11 + 4 * 4 * 1100);
+  free_out(p, out);
+  kg_program_free(p);
+}
+
 /* Reads "# sizes: A=1 B=2" from a workload's header. */
 static int parse_sizes(const char *text, char *out, size_t outlen) {
   const char *s = strstr(text, "# sizes:");
@@ -362,6 +483,9 @@ int main(void) {
   test_division();
   test_ranges();
   test_layernorm_values();
+  test_memo_softmax_bitwise();
+  test_memo_attention_bitwise();
+  test_memo_nested_bitwise();
   test_library();
   TEST_END();
 }

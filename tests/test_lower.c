@@ -179,10 +179,11 @@ static void test_matmul(void) {
   CHECK_STR_CONTAINS(o.code, "void kernel_args(float **args)");
   outcome_free(&o);
 
-  /* non-dividing split: guarded; a dividing one is not */
+  /* non-dividing split: guarded (the init inside i.i and j makes their nests imperfect); a dividing one is not */
   o = expect_ok("matmul split 8", MATMUL, sz, "split C i 8\n");
   CHECK_STR_CONTAINS(o.code, "< 33");
   CHECK(count(o.code, "if (") >= 1);
+  CHECK(count(o.code, "kg_n_") == 0);
   outcome_free(&o);
   o = expect_ok("matmul split dividing", MATMUL, sz, "split C j 5\n");
   CHECK(count(o.code, "if (") == 0);
@@ -231,6 +232,70 @@ static void test_matmul(void) {
   /* rfactor + parallel on the rf axis */
   ok_case("matmul rfactor", MATMUL, sz, "rfactor C k 4\n");
   ok_case("matmul rfactor parallel", MATMUL, sz, "rfactor C k 4\nparallel C.rf k.i\n");
+}
+
+/* Loop-bound tightening (C target): the guard of a non-dividing split around the store of a perfect nest becomes
+ * the extent min(F, E - rest) of the inner loop, computed once before it. */
+static void test_tighten(void) {
+  const char *sz = "M=33 N=20 K=17";
+  /* reduction outside the split: the init nest (j.o.init, j.i.init) and the update nest (k, j.o, j.i) are perfect */
+  const char *tr = "split C j 8\nreorder C i k j.o j.i\nvectorize C j.i\n";
+  outcome o = expect_ok("tighten matmul inner split", MATMUL, sz, tr);
+  CHECK(count(o.code, "if (") == 0);
+  CHECK_STR_CONTAINS(o.code, "const int64_t kg_n_j_i = kg_min64(8, 20 - j_o * 8);");
+  CHECK_STR_CONTAINS(o.code, "#pragma omp simd\n        for (int64_t j_i = 0; j_i < kg_n_j_i; j_i++)");
+  CHECK_STR_CONTAINS(o.code, "const int64_t kg_n_j_i_init = kg_min64(8, 20 - j_o_init * 8);");
+  outcome_free(&o);
+
+  /* CUDA keeps the guard (a thread-bound loop cannot change extent per block) and constant extents */
+  o = run_case(MATMUL, sz, tr, KG_TARGET_CUDA);
+  CHECKF(o.lowered, "%s", o.msg);
+  CHECK(count(o.ir, "if (") == 2); /* init and update */
+  CHECK_STR_CONTAINS(o.ir, "< 20");
+  CHECK(count(o.ir, "select(") == 0);
+  outcome_free(&o);
+
+  /* the split loop's own variable with coefficient 8 (j.o innermost) or with an inner loop in rest: kept */
+  o = expect_ok("tighten reordered split", SOFTMAX, "N=7 D=33", "split e j 8\nreorder e i j.i j.o\n");
+  CHECK(count(o.code, "if (e_j < 33)") == 1);
+  CHECK(count(o.code, "kg_n_") == 0);
+  outcome_free(&o);
+
+  /* a producer computed inside the split's inner loop: that nest is not perfect, its guard stays */
+  o = expect_ok("tighten producer inside", SOFTMAX, "N=7 D=33", "split e j 8\ncompute_at m e j.i\n");
+  CHECK(count(o.code, "if (e_j < 33)") == 1);
+  CHECK(count(o.code, "kg_n_j_i") == 0);
+  outcome_free(&o);
+
+  /* a producer at the split's outer loop: the inner loop stays perfect and is tightened, and the producer's own
+   * region guard (its rows beyond the tensor) becomes the bound of its perfect copy nest */
+  o = expect_ok("tighten producer outside", MATMUL, sz,
+                "cache_write C local\nsplit C j 8\ncompute_at C.local C j.o\nreorder C.local i k j\n");
+  CHECK(count(o.code, "if (") == 0);
+  CHECK_STR_CONTAINS(o.code, "kg_n_j_i = kg_min64(8, 20 - j_o * 8);");
+  CHECK_STR_CONTAINS(o.code, "kg_n_j = kg_min64(8, 20 - j_o * 8);");
+  CHECK(count(o.code, "C_local_j =") == 0); /* the init's LET served only its guard: gone with it */
+  outcome_free(&o);
+
+  /* a split of a split: two conjuncts on the innermost loop, a minimum of minimums; unroll uses its upper bound */
+  o = expect_ok("tighten nested split", SOFTMAX, "N=7 D=33", "split e j 8\nsplit e j.i 3\nunroll e j.i.i\n");
+  CHECK(count(o.code, "if (e_j") == 0);
+  CHECK_STR_CONTAINS(o.code, "kg_n_j_i_i = kg_min64(kg_min64(3, 33 - (j_o * 8 + j_i_o * 3)), 8 - j_i_o * 3);");
+  CHECK_STR_CONTAINS(o.code, "#pragma GCC unroll 3\n");
+  outcome_free(&o);
+
+  /* tile with parallel outer loops over both dimensions, and a fused outer loop (its div/mod stays in rest) */
+  o = expect_ok("tighten tile parallel", SOFTMAX, "N=7 D=33",
+                "tile e i j 4 8\nfuse e i.o j.o\nparallel e i.o*j.o\nvectorize e j.i\n");
+  CHECK(count(o.code, "if (e_") == 0);
+  CHECK_STR_CONTAINS(o.code, "const int64_t kg_n_i_i = kg_min64(4, 7 - kg_floordiv(i_o_j_o, 5) * 4);");
+  outcome_free(&o);
+
+  /* rfactor, caches, softmax with everything at the row: all still verify with their loops tightened */
+  ok_case("tighten caches", MATMUL, sz,
+          "cache_write C local\ncache_read A local C.local\ntile C i j 4 8\ncompute_at C.local C j.o\n"
+          "split C.local k 4\ncompute_at A.local C.local k.o\nreorder C.local k.o k.i i j\nparallel C i.o\n");
+  ok_case("tighten rfactor", MATMUL, sz, "rfactor C k 5\nsplit C.rf j 6\nreorder C.rf k.i i k.o j.o j.i\n");
 }
 
 static void test_softmax(void) {
@@ -343,6 +408,7 @@ static void test_cpu_runner(void) {
 int main(int argc, char **argv) {
   verbose = argc > 1 && !strcmp(argv[1], "-v");
   test_matmul();
+  test_tighten();
   test_softmax();
   test_conv2d();
   test_misc();

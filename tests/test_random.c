@@ -1,38 +1,13 @@
 /* Every library workload (te/lib) and every test program (tests/programs: language corners the library does not
- * reach, such as several outputs, scalars, explicit ranges, / and % in indices) under many random legal schedules on the C target, each lowered, printed, compiled,
- * run and verified against the reference evaluator. A failure prints the workload, the seed and the trace, so
- * `kgen run NAME -D ... --random-schedule SEED` reproduces it.
+ * reach, such as several outputs, scalars, explicit ranges, / and % in indices) under many random legal
+ * schedules on the C target, each lowered, printed, compiled, run and verified against the reference evaluator.
+ * A failure prints the trace and the `kgen run ... --random-schedule SEED` command that reproduces it.
  * KGEN_RANDOM_SCHEDULES overrides the count per workload (default 50). */
 #include <dirent.h>
 #include <stdint.h>
 #include "kgen.h"
+#include "testlib.h"
 #include "testutil.h"
-
-#define MAX_BIND 16
-
-/* Reads the "# sizes: A=1 B=2" line of a library file. */
-static int parse_sizes(const char *text, kg_binding *b, char names[][32]) {
-  const char *s = strstr(text, "# sizes:");
-  if (!s) return -1;
-  s += strlen("# sizes:");
-  int n = 0;
-  while (*s && *s != '\n' && n < MAX_BIND) {
-    while (*s == ' ') s++;
-    if (!*s || *s == '\n') break;
-    int len = 0;
-    while (s[len] && s[len] != '=' && s[len] != ' ' && s[len] != '\n' && len < 31) len++;
-    if (s[len] != '=') return -1;
-    memcpy(names[n], s, (size_t)len);
-    names[n][len] = 0;
-    char *end;
-    long long v = strtoll(s + len + 1, &end, 10);
-    b[n].name = names[n];
-    b[n].value = v;
-    n++;
-    s = end;
-  }
-  return n;
-}
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -68,9 +43,9 @@ int main(void) {
     char *text = kg_test_read_file(path, &len);
     CHECKF(text != NULL, "cannot read %s", path);
     if (!text) continue;
-    kg_binding b[MAX_BIND];
-    char names[MAX_BIND][32];
-    int nb = parse_sizes(text, b, names);
+    kg_binding b[KG_TEST_MAX_BIND];
+    char names[KG_TEST_MAX_BIND][32];
+    int nb = kg_test_parse_sizes(text, b, names, 1);
     CHECKF(nb >= 0, "%s: no '# sizes:' line", path);
     kg_arena da;
     kg_arena_init(&da);
