@@ -30,12 +30,15 @@ void kg_diag_error(kg_diag *d, kg_arena *a, kg_pos pos, const char *fmt, ...) {
     if (off - ls > 60) from = off - 60;
     if (to - from > 100) to = from + 100;
     if (to < off) to = off;
-    kg_strbuf_puts(&b, "  ");
+    /* "..." marks where the line was cut, so a cut line does not look like different source */
+    int cut_left = from > ls, cut_right = to < le;
+    kg_strbuf_puts(&b, cut_left ? "  ..." : "  ");
     for (size_t i = from; i < to; i++) {
       unsigned char c = (unsigned char)t[i];
       kg_strbuf_putc(&b, (c == '\t') ? ' ' : (c < 32 || c >= 127) ? '?' : (char)c);
     }
-    kg_strbuf_puts(&b, "\n  ");
+    kg_strbuf_puts(&b, cut_right ? "...\n  " : "\n  ");
+    if (cut_left) kg_strbuf_puts(&b, "   ");
     for (size_t i = from; i < off; i++) kg_strbuf_putc(&b, ' ');
     kg_strbuf_puts(&b, "^\n");
   }

@@ -17,7 +17,7 @@ typedef struct options {
   const char *cmd, *file, *def, *schedule_file, *save_dir, *load_dir, *dump;
   kg_binding bindings[MAX_BINDINGS];
   int nbindings;
-  int random_schedule, random_steps;
+  int random_schedule, random_steps, random_steps_given;
   uint64_t random_seed, data_seed;
   kg_target_kind target;
   double rtol, min_repeat_ms;
@@ -70,6 +70,7 @@ static int parse_binding(const char *s, kg_binding *b) {
   names[used][eq - s] = 0;
   char *end;
   errno = 0;
+  if (!(eq[1] == '-' || (eq[1] >= '0' && eq[1] <= '9'))) return -1; /* strtoll would skip blanks */
   long long v = strtoll(eq + 1, &end, 10);
   if (errno || *end || end == eq + 1) return -1;
   b->name = names[used++];
@@ -126,6 +127,7 @@ static int parse_args(int argc, char **argv, options *o) {
       uint64_t n;
       if (parse_u64(val, &n) || n > 1000) return usage_error("bad step count '%s'", val);
       o->random_steps = (int)n;
+      o->random_steps_given = 1;
     } else if (!strcmp(a, "--seed")) {
       NEED_VAL();
       if (parse_u64(val, &o->data_seed)) return usage_error("bad seed '%s'", val);
@@ -168,6 +170,9 @@ static int parse_args(int argc, char **argv, options *o) {
   if (!o->file) return usage_error("%s", "missing program (FILE.te or a library NAME)");
   if (o->schedule_file && o->random_schedule)
     return usage_error("%s", "--schedule and --random-schedule exclude each other");
+  if (o->random_steps_given && !o->random_schedule)
+    return usage_error("%s", "--random-steps goes with --random-schedule");
+  if (o->dump && !strcmp(o->cmd, "run")) return usage_error("%s", "--dump goes with check or lower");
   if (!strcmp(o->cmd, "check") && (o->schedule_file || o->random_schedule || o->save_dir || o->load_dir))
     return usage_error("%s", "check takes no schedule or data options");
   if (!strcmp(o->cmd, "check") && o->dump && strcmp(o->dump, "tokens") && strcmp(o->dump, "ast") &&
@@ -178,6 +183,11 @@ static int parse_args(int argc, char **argv, options *o) {
 
 /* Reads a whole file (binary-safe). */
 static char *read_file(const char *path, size_t *len) {
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    errno = EISDIR;
+    return NULL;
+  }
   FILE *f = fopen(path, "rb");
   if (!f) return NULL;
   kg_strbuf b;
@@ -412,7 +422,7 @@ static int load_inputs(const options *o, const kg_program *p, kg_data *d) {
     snprintf(path, sizeof path, "%s/%s.npy", o->load_dir, t->name);
     float *x = kg_npy_load(path, t->ndim, t->shape, err, sizeof err);
     if (!x) {
-      fprintf(stderr, "kgen: %s: %s\n", path, err);
+      fprintf(stderr, "kgen: %s\n", err); /* the message names the file */
       return -1;
     }
     memcpy(d->inputs[i], x, sizeof(float) * (size_t)kg_tensor_numel(t));
@@ -432,7 +442,7 @@ static int save_tensors(const options *o, const kg_program *p, const kg_data *d)
     const float *x = i < p->ninputs ? d->inputs[i] : d->outputs[i - p->ninputs];
     snprintf(path, sizeof path, "%s/%s.npy", o->save_dir, t->name);
     if (kg_npy_save(path, x, t->ndim, t->shape, err, sizeof err)) {
-      fprintf(stderr, "kgen: %s: %s\n", path, err);
+      fprintf(stderr, "kgen: %s\n", err); /* the message names the file */
       return -1;
     }
   }
@@ -470,15 +480,8 @@ static int cmd_run(const options *o, kg_program *p) {
   }
   printf("compile: %.3f s\n", pl.mod.compile_s);
   /* With --load the inputs are the user's: compute the reference on them as they are. */
-  if (o->load_dir) {
-    if (!d.ref) {
-      d.ref = calloc((size_t)p->noutputs, sizeof(double *));
-      for (int i = 0; i < p->noutputs; i++) d.ref[i] = malloc(sizeof(double) * (size_t)kg_tensor_numel(p->outputs[i]));
-    }
-    kg_eval_reference(p, (const float *const *)d.inputs, d.ref);
-  } else {
-    kg_data_reference(&d, p, o->data_seed);
-  }
+  if (o->load_dir) kg_data_reference_as_is(&d, p);
+  else kg_data_reference(&d, p, o->data_seed);
   kg_verify_result v = kg_pipeline_verify(&pl, p, &d, o->rtol);
   if (o->save_dir && save_tensors(o, p, &d)) {
     kg_pipeline_free(&pl);

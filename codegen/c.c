@@ -70,17 +70,20 @@ static int prec_of(const kg_irexpr *e) {
   }
 }
 
+/* A literal as the f32 it denotes: values past f32's range round to infinity (printing (float)v with %g would
+ * give "inf", not C). */
 static void put_float(kg_strbuf *b, double v) {
-  if (isnan(v)) {
+  float f = (float)v;
+  if (isnan(f)) {
     kg_strbuf_puts(b, "NAN");
     return;
   }
-  if (isinf(v)) {
-    kg_strbuf_puts(b, v < 0 ? "(-INFINITY)" : "INFINITY");
+  if (isinf(f)) {
+    kg_strbuf_puts(b, f < 0 ? "(-INFINITY)" : "INFINITY");
     return;
   }
   char tmp[64];
-  snprintf(tmp, sizeof tmp, "%.9g", (double)(float)v);
+  snprintf(tmp, sizeof tmp, "%.9g", (double)f);
   if (!strpbrk(tmp, ".eEn")) strcat(tmp, ".0");
   if (tmp[0] == '-') kg_strbuf_printf(b, "(%sf)", tmp);
   else kg_strbuf_printf(b, "%sf", tmp);

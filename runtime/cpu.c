@@ -5,6 +5,7 @@
  * the function itself, so calls need no per-arity casts. Call kg_cpu_module_free after kg_cpu_build whatever it
  * returned: it closes the library and removes the folder. */
 #include "cpu.h"
+#include "../base/clock.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,12 +17,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static char *path_in(const char *dir, const char *file) {
   size_t n = strlen(dir) + strlen(file) + 2;
@@ -156,10 +151,10 @@ int kg_cpu_build(const char *src, const char *fn_name, kg_cpu_module *m) {
   }
   n += split_words(extra, argv + n, (int)(sizeof argv / sizeof *argv) - n - 1);
   argv[n] = NULL;
-  double t0 = now_s();
+  double t0 = kg_now_s();
   char *log = NULL;
   int st = run_capture(argv, m->dir, &log);
-  m->compile_s = now_s() - t0;
+  m->compile_s = kg_now_s() - t0;
   free(cc);
   free(extra);
   m->log = log;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "verify.h"
 
 #define NPY_MAGIC "\x93NUMPY"
@@ -196,6 +197,11 @@ float *kg_npy_load(const char *path, int ndim, const int64_t *shape, char *err, 
   int64_t n = npy_numel(ndim, shape);
   if (ndim < 0 || ndim > 32 || n < 0) {
     npy_err(err, errlen, "%s: %s", path, "invalid expected shape");
+    return NULL;
+  }
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    npy_err(err, errlen, "%s: %s", path, "not a regular file");
     return NULL;
   }
   FILE *f = fopen(path, "rb");

@@ -1,8 +1,8 @@
 #include "pipeline.h"
+#include "../base/clock.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static const char *const entry_name = "kgen_entry";
 
@@ -27,24 +27,30 @@ void kg_pipeline_free(kg_pipeline *pl) {
   memset(pl, 0, sizeof *pl);
 }
 
+/* Out of memory for a few pointers or timings is not something to recover from. */
+static void *xrealloc(void *p, size_t n) {
+  void *q = realloc(p, n ? n : 1);
+  if (!q) {
+    fprintf(stderr, "kgen: out of memory (%zu bytes)\n", n);
+    abort();
+  }
+  return q;
+}
+
+/* A def may have any number of parameters: the argument array is sized from the data. */
 static void call_kernel(kg_pipeline *pl, kg_data *d) {
-  float *args[2 * KG_MAX_DIMS + 64];
+  float **args = xrealloc(NULL, sizeof(float *) * (size_t)(d->ninputs + d->noutputs));
   int n = 0;
   for (int i = 0; i < d->ninputs; i++) args[n++] = d->inputs[i];
   for (int i = 0; i < d->noutputs; i++) args[n++] = d->outputs[i];
   kg_cpu_call(&pl->mod, args, n);
+  free(args);
 }
 
 kg_verify_result kg_pipeline_verify(kg_pipeline *pl, const kg_program *p, kg_data *d, double rtol) {
   kg_data_poison(d, p);
   call_kernel(pl, d);
   return kg_verify(p, d, rtol);
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -56,14 +62,14 @@ kg_timing kg_pipeline_time(kg_pipeline *pl, kg_data *d, double min_total_s) {
   kg_timing t = {0};
   call_kernel(pl, d); /* warm-up: page faults, OpenMP thread pool */
   int cap = 64, n = 0;
-  double *times = malloc(sizeof(double) * (size_t)cap), total = 0;
+  double *times = xrealloc(NULL, sizeof(double) * (size_t)cap), total = 0;
   while (n < 3 || (total < min_total_s && n < 100000)) {
-    double t0 = now_s();
+    double t0 = kg_now_s();
     call_kernel(pl, d);
-    double dt = now_s() - t0;
+    double dt = kg_now_s() - t0;
     if (n == cap) {
       cap *= 2;
-      times = realloc(times, sizeof(double) * (size_t)cap);
+      times = xrealloc(times, sizeof(double) * (size_t)cap);
     }
     times[n++] = dt;
     total += dt;

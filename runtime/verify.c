@@ -10,21 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include "verify.h"
+#include "../base/rng.h"
 
 /* A quiet-looking but non-canonical NaN: arithmetic yields 0x7fc00000 / 0xffc00000 or propagates an input's
  * payload, never this pattern from non-poisoned data. */
 #define VERIFY_POISON_BITS 0x7fa5a5a5u
 
-/* splitmix64: tiny, seedable, and the same stream on every platform. */
-static uint64_t rng_next(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 /* Uniform in [0, 1) with 24 bits, exactly representable as f32. */
-static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 40) * (1.0 / 16777216.0); }
+static double rng_unit(uint64_t *s) { return (double)(kg_rng_next(s) >> 40) * (1.0 / 16777216.0); }
 
 static void data_draw_signed(kg_data *d, const kg_program *p, uint64_t seed) {
   uint64_t s = seed;
@@ -32,7 +25,7 @@ static void data_draw_signed(kg_data *d, const kg_program *p, uint64_t seed) {
     int64_t n = kg_tensor_numel(p->inputs[i]);
     for (int64_t k = 0; k < n; k++) {
       double mag = 1.0 / 64 + rng_unit(&s) * (1.0 - 1.0 / 64);
-      d->inputs[i][k] = (float)((rng_next(&s) & 1) ? -mag : mag);
+      d->inputs[i][k] = (float)((kg_rng_next(&s) & 1) ? -mag : mag);
     }
   }
 }
@@ -98,17 +91,22 @@ static int ref_all_finite(const kg_data *d, const kg_program *p) {
   return 1;
 }
 
+static void ref_alloc(kg_data *d, const kg_program *p) {
+  if (d->ref) return;
+  d->ref = xmalloc(sizeof(double *) * (size_t)(d->noutputs ? d->noutputs : 1));
+  for (int i = 0; i < d->noutputs; i++) d->ref[i] = xmalloc(sizeof(double) * (size_t)kg_tensor_numel(p->outputs[i]));
+}
+
+/* kg_eval_reference fails only on an out-of-bounds read, which it turns into NaN: reported like NaN here */
+int kg_data_reference_as_is(kg_data *d, const kg_program *p) {
+  ref_alloc(d, p);
+  return kg_eval_reference(p, (const float *const *)d->inputs, d->ref) == 0 && ref_all_finite(d, p) ? 0 : -1;
+}
+
 int kg_data_reference(kg_data *d, const kg_program *p, uint64_t seed) {
-  if (!d->ref) {
-    d->ref = xmalloc(sizeof(double *) * (size_t)(d->noutputs ? d->noutputs : 1));
-    for (int i = 0; i < d->noutputs; i++)
-      d->ref[i] = xmalloc(sizeof(double) * (size_t)kg_tensor_numel(p->outputs[i]));
-  }
-  /* kg_eval_reference fails only on an out-of-bounds read, which it turns into NaN: reported like NaN here */
-  if (kg_eval_reference(p, (const float *const *)d->inputs, d->ref) == 0 && ref_all_finite(d, p)) return 0;
+  if (kg_data_reference_as_is(d, p) == 0) return 0;
   data_draw_positive(d, p, seed);
-  int rc = kg_eval_reference(p, (const float *const *)d->inputs, d->ref);
-  return rc == 0 && ref_all_finite(d, p) ? 0 : -1;
+  return kg_data_reference_as_is(d, p);
 }
 
 void kg_data_poison(kg_data *d, const kg_program *p) {

@@ -24,6 +24,9 @@ void kg_data_free(kg_data *d);
  * negatives), inputs are redrawn positive in [0.5, 1.5] and the reference is computed again. Returns 0, or -1
  * when the reference still has non-finite values (the comparison then requires the same class: NaN / +-inf). */
 int kg_data_reference(kg_data *d, const kg_program *p, uint64_t seed);
+/* The reference on the inputs as they are (the user's, from --load): never redraws them. Returns 0, or -1 when
+ * the reference is not finite everywhere. */
+int kg_data_reference_as_is(kg_data *d, const kg_program *p);
 /* Fills every output with the poison bit pattern (a NaN no computation produces), so an unwritten element
  * fails verification. */
 void kg_data_poison(kg_data *d, const kg_program *p);

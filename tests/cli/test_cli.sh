@@ -20,6 +20,11 @@ expect 2 "unknown command" -- $K frobnicate x.te
 expect 2 "unknown option" -- $K check matmul --bogus
 expect 2 "bad binding" -- $K check matmul -D M
 expect 2 "missing file" -- $K run
+expect 2 "blank in a size value" -- $K check matmul -D "M= 5" -D N=2 -D K=2
+expect 2 "--random-steps alone" -- $K run matmul -D M=2 -D N=2 -D K=2 --random-steps 3
+expect 2 "run does not dump" -- $K run matmul -D M=2 -D N=2 -D K=2 --dump ir
+expect 1 "a directory as the program" -- $K check "$T"
+has err "Is a directory" "directory named"
 expect 0 "help" -- $K --help
 expect 0 "version" -- $K --version
 has out "^kgen [0-9]+\.[0-9]+\.[0-9]+" "version line"
@@ -85,6 +90,9 @@ head -c 6 "$T/npy/A.npy" | grep -q "NUMPY" || { echo "FAIL: A.npy has no NumPy m
 expect 0 "load" -- $K run matmul -D M=5 -D N=4 -D K=3 --load "$T/npy" --save "$T/npy2" --seed 1 --min-repeat-ms 1
 cmp -s "$T/npy/A.npy" "$T/npy2/A.npy" || { echo "FAIL: --load did not use the saved inputs"; fail=1; }
 cmp -s "$T/npy/C.npy" "$T/npy2/C.npy" || { echo "FAIL: same inputs, same schedule, different outputs"; fail=1; }
+mkdir -p "$T/dirnpy/A.npy"
+expect 1 "load a directory as .npy" -- $K run matmul -D M=5 -D N=4 -D K=3 --load "$T/dirnpy"
+has err "A.npy: not a regular file" "npy directory"
 expect 1 "load with wrong shape" -- $K run matmul -D M=6 -D N=4 -D K=3 --load "$T/npy"
 
 exit $fail
