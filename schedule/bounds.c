@@ -542,7 +542,7 @@ void kg_bounds_infer_region(const kg_region_query *q, kg_irexpr **min, int64_t *
     ival *memo = KG_NEW_ARRAY(a, ival, C->nall > 0 ? C->nall : 1);
     unsigned char *done = KG_NEW_ARRAY(a, unsigned char, C->nall > 0 ? C->nall : 1);
     for (int r = 0; r < C->nax + C->nrax; r++) {
-      const kg_ivar *iv = r < C->nax ? C->ax[r] : C->rax[r - C->nax];
+      const kg_ivar *iv = kg_sstage_axis(C, r);
       ival rel = iter_range(q, C->roots[r], memo, done);
       lin dm = lin_from_ir(a, q->dom_min[r], NULL, 0);
       ival abs = {1, lin_combine(a, &dm, 1, &rel.min, 1), rel.ext};

@@ -135,8 +135,17 @@ static const char *fresh_name(kg_schedule *s, const char *base, const char *suff
   return name;
 }
 
-/* A temporary tensor of the given shape, with a stage record mirroring the schedule stage (so that
- * tensor->stage is non-NULL for every computed tensor, as in the program). */
+/* Tensors a primitive creates keep the checker's limit on a tensor's size, so that lowering's buffer sizes and
+ * flat indices cannot overflow: 0 when shape has at most 2^40 elements. */
+#define KG_SCHED_MAX_NUMEL ((int64_t)1 << 40)
+static int numel_fits(int ndim, const int64_t *shape) {
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++)
+    if (shape[d] < 0 || __builtin_mul_overflow(n, shape[d], &n) || n > KG_SCHED_MAX_NUMEL) return 0;
+  return 1;
+}
+
+/* A temporary tensor of the given shape (checked with numel_fits); its stage field stays NULL. */
 static kg_tensor *new_tensor(kg_schedule *s, const char *name, int ndim, const int64_t *shape) {
   kg_tensor *t = KG_NEW(&s->arena, kg_tensor);
   t->name = name;
@@ -157,21 +166,6 @@ static kg_sstage *new_stage(kg_schedule *s, kg_stage_origin origin, kg_tensor *o
   return st;
 }
 
-/* Sets out->stage to a program-style stage record matching st (after st's fields are final). */
-static void mirror_stage(kg_schedule *s, kg_sstage *st) {
-  kg_stage *ps = KG_NEW(&s->arena, kg_stage);
-  ps->name = st->name;
-  ps->id = st->id;
-  ps->out = st->out;
-  ps->ax = st->ax;
-  ps->nax = st->nax;
-  ps->rax = st->rax;
-  ps->nrax = st->nrax;
-  ps->red = st->red;
-  ps->body = st->body;
-  st->out->stage = ps;
-}
-
 static kg_ivar **fresh_spatial_axes(kg_schedule *s, const kg_tensor *t, kg_ivar *const *names_from) {
   kg_ivar **ax = KG_NEW_ARRAY(&s->arena, kg_ivar *, t->ndim > 0 ? t->ndim : 1);
   char nm[32];
@@ -189,20 +183,6 @@ static int parse_scope(const char *name, kg_scope *out) {
       return 0;
     }
   return -1;
-}
-
-/* Does stage st still have its default loops (leaves are the roots, in order, all serial)? */
-static int untransformed(const kg_sstage *st) {
-  if (st->nleaves != st->nax + st->nrax) return 0;
-  for (int l = 0; l < st->nleaves; l++)
-    if (st->leaves[l] != st->roots[l] || st->leaves[l]->kind != KG_LOOP_SERIAL) return 0;
-  return 1;
-}
-
-static const kg_sstage *attached_to(const kg_schedule *s, const kg_sstage *st) {
-  for (int i = 0; i < s->nstages; i++)
-    if (s->stages[i]->attach == KG_ATTACH_AT && s->stages[i]->attach_stage == st) return s->stages[i];
-  return NULL;
 }
 
 /* ---- cache_read T SCOPE R... ----
@@ -236,6 +216,8 @@ int kg_sched_cache_read(kg_schedule *s, const kg_step *step, char *err, size_t e
     if (r->id < first) first = r->id;
   }
   if (nr < 1) FAIL("cache_read: stage %s: no reader given", t->name);
+  if (!numel_fits(t->ndim, t->shape))
+    FAIL("cache_read: stage %s: tensor %s: the copy would have more than 2^40 elements", readers[0]->name, t->name);
 
   kg_tensor *ct = new_tensor(s, fresh_name(s, t->name, kg_scope_names[scope]), t->ndim, t->shape);
   kg_sstage *cs = new_stage(s, KG_ORIGIN_CACHE_READ, ct, scope);
@@ -247,25 +229,25 @@ int kg_sched_cache_read(kg_schedule *s, const kg_step *step, char *err, size_t e
   rewrite rw = {s, t, ct, NULL, NULL, 0};
   for (int k = 0; k < nr; k++) readers[k]->body = rewrite_expr(&rw, readers[k]->body);
   kg_sched_insert_stage(s, cs, first);
-  mirror_stage(s, cs);
   return 0;
 }
 
 /* ---- cache_write S SCOPE ----
  * Requires: SCOPE shared or local; S untransformed (leaves are its roots, serial), not inlined, nothing computed
  * at its loops. Creates "S.SCOPE" doing S's computation into a new tensor; S becomes a copy of it. */
-int kg_sched_cache_write(kg_schedule *s, const kg_step *step, char *err, size_t errlen) {
-  kg_sstage *st = kg_schedule_find_stage(s, step->stage);
+int kg_sched_cache_write(kg_schedule *s, kg_sstage *st, const kg_step *step, char *err, size_t errlen) {
   kg_scope scope;
   if (parse_scope(step->names[0], &scope) || scope == KG_SCOPE_GLOBAL)
     FAIL("cache_write: stage %s: scope must be shared or local, not '%s'", st->name, step->names[0]);
   if (st->attach == KG_ATTACH_INLINE) FAIL("cache_write: stage %s: is inlined", st->name);
-  if (!untransformed(st))
+  if (!kg_sched_untransformed(st))
     FAIL("cache_write: stage %s: its loops were already transformed (loop %s); cache_write first", st->name,
          st->nleaves ? st->leaves[0]->name : "?");
-  const kg_sstage *x = attached_to(s, st);
+  const kg_sstage *x = kg_sched_attached_at(s, st, NULL);
   if (x)
     FAIL("cache_write: stage %s: stage %s is computed at its loop %s", st->name, x->name, x->attach_iter->name);
+  if (!numel_fits(st->out->ndim, st->out->shape))
+    FAIL("cache_write: stage %s: the cache would have more than 2^40 elements", st->name);
 
   kg_tensor *ct = new_tensor(s, fresh_name(s, st->name, kg_scope_names[scope]), st->out->ndim, st->out->shape);
   kg_sstage *cs = new_stage(s, KG_ORIGIN_CACHE_WRITE, ct, scope);
@@ -284,7 +266,6 @@ int kg_sched_cache_write(kg_schedule *s, const kg_step *step, char *err, size_t 
   st->body = expr_read(s, ct, st->ax, st->nax);
   kg_sched_reset_roots(s, st);
   kg_sched_insert_stage(s, cs, st->id);
-  mirror_stage(s, cs);
   return 0;
 }
 
@@ -293,29 +274,34 @@ int kg_sched_cache_write(kg_schedule *s, const kg_step *step, char *err, size_t 
  * them; L one of its reduction axes; F >= 2. With L = k over [lo, lo+E): "S.rf"[ax..., k.i] reduces S's body
  * over the other reduction axes and k.o in [0, ceil(E/F)) at k = lo + k.o*F + k.i (guarded when F does not
  * divide E); S then reduces S.rf over its last dimension k.i. */
-int kg_sched_rfactor(kg_schedule *s, const kg_step *step, char *err, size_t errlen) {
-  kg_sstage *st = kg_schedule_find_stage(s, step->stage);
+int kg_sched_rfactor(kg_schedule *s, kg_sstage *st, const kg_step *step, char *err, size_t errlen) {
   const char *lname = step->names[0];
   int64_t f = step->ints[0];
   if (st->red == KG_RED_NONE || st->nrax == 0) FAIL("rfactor: stage %s: is not a reduction (loop %s)", st->name, lname);
   if (st->attach == KG_ATTACH_INLINE) FAIL("rfactor: stage %s: is inlined (loop %s)", st->name, lname);
   kg_iter *it = kg_sstage_find_iter(st, lname);
   if (!it) FAIL("rfactor: stage %s: no loop named %s", st->name, lname);
-  if (!it->is_reduce || it->origin != KG_ITER_ROOT)
-    FAIL("rfactor: stage %s: loop %s is not a reduction axis", st->name, lname);
-  if (!untransformed(st))
+  if (!it->is_reduce) FAIL("rfactor: stage %s: loop %s is not a reduction axis", st->name, lname);
+  if (it->origin != KG_ITER_ROOT)
+    FAIL("rfactor: stage %s: loop %s was made by a %s; rfactor takes an original reduction axis of the stage, "
+         "before it is split or fused",
+         st->name, lname, it->origin == KG_ITER_FUSED ? "fuse" : "split");
+  if (!kg_sched_untransformed(st))
     FAIL("rfactor: stage %s: its loops were already transformed (loop %s); rfactor first", st->name, lname);
   if (f < 2) FAIL("rfactor: stage %s: loop %s: factor %lld must be at least 2", st->name, lname, (long long)f);
+  if (f > it->extent)
+    FAIL("rfactor: stage %s: loop %s: factor %lld exceeds the extent %lld", st->name, lname, (long long)f,
+         (long long)it->extent);
   if (st->out->ndim + 1 > KG_MAX_DIMS)
     FAIL("rfactor: stage %s: loop %s: the partial tensor would have too many dimensions", st->name, lname);
-  const kg_sstage *x = attached_to(s, st);
+  const kg_sstage *x = kg_sched_attached_at(s, st, NULL);
   if (x) FAIL("rfactor: stage %s: stage %s is computed at its loop %s", st->name, x->name, x->attach_iter->name);
   int kr = it->root_axis - st->nax;
   const kg_ivar *k = st->rax[kr];
   int64_t extent = k->extent;
   char *iname = kg_arena_printf(&s->arena, "%s.i", k->name), *oname = kg_arena_printf(&s->arena, "%s.o", k->name);
   for (int a = 0; a < st->nax + st->nrax; a++) {
-    const char *n = a < st->nax ? st->ax[a]->name : st->rax[a - st->nax]->name;
+    const char *n = kg_sstage_axis(st, a)->name;
     if (strcmp(n, iname) == 0 || strcmp(n, oname) == 0)
       FAIL("rfactor: stage %s: loop %s: an axis named %s already exists", st->name, lname, n);
   }
@@ -323,6 +309,9 @@ int kg_sched_rfactor(kg_schedule *s, const kg_step *step, char *err, size_t errl
   int64_t shape[KG_MAX_DIMS];
   for (int d = 0; d < st->out->ndim; d++) shape[d] = st->out->shape[d];
   shape[st->out->ndim] = f;
+  if (!numel_fits(st->out->ndim + 1, shape))
+    FAIL("rfactor: stage %s: loop %s: factor %lld: the partial tensor would have more than 2^40 elements",
+         st->name, lname, (long long)f);
   kg_tensor *rt = new_tensor(s, fresh_name(s, st->name, "rf"), st->out->ndim + 1, shape);
   kg_sstage *rs = new_stage(s, KG_ORIGIN_RFACTOR, rt, KG_SCOPE_GLOBAL);
   rs->nax = st->nax + 1;
@@ -342,7 +331,7 @@ int kg_sched_rfactor(kg_schedule *s, const kg_step *step, char *err, size_t errl
   rs->ax[st->nax] = ki;
   kg_ivar *ko = NULL;
   for (int r = 0; r < st->nrax; r++) {
-    rs->rax[r] = r == kr ? (ko = new_ivar(s, oname, 1, 0, (extent + f - 1) / f)) : copy_ivar(s, st->rax[r]);
+    rs->rax[r] = r == kr ? (ko = new_ivar(s, oname, 1, 0, extent / f + (extent % f != 0))) : copy_ivar(s, st->rax[r]);
     rw.ivs[st->nax + r] = st->rax[r];
     rw.subst[st->nax + r] = expr_ivar(s, rs->rax[r]);
   }
@@ -375,6 +364,5 @@ int kg_sched_rfactor(kg_schedule *s, const kg_step *step, char *err, size_t errl
   st->body = expr_read(s, rt, ax_and_ki, st->nax + 1);
   kg_sched_reset_roots(s, st);
   kg_sched_insert_stage(s, rs, st->id);
-  mirror_stage(s, rs);
   return 0;
 }

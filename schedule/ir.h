@@ -154,6 +154,10 @@ kg_irstmt *kg_ir_alloc(kg_arena *a, kg_buffer *b, kg_irstmt *body);
 kg_irstmt *kg_ir_barrier(kg_arena *a);
 kg_irstmt *kg_ir_comment(kg_arena *a, const char *text);
 int kg_ir_is_const(const kg_irexpr *e, int64_t *v);
+/* Sets mark[v->id] for every variable v (with id < n) that e uses. */
+void kg_ir_mark_vars(const kg_irexpr *e, unsigned char *mark, int n);
+/* Does e use a variable v (with id < n) whose mark[v->id] is set? */
+int kg_ir_uses_marked(const kg_irexpr *e, const unsigned char *mark, int n);
 /* The integer minimum: select(a < b, a, b) over the same a and b nodes, which printers show as min(a, b). */
 kg_irexpr *kg_ir_min_int(kg_arena *a, kg_irexpr *x, kg_irexpr *y);
 int kg_ir_is_min_int(const kg_irexpr *e);

@@ -390,30 +390,6 @@ static kg_irexpr *lower_expr(lctx *L, const kg_expr *e) {
 
 /* ---- statements ---- */
 
-static void mark_vars_expr(const kg_irexpr *e, unsigned char *used, int cap) {
-  switch (e->kind) {
-    case KG_IRE_VAR:
-      if (e->var->id < cap) used[e->var->id] = 1;
-      break;
-    case KG_IRE_LOAD: mark_vars_expr(e->load.index, used, cap); break;
-    case KG_IRE_BINARY:
-      mark_vars_expr(e->bin.a, used, cap);
-      mark_vars_expr(e->bin.b, used, cap);
-      break;
-    case KG_IRE_UNARY:
-    case KG_IRE_CAST: mark_vars_expr(e->bin.a, used, cap); break;
-    case KG_IRE_CALL:
-      for (int i = 0; i < e->call.n; i++) mark_vars_expr(e->call.args[i], used, cap);
-      break;
-    case KG_IRE_SELECT:
-      mark_vars_expr(e->sel.c, used, cap);
-      mark_vars_expr(e->sel.a, used, cap);
-      mark_vars_expr(e->sel.b, used, cap);
-      break;
-    default: break;
-  }
-}
-
 static kg_irexpr *combine(lctx *L, kg_reducer red, kg_irexpr *acc, kg_irexpr *v) {
   kg_irexpr *args[2] = {acc, v};
   switch (red) {
@@ -446,7 +422,7 @@ static kg_irstmt *build_store(lctx *L, nest *n, kg_irexpr **leafval, int init) {
   kg_irvar **letvar = KG_NEW_ARRAY(a, kg_irvar *, n->nroot + 1);
   int nroot = n->nroot;
   for (int r = 0; r < nroot; r++) {
-    kg_ivar *iv = r < st->nax ? st->ax[r] : st->rax[r - st->nax];
+    kg_ivar *iv = kg_sstage_axis(st, r);
     letvar[r] = NULL;
     kg_irexpr *rel = val[st->roots[r]->id];
     if (!rel) {
@@ -482,17 +458,17 @@ static kg_irstmt *build_store(lctx *L, nest *n, kg_irexpr **leafval, int init) {
   kg_irexpr *g = build_guard(L, n, val);
   if (g) g = use_lets(L, g, letvar, nroot);
   kg_irstmt *body = g ? kg_ir_if(a, g, store, NULL) : store;
-  for (int r = 0; r < nroot; r++) L->env[(r < st->nax ? st->ax[r] : st->rax[r - st->nax])->id] = NULL;
+  for (int r = 0; r < nroot; r++) L->env[(kg_sstage_axis(st, r))->id] = NULL;
 
   /* only the LETs the store uses, so the printed code has no unused variables */
   unsigned char *used = KG_NEW_ARRAY(a, unsigned char, L->ranges.cap);
-  mark_vars_expr(ix, used, L->ranges.cap);
-  mark_vars_expr(value, used, L->ranges.cap);
-  if (g) mark_vars_expr(g, used, L->ranges.cap);
+  kg_ir_mark_vars(ix, used, L->ranges.cap);
+  kg_ir_mark_vars(value, used, L->ranges.cap);
+  if (g) kg_ir_mark_vars(g, used, L->ranges.cap);
   kg_irstmt *seq = kg_ir_seq(a);
   for (int r = 0; r < nroot; r++) {
     if (!letvar[r] || !used[letvar[r]->id]) continue;
-    kg_ivar *iv = r < st->nax ? st->ax[r] : st->rax[r - st->nax];
+    kg_ivar *iv = kg_sstage_axis(st, r);
     letvar[r]->name = unique_name(L, iv->name, st->name);
     kg_ir_seq_push(a, seq, kg_ir_let(a, letvar[r], L->lets[letvar[r]->id]));
   }
@@ -537,24 +513,36 @@ static kg_irstmt *build_init(lctx *L, nest *n) {
 static kg_irstmt *build_from(lctx *L, nest *n, int k);
 
 /* The body of leaf k's loop: the stages computed at it (each in its region buffer), then the inner loops. */
+/* The domain of st's root axes: the spatial ones over rg (NULL: the whole tensor), the reduction ones over their
+ * full range. */
+static void root_domain(kg_arena *a, const kg_sstage *st, const region *rg, kg_irexpr ***dmin, int64_t **dext) {
+  *dmin = KG_NEW_ARRAY(a, kg_irexpr *, st->nax + st->nrax + 1);
+  *dext = KG_NEW_ARRAY(a, int64_t, st->nax + st->nrax + 1);
+  for (int d = 0; d < st->nax; d++) {
+    (*dmin)[d] = rg ? rg->min[d] : kg_ir_int(a, 0);
+    (*dext)[d] = rg ? rg->ext[d] : st->out->shape[d];
+  }
+  for (int r = 0; r < st->nrax; r++) {
+    (*dmin)[st->nax + r] = kg_ir_int(a, st->rax[r]->lo);
+    (*dext)[st->nax + r] = st->rax[r]->extent;
+  }
+}
+
 static kg_irstmt *build_body(lctx *L, nest *n, int k) {
   kg_arena *a = L->a;
   const kg_schedule *s = L->s;
   kg_sstage *st = n->st;
   kg_iter *it = st->leaves[k];
+  /* the stages computed at this loop, collected in one pass (at most every stage) */
+  kg_sstage **at = KG_NEW_ARRAY(a, kg_sstage *, s->nstages + 1);
   int nat = 0;
   for (int i = 0; i < s->nstages; i++)
     if (s->stages[i]->attach == KG_ATTACH_AT && s->stages[i]->attach_stage == st && s->stages[i]->attach_iter == it)
-      nat++;
+      at[nat++] = s->stages[i];
   if (!nat) return build_from(L, n, k + 1);
 
-  kg_sstage **at = KG_NEW_ARRAY(a, kg_sstage *, nat);
   region **rg = KG_NEW_ARRAY(a, region *, nat);
   region **saved = KG_NEW_ARRAY(a, region *, nat);
-  nat = 0;
-  for (int i = 0; i < s->nstages; i++)
-    if (s->stages[i]->attach == KG_ATTACH_AT && s->stages[i]->attach_stage == st && s->stages[i]->attach_iter == it)
-      at[nat++] = s->stages[i];
   for (int j = 0; j < nat; j++) {
     kg_sstage *P = at[j];
     region *r = KG_NEW(a, region);
@@ -575,16 +563,9 @@ static kg_irstmt *build_body(lctx *L, nest *n, int k) {
   kg_irstmt *seq = kg_ir_seq(a);
   for (int j = 0; j < nat; j++) {
     kg_sstage *P = at[j];
-    kg_irexpr **dmin = KG_NEW_ARRAY(a, kg_irexpr *, P->nax + P->nrax + 1);
-    int64_t *dext = KG_NEW_ARRAY(a, int64_t, P->nax + P->nrax + 1);
-    for (int d = 0; d < P->nax; d++) {
-      dmin[d] = rg[j]->min[d];
-      dext[d] = rg[j]->ext[d];
-    }
-    for (int r = 0; r < P->nrax; r++) {
-      dmin[P->nax + r] = kg_ir_int(a, P->rax[r]->lo);
-      dext[P->nax + r] = P->rax[r]->extent;
-    }
+    kg_irexpr **dmin;
+    int64_t *dext;
+    root_domain(a, P, rg[j], &dmin, &dext);
     int barriers = L->target == KG_TARGET_CUDA && rg[j]->buf->scope == KG_SCOPE_SHARED;
     kg_ir_seq_push(a, seq, kg_ir_comment(a, kg_arena_printf(a, "stage %s (computed at %s.%s)", P->name, st->name,
                                                               it->name)));
@@ -741,17 +722,9 @@ kg_lowered *kg_lower(const kg_schedule *s, kg_target_kind target, kg_arena *a, c
   for (int i = 0; i < s->nstages && !L->failed; i++) {
     kg_sstage *st = s->stages[i];
     if (st->attach != KG_ATTACH_ROOT) continue;
-    int nroot = st->nax + st->nrax;
-    kg_irexpr **dmin = KG_NEW_ARRAY(a, kg_irexpr *, nroot + 1);
-    int64_t *dext = KG_NEW_ARRAY(a, int64_t, nroot + 1);
-    for (int d = 0; d < st->nax; d++) {
-      dmin[d] = kg_ir_int(a, 0);
-      dext[d] = st->out->shape[d];
-    }
-    for (int r = 0; r < st->nrax; r++) {
-      dmin[st->nax + r] = kg_ir_int(a, st->rax[r]->lo);
-      dext[st->nax + r] = st->rax[r]->extent;
-    }
+    kg_irexpr **dmin;
+    int64_t *dext;
+    root_domain(a, st, NULL, &dmin, &dext);
     /* one item per root stage (the CUDA printer makes a kernel of each), its comment inside */
     kg_irstmt *item = kg_ir_seq(a);
     kg_ir_seq_push(a, item, kg_ir_comment(a, kg_arena_printf(a, "stage %s", st->name)));

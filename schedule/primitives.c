@@ -24,15 +24,6 @@ static kg_iter *find_leaf(const kg_sstage *st, const char *prim, const char *nam
   return it;
 }
 
-/* Is some stage of s computed at loop it of stage st? */
-static const kg_sstage *attached_at(const kg_schedule *s, const kg_sstage *st, const kg_iter *it) {
-  for (int i = 0; i < s->nstages; i++) {
-    const kg_sstage *x = s->stages[i];
-    if (x->attach == KG_ATTACH_AT && x->attach_stage == st && (!it || x->attach_iter == it)) return x;
-  }
-  return NULL;
-}
-
 static void retarget_attachments(kg_schedule *s, const kg_sstage *st, const kg_iter *from, kg_iter *to) {
   for (int i = 0; i < s->nstages; i++) {
     kg_sstage *x = s->stages[i];
@@ -45,6 +36,10 @@ static int check_split(const kg_sstage *st, const char *prim, const kg_iter *it,
   if (it->kind != KG_LOOP_SERIAL)
     FAIL("%s: stage %s: loop %s is already %s", prim, st->name, it->name, kg_loop_kind_names[it->kind]);
   if (f < 1) FAIL("%s: stage %s: loop %s: factor %lld must be at least 1", prim, st->name, it->name, (long long)f);
+  /* loop extents are at most 2^31-1 (the checker's bound on a dimension), so a larger factor is meaningless and
+   * would make the split's arithmetic overflow */
+  if (f > INT32_MAX)
+    FAIL("%s: stage %s: loop %s: factor %lld is larger than %d", prim, st->name, it->name, (long long)f, INT32_MAX);
   char name[512];
   for (int k = 0; k < 2; k++) {
     snprintf(name, sizeof name, "%s.%c", it->name, k ? 'i' : 'o');
@@ -57,7 +52,7 @@ static int check_split(const kg_sstage *st, const char *prim, const kg_iter *it,
 /* Splits leaf it (already checked); returns the outer loop, *inner the inner one. */
 static kg_iter *do_split(kg_schedule *s, kg_sstage *st, kg_iter *it, int64_t f, kg_iter **inner) {
   char *on = kg_arena_printf(&s->arena, "%s.o", it->name), *in = kg_arena_printf(&s->arena, "%s.i", it->name);
-  kg_iter *o = kg_sched_new_iter(s, st, on, (it->extent + f - 1) / f, it->is_reduce, KG_ITER_SPLIT_OUTER);
+  kg_iter *o = kg_sched_new_iter(s, st, on, it->extent / f + (it->extent % f != 0), it->is_reduce, KG_ITER_SPLIT_OUTER);
   kg_iter *i = kg_sched_new_iter(s, st, in, f, it->is_reduce, KG_ITER_SPLIT_INNER);
   o->split_parent = i->split_parent = it;
   o->factor = i->factor = f;
@@ -143,7 +138,7 @@ static int prim_fuse(kg_schedule *s, kg_sstage *st, const kg_step *step, char *e
          "reduction", a->is_reduce ? b->name : a->name);
   const kg_iter *ann = a->kind != KG_LOOP_SERIAL ? a : b->kind != KG_LOOP_SERIAL ? b : NULL;
   if (ann) FAIL("fuse: stage %s: loop %s is already %s", st->name, ann->name, kg_loop_kind_names[ann->kind]);
-  const kg_sstage *x = attached_at(s, st, a);
+  const kg_sstage *x = kg_sched_attached_at(s, st, a);
   if (x) FAIL("fuse: stage %s: loop %s: stage %s is computed at it", st->name, a->name, x->name);
   if (a->extent > INT64_MAX / (b->extent ? b->extent : 1))
     FAIL("fuse: stage %s: loop %s: fused extent overflows", st->name, a->name);
@@ -259,7 +254,7 @@ static int prim_compute_inline(kg_schedule *s, kg_sstage *p, const kg_step *step
     FAIL("compute_inline: stage %s: is a reduction (loop %s)", p->name,
          p->nrax ? p->rax[0]->name : "?");
   if (p->attach == KG_ATTACH_INLINE) FAIL("compute_inline: stage %s: is already inlined", p->name);
-  const kg_sstage *x = attached_at(s, p, NULL);
+  const kg_sstage *x = kg_sched_attached_at(s, p, NULL);
   if (x)
     FAIL("compute_inline: stage %s: stage %s is computed at its loop %s", p->name, x->name, x->attach_iter->name);
   int read = 0;
@@ -282,7 +277,7 @@ static int prim_compute_root(kg_schedule *s, kg_sstage *p, const kg_step *step, 
   if (p->attach == KG_ATTACH_ROOT) FAIL("compute_root: stage %s: is already computed at root", p->name);
   kg_sched_hyp h = {p, 0};
   const kg_sstage *broken = kg_sched_broken_attachment(s, &h);
-  if (broken && broken != p)
+  if (broken)
     FAIL("compute_root: stage %s: stage %s is computed at %s.%s and would gain another consumer", p->name,
          broken->name, broken->attach_stage->name, broken->attach_iter->name);
   p->attach = KG_ATTACH_ROOT;
@@ -320,8 +315,8 @@ int kg_schedule_apply(kg_schedule *s, const kg_step *step, char *err, size_t err
     case KG_STEP_COMPUTE_AT: rc = prim_compute_at(s, st, step, err, errlen); break;
     case KG_STEP_COMPUTE_INLINE: rc = prim_compute_inline(s, st, step, err, errlen); break;
     case KG_STEP_COMPUTE_ROOT: rc = prim_compute_root(s, st, step, err, errlen); break;
-    case KG_STEP_CACHE_WRITE: rc = kg_sched_cache_write(s, step, err, errlen); break;
-    case KG_STEP_RFACTOR: rc = kg_sched_rfactor(s, step, err, errlen); break;
+    case KG_STEP_CACHE_WRITE: rc = kg_sched_cache_write(s, st, step, err, errlen); break;
+    case KG_STEP_RFACTOR: rc = kg_sched_rfactor(s, st, step, err, errlen); break;
     default: rc = kg_sched_fail(err, errlen, "%s: unsupported", prim); break;
     }
   }
@@ -332,8 +327,10 @@ int kg_schedule_apply(kg_schedule *s, const kg_step *step, char *err, size_t err
 int kg_schedule_apply_trace(kg_schedule *s, const kg_trace *t, char *err, size_t errlen) {
   char msg[512];
   for (int i = 0; i < t->nsteps; i++) {
-    if (kg_schedule_apply(s, &t->steps[i], msg, sizeof msg) != 0)
-      return kg_sched_fail(err, errlen, "step %d: %s", i + 1, msg);
+    const kg_step *step = &t->steps[i];
+    if (kg_schedule_apply(s, step, msg, sizeof msg) != 0)
+      return step->line > 0 ? kg_sched_fail(err, errlen, "line %d: %s", step->line, msg)
+                            : kg_sched_fail(err, errlen, "step %d: %s", i + 1, msg);
   }
   return 0;
 }

@@ -7,20 +7,14 @@
  * annotated loop, unroll only short loops. */
 #include <string.h>
 #include "sched_impl.h"
+#include "../base/rng.h"
 
 typedef struct rng {
   uint64_t state;
 } rng;
 
-static uint64_t rng_next(rng *r) {
-  uint64_t z = (r->state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 /* uniform in [0, n) for n >= 1 */
-static int rng_below(rng *r, int n) { return n <= 1 ? 0 : (int)(rng_next(r) % (uint64_t)n); }
+static int rng_below(rng *r, int n) { return n <= 1 ? 0 : (int)(kg_rng_next(&r->state) % (uint64_t)n); }
 
 /* Divisors and non-divisors alike: half the time a power of two, else any value in [lo, min(extent, 64)].
  * Loops draw lo = 2: a factor of 1 is legal but only adds a loop of extent 1. */
@@ -55,14 +49,7 @@ static kg_sstage *pick_stage(draw_ctx *c, int (*ok)(const kg_sstage *)) {
 static int has_leaves2(const kg_sstage *st) { return st->nleaves >= 2; }
 static int has_leaves1(const kg_sstage *st) { return st->nleaves >= 1; }
 
-static int untransformed(const kg_sstage *st) {
-  if (st->nleaves != st->nax + st->nrax) return 0;
-  for (int l = 0; l < st->nleaves; l++)
-    if (st->leaves[l] != st->roots[l] || st->leaves[l]->kind != KG_LOOP_SERIAL) return 0;
-  return 1;
-}
-
-static int is_reduction_untransformed(const kg_sstage *st) { return st->nrax > 0 && untransformed(st); }
+static int is_reduction_untransformed(const kg_sstage *st) { return st->nrax > 0 && kg_sched_untransformed(st); }
 
 /* A serial leaf of st (spatial only when want_spatial), or NULL. */
 static kg_iter *pick_serial_leaf(draw_ctx *c, kg_sstage *st, int want_spatial) {
@@ -79,14 +66,6 @@ static int count_kind(const kg_sstage *st, kg_loop_kind k) {
   int n = 0;
   for (int l = 0; l < st->nleaves; l++) n += st->leaves[l]->kind == k;
   return n;
-}
-
-static int stage_attached_at(const kg_schedule *s, const kg_sstage *st, const kg_iter *it) {
-  for (int i = 0; i < s->nstages; i++)
-    if (s->stages[i]->attach == KG_ATTACH_AT && s->stages[i]->attach_stage == st &&
-        s->stages[i]->attach_iter == it)
-      return 1;
-  return 0;
 }
 
 static int created_stages(const kg_schedule *s) {
@@ -194,7 +173,7 @@ static int draw_step(draw_ctx *c, kg_step_kind kind, kg_step *step) {
     if (!(st = pick_stage(c, has_leaves1))) return 0;
     it = cpu ? st->leaves[st->nleaves - 1] : pick_serial_leaf(c, st, 1);
     if (!it || it->is_reduce || it->kind != KG_LOOP_SERIAL || it->extent > 64) return 0;
-    if (cpu && stage_attached_at(s, st, it)) return 0;
+    if (cpu && kg_sched_attached_at(s, st, it)) return 0;
     step->names[0] = it->name;
     step->nnames = 1;
     break;
@@ -254,7 +233,7 @@ static int draw_step(draw_ctx *c, kg_step_kind kind, kg_step *step) {
     return 1;
   }
   case KG_STEP_CACHE_WRITE:
-    if (created_stages(s) >= 3 || !(st = pick_stage(c, untransformed))) return 0;
+    if (created_stages(s) >= 3 || !(st = pick_stage(c, kg_sched_untransformed))) return 0;
     step->names[0] = pick_scope(c);
     step->nnames = 1;
     break;

@@ -48,7 +48,7 @@ void kg_sched_reset_roots(kg_schedule *s, kg_sstage *st) {
   st->roots = KG_NEW_ARRAY(&s->arena, kg_iter *, n > 0 ? n : 1);
   for (int a = 0; a < n; a++) {
     int red = a >= st->nax;
-    kg_ivar *iv = red ? st->rax[a - st->nax] : st->ax[a];
+    kg_ivar *iv = kg_sstage_axis(st, a);
     int64_t extent = red ? iv->extent : st->out->shape[a];
     kg_iter *it = kg_sched_new_iter(s, st, iv->name, extent, red, KG_ITER_ROOT);
     it->root_axis = a;
@@ -118,6 +118,23 @@ int kg_sstage_leaf_index(const kg_sstage *st, const kg_iter *it) {
   for (int i = 0; i < st->nleaves; i++)
     if (st->leaves[i] == it) return i;
   return -1;
+}
+
+kg_ivar *kg_sstage_axis(const kg_sstage *st, int r) { return r < st->nax ? st->ax[r] : st->rax[r - st->nax]; }
+
+kg_sstage *kg_sched_attached_at(const kg_schedule *s, const kg_sstage *st, const kg_iter *it) {
+  for (int i = 0; i < s->nstages; i++) {
+    kg_sstage *x = s->stages[i];
+    if (x->attach == KG_ATTACH_AT && x->attach_stage == st && (!it || x->attach_iter == it)) return x;
+  }
+  return NULL;
+}
+
+int kg_sched_untransformed(const kg_sstage *st) {
+  if (st->nleaves != st->nax + st->nrax) return 0;
+  for (int l = 0; l < st->nleaves; l++)
+    if (st->leaves[l] != st->roots[l] || st->leaves[l]->kind != KG_LOOP_SERIAL) return 0;
+  return 1;
 }
 
 kg_sstage *kg_sched_stage_of_tensor(const kg_schedule *s, const kg_tensor *t) {

@@ -69,7 +69,8 @@ typedef struct kg_sstage {
   const char *name; /* unique among the schedule's stages; created ones: "A.shared", "A.local", "C.local", "C.rf" */
   int id;           /* index in kg_schedule.stages */
   kg_stage_origin origin;
-  kg_tensor *out;   /* tensor written; created stages get a new tensor in the schedule's arena */
+  kg_tensor *out;   /* tensor written; created stages get a new tensor in the schedule's arena, whose stage field
+                     * is NULL (nothing reads it: the schedule's stages are found by kg_sstage) */
   kg_ivar **ax;     /* spatial axes (ranging over out->shape) */
   int nax;
   kg_ivar **rax;    /* reduction axes */
@@ -170,12 +171,15 @@ void kg_schedule_free(kg_schedule *s);
 /* Applies one step. 0 on success (the step is appended to s->trace). -1 on an illegal step: err holds e.g.
  * "vectorize: stage C: loop k is a reduction loop", and the schedule is unchanged. */
 int kg_schedule_apply(kg_schedule *s, const kg_step *step, char *err, size_t errlen);
-/* Applies every step in order; stops at the first illegal one (returns -1, err prefixed by "step N: "). */
+/* Applies every step in order; stops at the first illegal one (returns -1, err prefixed by "line L: " for a step
+ * kg_trace_parse read from line L, "step N: " for a step made in code). */
 int kg_schedule_apply_trace(kg_schedule *s, const kg_trace *t, char *err, size_t errlen);
 
 kg_sstage *kg_schedule_find_stage(const kg_schedule *s, const char *name);
 kg_iter *kg_sstage_find_iter(const kg_sstage *st, const char *name); /* any iter, leaf or not */
 int kg_sstage_leaf_index(const kg_sstage *st, const kg_iter *it);   /* -1 when not a leaf */
+/* Root axis r of st: the spatial axes (0..nax-1), then the reduction axes. */
+kg_ivar *kg_sstage_axis(const kg_sstage *st, int r);
 
 /* Appends a random sequence of about nsteps legal steps to s, drawn from seed (same seed, same steps).
  * For KG_TARGET_C only CPU-legal primitives are drawn (no bind, no shared scope). Illegal draws are skipped. */

@@ -35,8 +35,13 @@ int kg_sched_consumers(const kg_schedule *s, const kg_sstage *x, const kg_sched_
                        int max);
 const kg_sstage *kg_sched_broken_attachment(const kg_schedule *s, const kg_sched_hyp *h);
 
+/* The first stage computed at loop it of st (it NULL: at any loop of st), or NULL. */
+kg_sstage *kg_sched_attached_at(const kg_schedule *s, const kg_sstage *st, const kg_iter *it);
+/* Does st still have its default loops (leaves are the roots, in order, all serial)? */
+int kg_sched_untransformed(const kg_sstage *st);
+
 /* Loop primitives (primitives.c) and the storage primitives (cache.c); each checks everything first. */
 int kg_sched_cache_read(kg_schedule *s, const kg_step *st, char *err, size_t errlen);
-int kg_sched_cache_write(kg_schedule *s, const kg_step *st, char *err, size_t errlen);
-int kg_sched_rfactor(kg_schedule *s, const kg_step *st, char *err, size_t errlen);
+int kg_sched_cache_write(kg_schedule *s, kg_sstage *st, const kg_step *step, char *err, size_t errlen);
+int kg_sched_rfactor(kg_schedule *s, kg_sstage *st, const kg_step *step, char *err, size_t errlen);
 #endif

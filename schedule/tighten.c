@@ -66,47 +66,6 @@ static int collect_chain(tctx *T, chain *c, kg_irstmt **slot) {
   }
 }
 
-static int uses_marked(const kg_irexpr *e, const unsigned char *mark, int n) {
-  switch (e->kind) {
-    case KG_IRE_VAR: return e->var->id < n && mark[e->var->id];
-    case KG_IRE_LOAD: return uses_marked(e->load.index, mark, n);
-    case KG_IRE_BINARY: return uses_marked(e->bin.a, mark, n) || uses_marked(e->bin.b, mark, n);
-    case KG_IRE_UNARY:
-    case KG_IRE_CAST: return uses_marked(e->bin.a, mark, n);
-    case KG_IRE_CALL:
-      for (int i = 0; i < e->call.n; i++)
-        if (uses_marked(e->call.args[i], mark, n)) return 1;
-      return 0;
-    case KG_IRE_SELECT:
-      return uses_marked(e->sel.c, mark, n) || uses_marked(e->sel.a, mark, n) || uses_marked(e->sel.b, mark, n);
-    default: return 0;
-  }
-}
-
-static void mark_vars(const kg_irexpr *e, unsigned char *used, int n) {
-  switch (e->kind) {
-    case KG_IRE_VAR:
-      if (e->var->id < n) used[e->var->id] = 1;
-      break;
-    case KG_IRE_LOAD: mark_vars(e->load.index, used, n); break;
-    case KG_IRE_BINARY:
-      mark_vars(e->bin.a, used, n);
-      mark_vars(e->bin.b, used, n);
-      break;
-    case KG_IRE_UNARY:
-    case KG_IRE_CAST: mark_vars(e->bin.a, used, n); break;
-    case KG_IRE_CALL:
-      for (int i = 0; i < e->call.n; i++) mark_vars(e->call.args[i], used, n);
-      break;
-    case KG_IRE_SELECT:
-      mark_vars(e->sel.c, used, n);
-      mark_vars(e->sel.a, used, n);
-      mark_vars(e->sel.b, used, n);
-      break;
-    default: break;
-  }
-}
-
 static int all_added(const kg_irexpr *e) {
   if (e->kind == KG_IRE_BINARY && e->bin.op == KG_OP_ADD) return all_added(e->bin.a) && all_added(e->bin.b);
   return !(e->kind == KG_IRE_BINARY && e->bin.op == KG_OP_SUB) && !(e->kind == KG_IRE_UNARY);
@@ -143,7 +102,7 @@ static kg_irexpr *bound_for(tctx *T, const chain *c, int j, const kg_irexpr *con
    * when v's coefficient in d is 1 (simplify merges the terms; v inside a div/mod atom stays) */
   kg_irexpr *d = kg_bounds_simplify(a, kg_ir_binary(a, KG_OP_SUB, conj->bin.a, conj->bin.b), T->lets, T->nvars);
   kg_irexpr *bound = kg_bounds_simplify(a, kg_ir_binary(a, KG_OP_SUB, kg_ir_var(a, v), d), NULL, 0);
-  if (uses_marked(bound, T->inner, T->nvars)) return NULL;
+  if (kg_ir_uses_marked(bound, T->inner, T->nvars)) return NULL;
   return readable(a, bound);
 }
 
@@ -168,12 +127,12 @@ static void flatten_and(kg_arena *a, kg_irexpr *e, kg_irexpr ***xs, int *n, int 
 
 static void mark_stmt_exprs(const kg_irstmt *s, unsigned char *used, int n) {
   if (s->kind == KG_IRS_IF) {
-    mark_vars(s->cond.cond, used, n);
+    kg_ir_mark_vars(s->cond.cond, used, n);
     s = s->cond.then;
   }
   if (s->kind == KG_IRS_STORE) {
-    mark_vars(s->store.index, used, n);
-    mark_vars(s->store.value, used, n);
+    kg_ir_mark_vars(s->store.index, used, n);
+    kg_ir_mark_vars(s->store.value, used, n);
   }
 }
 
@@ -184,10 +143,10 @@ static void drop_dead_lets(tctx *T, chain *c) {
   for (int changed = 1; changed;) {
     changed = 0;
     memset(T->used, 0, (size_t)T->nvars);
-    for (int k = 0; k < c->nloops; k++) mark_vars(c->loops[k]->loop.extent, T->used, T->nvars);
+    for (int k = 0; k < c->nloops; k++) kg_ir_mark_vars(c->loops[k]->loop.extent, T->used, T->nvars);
     mark_stmt_exprs(*c->guard_slot, T->used, T->nvars);
     for (int k = 0; k < c->nlets; k++)
-      if (!dead[k]) mark_vars(c->lets[k].let->let.value, T->used, T->nvars);
+      if (!dead[k]) kg_ir_mark_vars(c->lets[k].let->let.value, T->used, T->nvars);
     for (int k = 0; k < c->nlets; k++) {
       int id = c->lets[k].let->let.var->id;
       if (!dead[k] && id < T->nvars && !T->used[id]) dead[k] = 1, changed = 1;

@@ -293,24 +293,6 @@ static int has_ivar(const kg_expr *e) {
   }
 }
 
-static int uses_ivar(const kg_expr *e, const kg_ivar *iv) {
-  switch (e->kind) {
-  case KG_EXPR_IVAR: return e->var.iv == iv;
-  case KG_EXPR_UNARY: return uses_ivar(e->op.a, iv);
-  case KG_EXPR_BINARY: return uses_ivar(e->op.a, iv) || uses_ivar(e->op.b, iv);
-  case KG_EXPR_READ:
-    for (int i = 0; i < e->read.n; i++)
-      if (uses_ivar(e->read.idx[i], iv)) return 1;
-    return 0;
-  case KG_EXPR_CALL:
-    for (int i = 0; i < e->call.n; i++)
-      if (uses_ivar(e->call.args[i], iv)) return 1;
-    return 0;
-  case KG_EXPR_REDUCE: return uses_ivar(e->reduce.body, iv);
-  default: return 0;
-  }
-}
-
 static void want_value(checker *c, const kg_expr *e) {
   if (e->ty == KG_TY_BOOL) fail(c, e->pos, "a comparison is not a value; use select(c, 1.0, 0.0)");
 }
@@ -382,7 +364,7 @@ static void resolve_reduce(checker *c, kg_expr *e) {
   if (e != c->top_reduce) {
     /* Extracted into a tensor indexed by the enclosing variables it uses (stages.c): at most KG_MAX_DIMS. */
     int nfree = 0;
-    for (int i = 0; i < base; i++) nfree += uses_ivar(e->reduce.body, c->scope[i]);
+    for (int i = 0; i < base; i++) nfree += kg_expr_uses_ivar(e->reduce.body, c->scope[i]);
     if (nfree > KG_MAX_DIMS)
       fail(c, e->pos, "this reduction depends on %d enclosing index variables; at most %d are supported", nfree, KG_MAX_DIMS);
   }
@@ -650,7 +632,10 @@ static ival ival_bin(checker *c, const kg_expr *e, ival x, ival y) {
     if (y.lo <= 0)
       fail(c, e->op.b->pos, "index divisor %s may be zero or negative (it ranges over [%lld, %lld])", expr_text(c, e->op.b),
            (long long)y.lo, (long long)y.hi);
-    if (e->op.op == KG_OP_DIV) {
+    if (e->op.op == KG_OP_DIV && (x.lo == INT64_MIN || x.hi == INT64_MAX)) {
+      r.lo = INT64_MIN; /* a saturated dividend stays unbounded: dividing must not make it look finite */
+      r.hi = INT64_MAX;
+    } else if (e->op.op == KG_OP_DIV) {
       /* Floor division by a positive divisor is monotone in each argument: the corners bound it. */
       int64_t q1 = floor_div(x.lo, y.lo), q2 = floor_div(x.lo, y.hi), q3 = floor_div(x.hi, y.lo), q4 = floor_div(x.hi, y.hi);
       r.lo = min64(min64(q1, q2), min64(q3, q4));
@@ -668,32 +653,128 @@ static ival ival_bin(checker *c, const kg_expr *e, ival x, ival y) {
   }
 }
 
-/* Range of an integer (INT-typed) expression under the current variable ranges. */
-static ival ival_of(checker *c, const kg_expr *e) {
-  ival r = {0, 0};
-  switch (e->kind) {
-  case KG_EXPR_NUM: r.lo = r.hi = e->num.i; return r;
-  case KG_EXPR_SIZE: r.lo = r.hi = c->p->sizes[e->var.size].value; return r;
-  case KG_EXPR_IVAR: return c->rng[e->var.iv->id];
-  case KG_EXPR_UNARY: {
-    ival x = ival_of(c, e->op.a);
-    r.lo = sat_sub(0, x.hi);
-    r.hi = sat_sub(0, x.lo);
-    return r;
-  }
-  case KG_EXPR_BINARY: return ival_bin(c, e, ival_of(c, e->op.a), ival_of(c, e->op.b));
-  default: fail(c, e->pos, "not an integer expression");
-  }
+/* ---- linear forms: an INT expression as k + sum(coef * var) + sum(coef * atom) ----
+ * Size variables are constants once bound; an atom is a / or % subterm over index variables, whose interval is
+ * computed recursively (its operands are linear forms too). Collecting like terms before taking intervals makes
+ * i - i exactly 0 rather than [-(N-1), N-1]. Atoms are compared by identity (never cancelled): that only loses
+ * precision. Resolution guarantees affinity (no product of two index-dependent terms); should one still appear,
+ * it becomes an atom bounded by interval multiplication, which is sound. */
+typedef struct lterm {
+  int id;            /* ivar id, or -1 for an atom */
+  const kg_expr *at; /* the atom's node */
+  ival atr;          /* the atom's interval */
+  int64_t coef;
+} lterm;
+typedef struct lin {
+  int64_t k;
+  lterm *t;
+  int n, cap;
+  int ovf; /* a coefficient or the constant overflowed: the form bounds nothing */
+} lin;
+
+static void lin_add_term(checker *c, lin *l, int id, const kg_expr *at, ival atr, int64_t coef) {
+  for (int i = 0; i < l->n; i++)
+    if (l->t[i].id == id && l->t[i].at == at) {
+      if (__builtin_add_overflow(l->t[i].coef, coef, &l->t[i].coef)) l->ovf = 1;
+      return;
+    }
+  lterm t = {id, at, atr, coef};
+  KG_PUSH(c->a, l->t, l->n, l->cap, t);
 }
 
-static kg_op flip_cmp(kg_op op) {
-  switch (op) {
-  case KG_OP_LT: return KG_OP_GT;
-  case KG_OP_GT: return KG_OP_LT;
-  case KG_OP_LE: return KG_OP_GE;
-  case KG_OP_GE: return KG_OP_LE;
-  default: return op;
+static ival lin_ival(const checker *c, const lin *l);
+
+/* Adds s * e to l. */
+static void lin_acc(checker *c, lin *l, const kg_expr *e, int64_t s) {
+  ival none = {0, 0};
+  int64_t v;
+  switch (e->kind) {
+  case KG_EXPR_NUM:
+  case KG_EXPR_SIZE:
+    v = e->kind == KG_EXPR_NUM ? e->num.i : c->p->sizes[e->var.size].value;
+    if (__builtin_mul_overflow(v, s, &v) || __builtin_add_overflow(l->k, v, &l->k)) l->ovf = 1;
+    return;
+  case KG_EXPR_IVAR: lin_add_term(c, l, e->var.iv->id, NULL, none, s); return;
+  case KG_EXPR_UNARY:
+    if (s == INT64_MIN) l->ovf = 1;
+    else lin_acc(c, l, e->op.a, -s);
+    return;
+  case KG_EXPR_BINARY: break;
+  default: fail(c, e->pos, "not an integer expression");
   }
+  kg_op op = e->op.op;
+  if (op == KG_OP_ADD || op == KG_OP_SUB) {
+    lin_acc(c, l, e->op.a, s);
+    if (op == KG_OP_SUB && s == INT64_MIN) l->ovf = 1;
+    else lin_acc(c, l, e->op.b, op == KG_OP_SUB ? -s : s);
+    return;
+  }
+  lin x = {0, NULL, 0, 0, 0}, y = {0, NULL, 0, 0, 0};
+  lin_acc(c, &x, e->op.a, 1);
+  lin_acc(c, &y, e->op.b, 1);
+  int xc = !x.ovf, yc = !y.ovf; /* constant: no term with a nonzero coefficient */
+  for (int i = 0; i < x.n; i++) xc = xc && x.t[i].coef == 0;
+  for (int i = 0; i < y.n; i++) yc = yc && y.t[i].coef == 0;
+  if (op == KG_OP_MUL && (xc || yc)) {
+    const lin *var = xc ? &y : &x;
+    int64_t f = xc ? x.k : y.k, fs;
+    if (__builtin_mul_overflow(f, s, &fs) || var->ovf) {
+      l->ovf = 1;
+      return;
+    }
+    if (__builtin_mul_overflow(var->k, fs, &v) || __builtin_add_overflow(l->k, v, &l->k)) l->ovf = 1;
+    for (int i = 0; i < var->n; i++) {
+      if (__builtin_mul_overflow(var->t[i].coef, fs, &v)) l->ovf = 1;
+      else lin_add_term(c, l, var->t[i].id, var->t[i].at, var->t[i].atr, v);
+    }
+    return;
+  }
+  ival r = ival_bin(c, e, lin_ival(c, &x), lin_ival(c, &y)); /* reports a divisor that may be <= 0 */
+  if (r.lo == r.hi && r.lo != INT64_MIN && r.hi != INT64_MAX) {
+    if (__builtin_mul_overflow(r.lo, s, &v) || __builtin_add_overflow(l->k, v, &l->k)) l->ovf = 1;
+    return;
+  }
+  lin_add_term(c, l, -1, e, r, s);
+}
+
+/* x + y where an operand at an extreme (a saturated bound) keeps the sum there: adding to a saturated bound
+ * must not bring it back to a finite-looking value. */
+static int64_t sticky_add(int64_t x, int64_t y) {
+  if (x == INT64_MIN || y == INT64_MIN) return INT64_MIN;
+  if (x == INT64_MAX || y == INT64_MAX) return INT64_MAX;
+  return sat_add(x, y);
+}
+
+/* Interval of l without the term skip (-1: none); saturated ({INT64_MIN, INT64_MAX}) when l overflowed. */
+static ival lin_ival_skip(const checker *c, const lin *l, int skip) {
+  ival r = {l->k, l->k};
+  if (l->ovf) {
+    r.lo = INT64_MIN, r.hi = INT64_MAX;
+    return r;
+  }
+  for (int i = 0; i < l->n; i++) {
+    if (i == skip || l->t[i].coef == 0) continue;
+    ival x = l->t[i].id >= 0 ? c->rng[l->t[i].id] : l->t[i].atr;
+    int64_t a = l->t[i].coef;
+    int64_t p = sat_mul(a, x.lo), q = sat_mul(a, x.hi);
+    if (x.lo == INT64_MIN || x.hi == INT64_MAX) p = INT64_MIN, q = INT64_MAX; /* a saturated atom bounds nothing */
+    r.lo = sticky_add(r.lo, min64(p, q));
+    r.hi = sticky_add(r.hi, max64(p, q));
+  }
+  return r;
+}
+static ival lin_ival(const checker *c, const lin *l) { return lin_ival_skip(c, l, -1); }
+
+static lin lin_of(checker *c, const kg_expr *e) {
+  lin l = {0, NULL, 0, 0, 0};
+  lin_acc(c, &l, e, 1);
+  return l;
+}
+
+/* Range of an integer (INT-typed) expression under the current variable ranges. */
+static ival ival_of(checker *c, const kg_expr *e) {
+  lin l = lin_of(c, e);
+  return lin_ival(c, &l);
 }
 
 static void set_range(checker *c, int id, ival r) {
@@ -702,54 +783,90 @@ static void set_range(checker *c, int id, ival r) {
   c->rng[id] = r;
 }
 
-/* Knowing "e OP other" holds with other in o, narrows the range of the variable that e isolates: e is the
- * variable itself, or the variable plus/minus terms free of index variables. */
-static void narrow_side(checker *c, const kg_expr *e, kg_op op, ival o) {
-  if (e->kind == KG_EXPR_IVAR) {
-    ival r = c->rng[e->var.iv->id];
-    if (op == KG_OP_LT) r.hi = min64(r.hi, sat_sub(o.hi, 1));
-    if (op == KG_OP_LE || op == KG_OP_EQ) r.hi = min64(r.hi, o.hi);
-    if (op == KG_OP_GT) r.lo = max64(r.lo, sat_add(o.lo, 1));
-    if (op == KG_OP_GE || op == KG_OP_EQ) r.lo = max64(r.lo, o.lo);
-    set_range(c, e->var.iv->id, r);
-    return;
-  }
-  if (e->kind != KG_EXPR_BINARY) return;
-  const kg_expr *a = e->op.a, *b = e->op.b;
-  ival t;
-  if (e->op.op == KG_OP_ADD && !has_ivar(b)) { /* a + b OP o  =>  a OP o - b */
-    ival y = ival_of(c, b);
-    t.lo = sat_sub(o.lo, y.hi), t.hi = sat_sub(o.hi, y.lo);
-    narrow_side(c, a, op, t);
-  } else if (e->op.op == KG_OP_ADD && !has_ivar(a)) {
-    ival y = ival_of(c, a);
-    t.lo = sat_sub(o.lo, y.hi), t.hi = sat_sub(o.hi, y.lo);
-    narrow_side(c, b, op, t);
-  } else if (e->op.op == KG_OP_SUB && !has_ivar(b)) { /* a - b OP o  =>  a OP o + b */
-    ival y = ival_of(c, b);
-    t.lo = sat_add(o.lo, y.lo), t.hi = sat_add(o.hi, y.hi);
-    narrow_side(c, a, op, t);
-  } else if (e->op.op == KG_OP_SUB && !has_ivar(a)) { /* a - b OP o  =>  b flip(OP) a - o */
-    ival y = ival_of(c, a);
-    t.lo = sat_sub(y.lo, o.hi), t.hi = sat_sub(y.hi, o.lo);
-    narrow_side(c, b, flip_cmp(op), t);
+static int64_t ceil_div(int64_t x, int64_t y) { return -floor_div(-x, y); } /* requires x > INT64_MIN */
+
+static kg_op negate_cmp(kg_op op) {
+  switch (op) {
+  case KG_OP_LT: return KG_OP_GE;
+  case KG_OP_GE: return KG_OP_LT;
+  case KG_OP_LE: return KG_OP_GT;
+  case KG_OP_GT: return KG_OP_LE;
+  case KG_OP_EQ: return KG_OP_NE;
+  case KG_OP_NE: return KG_OP_EQ;
+  default: return op;
   }
 }
 
-/* Narrows variable ranges by the conjunction cond (c1 && c2 && ...), assumed true. */
-static void narrow(checker *c, const kg_expr *cond) {
-  if (cond->kind != KG_EXPR_BINARY) return;
-  kg_op op = cond->op.op;
-  if (op == KG_OP_AND) {
-    narrow(c, cond->op.a);
-    narrow(c, cond->op.b);
+/* Knowing "l OP 0" holds, narrows every index variable of l: for a term a * v, with the rest of l in R,
+ * a * v OP -r for some r in R. Each bound is taken only when the side of R it uses is not saturated. */
+static void narrow_lin(checker *c, const lin *l, kg_op op) {
+  if (l->ovf) return;
+  for (int i = 0; i < l->n; i++) {
+    const lterm *t = &l->t[i];
+    int64_t a = t->coef;
+    if (t->id < 0 || a == 0 || a == INT64_MIN) continue;
+    ival R = lin_ival_skip(c, l, i), r = c->rng[t->id];
+    int lo_ok = R.lo > INT64_MIN + 1 && R.lo < INT64_MAX, hi_ok = R.hi < INT64_MAX && R.hi > INT64_MIN + 1;
+    /* a * v <= U and a * v >= L, when known */
+    int has_u = 0, has_l = 0;
+    int64_t U = 0, L = 0;
+    if ((op == KG_OP_LT || op == KG_OP_LE || op == KG_OP_EQ) && lo_ok) has_u = 1, U = -R.lo - (op == KG_OP_LT);
+    if ((op == KG_OP_GT || op == KG_OP_GE || op == KG_OP_EQ) && hi_ok) has_l = 1, L = -R.hi + (op == KG_OP_GT);
+    if (has_u) {
+      if (a > 0) r.hi = min64(r.hi, floor_div(U, a));
+      else r.lo = max64(r.lo, ceil_div(U, a));
+    }
+    if (has_l) {
+      if (a > 0) r.lo = max64(r.lo, ceil_div(L, a));
+      else r.hi = min64(r.hi, floor_div(L, a));
+    }
+    if (op == KG_OP_NE && R.lo == R.hi && lo_ok && floor_mod(-R.lo, a) == 0) {
+      int64_t x = -R.lo / a; /* the one value v cannot take: trims an end of v's range */
+      if (x == r.lo) r.lo = sat_add(r.lo, 1);
+      else if (x == r.hi) r.hi = sat_sub(r.hi, 1);
+    }
+    if (r.lo != c->rng[t->id].lo || r.hi != c->rng[t->id].hi) set_range(c, t->id, r);
+  }
+}
+
+/* Narrows variable ranges by cond (neg: by !cond), assumed true. Conjunctions narrow conjunct by conjunct;
+ * '!' is pushed through comparisons and De Morgan's laws; a disjunction narrows nothing (that is sound). */
+static void narrow(checker *c, const kg_expr *cond, int neg) {
+  if (cond->kind == KG_EXPR_UNARY && cond->op.op == KG_OP_NOT) {
+    narrow(c, cond->op.a, !neg);
     return;
   }
-  if (op != KG_OP_LT && op != KG_OP_LE && op != KG_OP_GT && op != KG_OP_GE && op != KG_OP_EQ) return;
+  if (cond->kind != KG_EXPR_BINARY) return;
+  kg_op op = cond->op.op;
+  if ((op == KG_OP_AND && !neg) || (op == KG_OP_OR && neg)) {
+    narrow(c, cond->op.a, neg);
+    narrow(c, cond->op.b, neg);
+    return;
+  }
+  if (op != KG_OP_LT && op != KG_OP_LE && op != KG_OP_GT && op != KG_OP_GE && op != KG_OP_EQ && op != KG_OP_NE) return;
   const kg_expr *a = cond->op.a, *b = cond->op.b;
   if (a->ty != KG_TY_INT || b->ty != KG_TY_INT) return;
-  if (has_ivar(a)) narrow_side(c, a, op, ival_of(c, b));
-  if (has_ivar(b)) narrow_side(c, b, flip_cmp(op), ival_of(c, a));
+  if (neg) op = negate_cmp(op);
+  lin l = lin_of(c, a); /* a - b OP 0 */
+  lin_acc(c, &l, b, -1);
+  narrow_lin(c, &l, op);
+}
+
+/* Runs prove_bounds on a select branch under cond (neg: !cond). A branch whose narrowed ranges are empty can
+ * never run: its reads are not checked. */
+static void prove_bounds(checker *c, const kg_expr *e);
+static void prove_branch(checker *c, const kg_expr *cond, int neg, const kg_expr *branch) {
+  int mark = c->nundo, dead = 0;
+  narrow(c, cond, neg);
+  for (int i = mark; i < c->nundo; i++) {
+    ival r = c->rng[c->undo[i].id];
+    if (r.lo > r.hi) dead = 1;
+  }
+  if (!dead) prove_bounds(c, branch);
+  while (c->nundo > mark) {
+    c->nundo--;
+    c->rng[c->undo[c->nundo].id] = c->undo[c->nundo].old;
+  }
 }
 
 static void prove_bounds(checker *c, const kg_expr *e) {
@@ -773,19 +890,10 @@ static void prove_bounds(checker *c, const kg_expr *e) {
     return;
   case KG_EXPR_CALL:
     if (e->call.fn == KG_FN_SELECT) {
+      /* Only the taken branch is evaluated (the reference evaluator and lowering's "c ? a : b" alike). */
       prove_bounds(c, e->call.args[0]);
-      prove_bounds(c, e->call.args[2]);
-      int mark = c->nundo, dead = 0;
-      narrow(c, e->call.args[0]);
-      for (int i = mark; i < c->nundo; i++) {
-        ival r = c->rng[c->undo[i].id];
-        if (r.lo > r.hi) dead = 1; /* the condition never holds: the branch is never evaluated */
-      }
-      if (!dead) prove_bounds(c, e->call.args[1]);
-      while (c->nundo > mark) {
-        c->nundo--;
-        c->rng[c->undo[c->nundo].id] = c->undo[c->nundo].old;
-      }
+      prove_branch(c, e->call.args[0], 0, e->call.args[1]);
+      prove_branch(c, e->call.args[0], 1, e->call.args[2]);
       return;
     }
     for (int i = 0; i < e->call.n; i++) prove_bounds(c, e->call.args[i]);

@@ -2,6 +2,7 @@
  * they are an error); positions count bytes, 1-based, so that the caret lines up with the printed line. */
 #include "lex.h"
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,8 +100,13 @@ static int lex_number(kg_lexer *lx, kg_token *t) {
     errno = 0;
     double f = strtod(tmp, NULL);
     if (tmp != buf) free(tmp);
-    if (!isfinite(f) || (errno == ERANGE && f != 0)) {
-      kg_diag_error(lx->diag, lx->arena, t->pos, "number out of range");
+    /* Values are f32: a literal that would round to infinity is refused here, where the caret can point at it.
+     * The limit is FLT_MAX plus half an ulp (0x1.ffffffp127), not FLT_MAX itself, so that FLT_MAX printed with
+     * 9 digits (3.40282347e+38, a little above it) still reads back as FLT_MAX. */
+    if (!isfinite(f) || fabs(f) >= 0x1.ffffffp127) { /* tiny literals just round toward 0 */
+      int n = t->len > 40 ? 40 : (int)t->len;
+      kg_diag_error(lx->diag, lx->arena, t->pos, "number %.*s%s is out of the f32 range (values are f32; the largest is about 3.4028235e38)",
+                    n, t->s, t->len > 40 ? "..." : "");
       return -1;
     }
     t->f = f;

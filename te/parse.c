@@ -499,6 +499,17 @@ static kg_def *parse_def(parser *p) {
   return d;
 }
 
+/* Inserts d into the set unless a def of the same name is there; returns that def, or NULL. */
+static kg_def *def_seen_put(kg_def **set, size_t cap, kg_def *d) {
+  uint64_t h = 1469598103934665603ull;
+  for (const char *s = d->name; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  size_t i = h & (cap - 1);
+  for (; set[i]; i = (i + 1) & (cap - 1))
+    if (strcmp(set[i]->name, d->name) == 0) return set[i];
+  set[i] = d;
+  return NULL;
+}
+
 /* program = { def } */
 kg_module *kg_parse_module(kg_arena *a, const kg_source *src, kg_diag *diag) {
   kg_module *m = KG_NEW(a, kg_module);
@@ -509,9 +520,22 @@ kg_module *kg_parse_module(kg_arena *a, const kg_source *src, kg_diag *diag) {
   if (setjmp(p->jb)) return NULL;
   advance(p);
   int cap = 0;
+  /* Def names seen so far (open addressing, power-of-two capacity): --def picks by name, so a name must be
+   * unique, and a file of many defs must stay linear. */
+  kg_def **seen = NULL;
+  size_t seen_cap = 0;
   while (p->tok.kind != KG_TK_EOF) {
     if (!is(p, "def")) fail(p, p->tok.pos, "expected 'def', found %s", tok_desc(p, &p->tok));
     kg_def *d = parse_def(p);
+    if (2 * ((size_t)m->ndefs + 1) > seen_cap) {
+      seen_cap = seen_cap ? 2 * seen_cap : 64;
+      seen = KG_NEW_ARRAY(a, kg_def *, seen_cap);
+      for (int i = 0; i < m->ndefs; i++) def_seen_put(seen, seen_cap, m->defs[i]);
+    }
+    kg_def *old = def_seen_put(seen, seen_cap, d);
+    if (old)
+      fail(p, d->pos, "def '%.40s%s' is defined twice (first at %d:%d)", d->name, strlen(d->name) > 40 ? "..." : "",
+           old->pos.line, old->pos.col);
     KG_PUSH(a, m->defs, m->ndefs, cap, d);
   }
   return m;

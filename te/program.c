@@ -71,3 +71,21 @@ kg_tensor *kg_program_find_tensor(const kg_program *p, const char *name) {
     if (strcmp(p->tensors[i]->name, name) == 0) return p->tensors[i];
   return NULL;
 }
+
+int kg_expr_uses_ivar(const kg_expr *e, const kg_ivar *iv) {
+  switch (e->kind) {
+  case KG_EXPR_IVAR: return e->var.iv == iv;
+  case KG_EXPR_UNARY: return kg_expr_uses_ivar(e->op.a, iv);
+  case KG_EXPR_BINARY: return kg_expr_uses_ivar(e->op.a, iv) || kg_expr_uses_ivar(e->op.b, iv);
+  case KG_EXPR_READ:
+    for (int i = 0; i < e->read.n; i++)
+      if (kg_expr_uses_ivar(e->read.idx[i], iv)) return 1;
+    return 0;
+  case KG_EXPR_CALL:
+    for (int i = 0; i < e->call.n; i++)
+      if (kg_expr_uses_ivar(e->call.args[i], iv)) return 1;
+    return 0;
+  case KG_EXPR_REDUCE: return kg_expr_uses_ivar(e->reduce.body, iv);
+  default: return 0;
+  }
+}

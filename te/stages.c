@@ -55,24 +55,6 @@ static kg_expr *var_plus(builder *bd, kg_ivar *v, int64_t off, kg_pos pos) {
   return e;
 }
 
-static int uses(const kg_expr *e, const kg_ivar *iv) {
-  switch (e->kind) {
-  case KG_EXPR_IVAR: return e->var.iv == iv;
-  case KG_EXPR_UNARY: return uses(e->op.a, iv);
-  case KG_EXPR_BINARY: return uses(e->op.a, iv) || uses(e->op.b, iv);
-  case KG_EXPR_READ:
-    for (int i = 0; i < e->read.n; i++)
-      if (uses(e->read.idx[i], iv)) return 1;
-    return 0;
-  case KG_EXPR_CALL:
-    for (int i = 0; i < e->call.n; i++)
-      if (uses(e->call.args[i], iv)) return 1;
-    return 0;
-  case KG_EXPR_REDUCE: return uses(e->reduce.body, iv);
-  default: return 0;
-  }
-}
-
 static kg_stage *add_stage(builder *bd, kg_tensor *out, kg_ivar **ax, int nax, kg_reducer red, kg_ivar **rax, int nrax,
                            kg_expr *body) {
   kg_stage *st = KG_NEW(bd->a, kg_stage);
@@ -99,7 +81,7 @@ static kg_expr *extract(builder *bd, const kg_expr *r, subst *sub, kg_ivar **sco
   kg_ivar **fv = KG_NEW_ARRAY(bd->a, kg_ivar *, nscope + 1);
   int nfv = 0;
   for (int i = 0; i < nscope; i++)
-    if (uses(r->reduce.body, scope[i])) fv[nfv++] = scope[i];
+    if (kg_expr_uses_ivar(r->reduce.body, scope[i])) fv[nfv++] = scope[i];
   assert(nfv <= KG_MAX_DIMS); /* the checker rejects reductions depending on more enclosing variables */
 
   kg_ivar **ax = KG_NEW_ARRAY(bd->a, kg_ivar *, nfv + 1);

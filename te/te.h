@@ -233,6 +233,8 @@ int kg_check_def(kg_program *p, const kg_binding *bindings, int nbindings, kg_di
 /* Number of elements of a tensor. */
 int64_t kg_tensor_numel(const kg_tensor *t);
 kg_tensor *kg_program_find_tensor(const kg_program *p, const char *name);
+/* Whether e mentions iv anywhere (indices, arguments, nested reduction bodies) (program.c). */
+int kg_expr_uses_ivar(const kg_expr *e, const kg_ivar *iv);
 
 /* Canonical text of the checked program (used by `kgen check` and for workload identity later): one line per
  * stage, names and literals normalised, no comments or whitespace variation. Caller frees. */

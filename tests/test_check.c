@@ -292,6 +292,101 @@ static void test_errors(void) {
 #undef BODY
 }
 
+
+#define EXPECT_OK(src, binds)                                                                              \
+  do {                                                                                                     \
+    kg_diag d_;                                                                                            \
+    kg_program *p_ = load((src), NULL, (binds), &d_);                                                      \
+    CHECKF(p_ != NULL, "%s: %s", (src), d_.text ? d_.text : "");                                          \
+    kg_program_free(p_);                                                                                   \
+  } while (0)
+
+/* Values are f32: a float literal past FLT_MAX (after rounding) is refused at the literal. */
+static void test_f32_literals(void) {
+  const char *H = "def f(A: f32[N]) -> (T: f32[N]) {\n  T[i] = A[i] * ";
+  char src[512];
+  const char *bad[] = {"1e39", "3.5e38", "1e308", "1e400", "3.4028236e38"};
+  for (int k = 0; k < 5; k++) {
+    snprintf(src, sizeof src, "%s%s\n}\n", H, bad[k]);
+    char want[128];
+    snprintf(want, sizeof want, "number %s is out of the f32 range", bad[k]);
+    EXPECT_ERROR(src, "N=4", 2, 17, want);
+  }
+  /* FLT_MAX itself, as printed with 9 digits (a little above it), tiny literals, and large integer values. */
+  const char *good[] = {"3.40282347e38", "3.4e38", "1e-50", "100000000000000", "9223372036854775807"};
+  for (int k = 0; k < 5; k++) {
+    snprintf(src, sizeof src, "%s%s\n}\n", H, good[k]);
+    EXPECT_OK(src, "N=4");
+  }
+}
+
+static void test_duplicate_defs(void) {
+  EXPECT_ERROR("def f(A: f32[N]) -> (T: f32[N]) { T[i] = A[i] }\ndef g(A: f32[N]) -> (T: f32[N]) { T[i] = A[i] }\n"
+               "  def f(A: f32[N]) -> (T: f32[N]) { T[i] = 2.0 * A[i] }\n",
+               "N=4", 3, 3, "def 'f' is defined twice (first at 1:1)");
+}
+
+/* Index expressions are normalised to linear form before interval evaluation: like terms cancel. */
+static void test_linear_indices(void) {
+  const char *ok[] = {"X[i - i]", "X[2 * i - i]", "X[i + i - i]", "X[i - (i - i)]", "X[-i + 2 * i]", "X[(i - i + 9) / 2]",
+                      "X[i * 3 - 2 * i - (N - N)]", "X[(2 * i - i) % N]", "X[N - 1 - i]"};
+  char src[512];
+  for (int k = 0; k < 9; k++) {
+    snprintf(src, sizeof src, "def f(X: f32[N]) -> (Y: f32[N]) { Y[i] = %s }", ok[k]);
+    EXPECT_OK(src, "N=5");
+  }
+  /* Ranges in errors stay right. */
+  EXPECT_ERROR("def f(X: f32[N]) -> (Y: f32[N]) { Y[i] = X[2 * i - i + 1] }", "N=5", 1, 42, "index 0 ranges over [1, 5]");
+  EXPECT_ERROR("def f(X: f32[N]) -> (Y: f32[N]) { Y[i] = X[i + i - 1] }", "N=5", 1, 42, "index 0 ranges over [-1, 7]");
+  EXPECT_ERROR("def f(X: f32[N]) -> (Y: f32[N]) { Y[i] = X[i - 2 * i] }", "N=5", 1, 42, "index 0 ranges over [-4, 0]");
+  EXPECT_ERROR("def f(X: f32[N]) -> (Y: f32[N]) { Y[i] = X[(i - i + 10) / 2] }", "N=5", 1, 42, "index 0 ranges over [5, 5]");
+  /* Still affine only, and overflow still fails the proof instead of wrapping into range. */
+  EXPECT_ERROR("def f(X: f32[N]) -> (Y: f32[N]) { Y[i] = X[i * (i - i)] }", "N=5", 1, 46, "is not affine");
+  EXPECT_ERROR("def f(X: f32[N]) -> (Y: f32[N]) { Y[i] = X[(i * 4611686018427387904 * 4) / 4611686018427387904] }", "N=5",
+               1, 42, "may be out of bounds");
+}
+
+static void test_select_narrowing(void) {
+  char src[512];
+  const char *ok[] = {
+      "select(!(i < 1), X[i - 1], 0.0)",
+      "select(!(i < 1 || i > N - 2), X[i - 1] + X[i + 1], 0.0)",
+      "select(!(!(i >= 1) || !(i + 1 < N)), X[i - 1] + X[i + 1], 0.0)",
+      "select(i != 0, X[i - 1], 0.0)",
+      "select(i != 0 && i != N - 1, X[i - 1] + X[i + 1], 0.0)",
+      "select(N - 1 != i, X[i + 1], 0.0)",
+      "select(2 * i < N, X[2 * i], 0.0)",
+      "select(2 * i + 1 < N, X[2 * i + 1], 0.0)",
+      "select(-2 * i > -N, X[2 * i], 0.0)",
+      "select(3 - i >= 1, X[i + 2], 0.0)",
+      "select(3 * i >= 2 * N - 8, X[i - 1], 0.0)",
+      "select(i == 0 || i == N - 1, 0.0, X[i - 1] + X[i + 1])",
+      "select(i < 1, 0.0, X[i - 1])",
+      "select(i == 2, X[i + 2] + X[i - 2], X[i])",
+      "select(i > 9, X[i + 100], X[i])",
+      "select(-3 * i <= -4, X[i - 2], 0.0)", /* i >= 4/3 rounded up */ /* the taken branch is empty: not checked */
+  };
+  int nok = (int)(sizeof ok / sizeof ok[0]);
+  for (int k = 0; k < nok; k++) {
+    snprintf(src, sizeof src, "def f(X: f32[N]) -> (Y: f32[N]) { Y[i] = %s }", ok[k]);
+    EXPECT_OK(src, "N=5");
+  }
+  /* Only sound narrowing: a disjunction, != away from the ends, and the wrong branch narrow nothing. */
+  EXPECT_ERROR("def f(X: f32[N]) -> (Y: f32[N]) { Y[i] = select(i < 1 || i > 3, X[i - 1], 0.0) }", "N=5", 1, 65,
+               "index 0 ranges over [-1, 3]");
+  EXPECT_ERROR("def f(X: f32[N]) -> (Y: f32[N]) { Y[i] = select(i != 2, X[i - 1], 0.0) }", "N=5", 1, 57,
+               "index 0 ranges over [-1, 3]");
+  EXPECT_ERROR("def f(X: f32[N]) -> (Y: f32[N]) { Y[i] = select(i == 0, 0.0, X[i + 1]) }", "N=5", 1, 62,
+               "index 0 ranges over [2, 5]");
+  EXPECT_ERROR("def f(X: f32[N]) -> (Y: f32[N]) { Y[i] = select(i >= 1, 0.0, X[i - 1]) }", "N=5", 1, 62,
+               "index 0 ranges over [-1, -1]");
+  /* 2 * i < N: i <= (N - 1) / 2 rounded down, so 2 * i + 1 may reach N. */
+  EXPECT_ERROR("def f(X: f32[N]) -> (Y: f32[N]) { Y[i] = select(2 * i < N, X[2 * i + 1], 0.0) }", "N=5", 1, 60,
+               "index 0 ranges over [1, 5]");
+  EXPECT_ERROR("def f(X: f32[N]) -> (Y: f32[N]) { Y[i] = select(-3 * i <= -3, X[i - 2], 0.0) }", "N=5", 1, 63,
+               "index 0 ranges over [-1, 2]");
+}
+
 static void test_hostile_inputs(void) {
   /* 100,000 nested parentheses: an error, not a stack overflow. */
   size_t n = 100000;
@@ -338,6 +433,10 @@ int main(void) {
   test_inference();
   test_errors();
   test_hostile_inputs();
+  test_f32_literals();
+  test_duplicate_defs();
+  test_linear_indices();
+  test_select_narrowing();
   kg_arena_free(&diag_arena);
   TEST_END();
 }

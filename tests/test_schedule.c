@@ -436,7 +436,7 @@ static void test_trace_replay(void) {
   char err[512];
   /* rfactor after tile is refused: the trace stops at step 3 */
   CHECK(apply_text(a, text, err, sizeof err) == -1);
-  HAS(err, "step 3: rfactor: stage Y");
+  HAS(err, "line 3: rfactor: stage Y");
   CHECK(a->trace.nsteps == 2);
   const char *good = "cache_read K local Y\nsplit Y f 2\ncompute_at K.local Y f.i\ntile Y y x 2 4\n"
                      "compute_at P Y x.o\nunroll Y s\nvectorize Y x.i\n";
@@ -599,12 +599,85 @@ static void test_random_library(void) {
   CHECKF(loaded >= 10, "only %d library workloads loaded (run from the repo root)", loaded);
 }
 
+/* Factors too large for the loop arithmetic or the tensor size limit are refused, not overflowed. */
+static void test_huge_factors(void) {
+  kg_program *p = load_matmul();
+  if (!p) return;
+  kg_schedule *s = kg_schedule_new(p);
+  ILLEGAL(s, "split C i 9223372036854775807", "split: stage C: loop i: factor 9223372036854775807 is larger than 2147483647",
+          NULL, NULL);
+  ILLEGAL(s, "tile C i j 4 2147483648", "tile: stage C: loop j: factor 2147483648 is larger than 2147483647", NULL,
+          NULL);
+  OK(s, "split C i 2147483647");
+  CHECKF(strcmp(leaves(s, "C"), "i.o(1) i.i(2147483647) j(32) k(48)") == 0, "%s", leaves(s, "C"));
+  kg_schedule_free(s);
+  s = kg_schedule_new(p);
+  ILLEGAL(s, "rfactor C k 4611686018427387904", "rfactor: stage C: loop k: factor 4611686018427387904 exceeds the extent 48",
+          NULL, NULL);
+  ILLEGAL(s, "rfactor C k 49", "rfactor: stage C: loop k: factor 49 exceeds the extent 48", NULL, NULL);
+  OK(s, "rfactor C k 48");
+  CHECKF(strcmp(leaves(s, "C.rf"), "i(128) j(32) k.i(48) k.o(1)") == 0, "%s", leaves(s, "C.rf"));
+  kg_schedule_free(s);
+  kg_program_free(p);
+
+  /* C has 2^38 elements: its partial tensor over 64 partial sums would have 2^44 */
+  kg_binding b[] = {{"M", 1 << 19}, {"N", 1 << 19}, {"K", 64}};
+  p = load(matmul_src, b, 3);
+  if (!p) return;
+  s = kg_schedule_new(p);
+  ILLEGAL(s, "rfactor C k 64", "rfactor: stage C: loop k: factor 64: the partial tensor would have more than 2^40",
+          NULL, NULL);
+  OK(s, "rfactor C k 4");
+  kg_schedule_free(s);
+  kg_program_free(p);
+}
+
+/* rfactor names an axis of the stage as the program wrote it, not a loop a split or fuse made. */
+static void test_rfactor_split_axis(void) {
+  kg_program *p = load_matmul();
+  if (!p) return;
+  kg_schedule *s = kg_schedule_new(p);
+  OK(s, "split C k 5");
+  ILLEGAL(s, "rfactor C k.o 3", "rfactor: stage C: loop k.o was made by a split",
+          "rfactor takes an original reduction axis of the stage, before it is split or fused", NULL);
+  ILLEGAL(s, "rfactor C j 3", "rfactor: stage C: loop j is not a reduction axis", NULL, NULL);
+  kg_schedule_free(s);
+  kg_program_free(p);
+}
+
+/* A failing step is located by its line when it was parsed, by its position when it was made in code. */
+static void test_trace_error_prefix(void) {
+  kg_program *p = load_matmul();
+  if (!p) return;
+  kg_schedule *s = kg_schedule_new(p);
+  char err[512];
+  CHECK(apply_text(s, "# comment\n\nsplit C i 4\nsplit C q 2\n", err, sizeof err) == -1);
+  CHECKF(strcmp(err, "line 4: split: stage C: no loop named q") == 0, "%s", err);
+  kg_schedule_free(s);
+  s = kg_schedule_new(p);
+  kg_trace t;
+  kg_trace_init(&t);
+  kg_step ok = {.kind = KG_STEP_SPLIT, .stage = "C", .names = {"i"}, .nnames = 1, .ints = {4}, .nints = 1};
+  kg_step bad = {.kind = KG_STEP_SPLIT, .stage = "C", .names = {"q"}, .nnames = 1, .ints = {2}, .nints = 1};
+  kg_trace_push(&t, &ok);
+  kg_trace_push(&t, &bad);
+  CHECK(kg_schedule_apply_trace(s, &t, err, sizeof err) == -1);
+  CHECKF(strcmp(err, "step 2: split: stage C: no loop named q") == 0, "%s", err);
+  CHECK(s->trace.nsteps == 1);
+  kg_trace_free(&t);
+  kg_schedule_free(s);
+  kg_program_free(p);
+}
+
 int main(void) {
   test_default();
   test_loop_primitives();
   test_placement();
   test_cache();
   test_trace_replay();
+  test_huge_factors();
+  test_rfactor_split_axis();
+  test_trace_error_prefix();
   test_random();
   test_random_library();
   TEST_END();
