@@ -10,6 +10,7 @@
 #include "kgen.h"
 #include "../base/strbuf.h"
 #include "../te/lex.h"
+#include "../base/clock.h"
 
 #define MAX_BINDINGS 64
 
@@ -480,8 +481,10 @@ static int cmd_run(const options *o, kg_program *p) {
   }
   printf("compile: %.3f s\n", pl.mod.compile_s);
   /* With --load the inputs are the user's: compute the reference on them as they are. */
+  double t_ref = kg_now_s();
   if (o->load_dir) kg_data_reference_as_is(&d, p);
   else kg_data_reference(&d, p, o->data_seed);
+  printf("reference: %.3f s\n", kg_now_s() - t_ref);
   kg_verify_result v = kg_pipeline_verify(&pl, p, &d, o->rtol);
   if (o->save_dir && save_tensors(o, p, &d)) {
     kg_pipeline_free(&pl);

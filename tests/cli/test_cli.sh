@@ -49,6 +49,7 @@ expect 1 "missing file" -- $K check "$T/nope.te"
 expect 0 "run default" -- $K run matmul -D M=17 -D N=9 -D K=13 --min-repeat-ms 1
 has out "^verify: ok max_rel_err=" "verify line"
 has out "^time: " "time line"
+has out "^reference: [0-9.]+ s" "reference time line"
 
 expect 1 "verification failure exits 1" -- $K run matmul -D M=8 -D N=8 -D K=300 --rtol 1e-12 --min-repeat-ms 1
 has out "^verify: FAILED max_rel_err=[0-9.e-]+ C\[[0-9]+,[0-9]+\]: got .* expected .*tolerance" "failed verify line"
