@@ -1,4 +1,5 @@
 #include "pipeline.h"
+#include "../base/xalloc.h"
 #include "../base/clock.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,19 +28,9 @@ void kg_pipeline_free(kg_pipeline *pl) {
   memset(pl, 0, sizeof *pl);
 }
 
-/* Out of memory for a few pointers or timings is not something to recover from. */
-static void *xrealloc(void *p, size_t n) {
-  void *q = realloc(p, n ? n : 1);
-  if (!q) {
-    fprintf(stderr, "kgen: out of memory (%zu bytes)\n", n);
-    abort();
-  }
-  return q;
-}
-
 /* A def may have any number of parameters: the argument array is sized from the data. */
 static void call_kernel(kg_pipeline *pl, kg_data *d) {
-  float **args = xrealloc(NULL, sizeof(float *) * (size_t)(d->ninputs + d->noutputs));
+  float **args = kg_xrealloc(NULL, sizeof(float *) * (size_t)(d->ninputs + d->noutputs));
   int n = 0;
   for (int i = 0; i < d->ninputs; i++) args[n++] = d->inputs[i];
   for (int i = 0; i < d->noutputs; i++) args[n++] = d->outputs[i];
@@ -62,14 +53,14 @@ kg_timing kg_pipeline_time(kg_pipeline *pl, kg_data *d, double min_total_s) {
   kg_timing t = {0};
   call_kernel(pl, d); /* warm-up: page faults, OpenMP thread pool */
   int cap = 64, n = 0;
-  double *times = xrealloc(NULL, sizeof(double) * (size_t)cap), total = 0;
+  double *times = kg_xrealloc(NULL, sizeof(double) * (size_t)cap), total = 0;
   while (n < 3 || (total < min_total_s && n < 100000)) {
     double t0 = kg_now_s();
     call_kernel(pl, d);
     double dt = kg_now_s() - t0;
     if (n == cap) {
       cap *= 2;
-      times = xrealloc(times, sizeof(double) * (size_t)cap);
+      times = kg_xrealloc(times, sizeof(double) * (size_t)cap);
     }
     times[n++] = dt;
     total += dt;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "verify.h"
+#include "../base/xalloc.h"
 #include "../base/rng.h"
 
 /* A quiet-looking but non-canonical NaN: arithmetic yields 0x7fc00000 / 0xffc00000 or propagates an input's
@@ -38,15 +39,6 @@ static void data_draw_positive(kg_data *d, const kg_program *p, uint64_t seed) {
   }
 }
 
-static void *xmalloc(size_t n) {
-  void *q = malloc(n ? n : 1);
-  if (!q) {
-    fprintf(stderr, "kgen: out of memory (%zu bytes)\n", n);
-    abort();
-  }
-  return q;
-}
-
 double kg_data_bytes(const kg_program *p) {
   double bytes = 0;
   for (int i = 0; i < p->ntensors; i++) {
@@ -61,11 +53,12 @@ void kg_data_init(kg_data *d, const kg_program *p, uint64_t seed) {
   memset(d, 0, sizeof *d);
   d->ninputs = p->ninputs;
   d->noutputs = p->noutputs;
-  d->inputs = xmalloc(sizeof(float *) * (size_t)(p->ninputs ? p->ninputs : 1));
-  d->outputs = xmalloc(sizeof(float *) * (size_t)(p->noutputs ? p->noutputs : 1));
-  for (int i = 0; i < p->ninputs; i++) d->inputs[i] = xmalloc(sizeof(float) * (size_t)kg_tensor_numel(p->inputs[i]));
+  d->inputs = kg_xrealloc(NULL, sizeof(float *) * (size_t)(p->ninputs ? p->ninputs : 1));
+  d->outputs = kg_xrealloc(NULL, sizeof(float *) * (size_t)(p->noutputs ? p->noutputs : 1));
+  for (int i = 0; i < p->ninputs; i++)
+    d->inputs[i] = kg_xrealloc(NULL, sizeof(float) * (size_t)kg_tensor_numel(p->inputs[i]));
   for (int i = 0; i < p->noutputs; i++)
-    d->outputs[i] = xmalloc(sizeof(float) * (size_t)kg_tensor_numel(p->outputs[i]));
+    d->outputs[i] = kg_xrealloc(NULL, sizeof(float) * (size_t)kg_tensor_numel(p->outputs[i]));
   data_draw_signed(d, p, seed);
   kg_data_poison(d, p);
 }
@@ -93,8 +86,9 @@ static int ref_all_finite(const kg_data *d, const kg_program *p) {
 
 static void ref_alloc(kg_data *d, const kg_program *p) {
   if (d->ref) return;
-  d->ref = xmalloc(sizeof(double *) * (size_t)(d->noutputs ? d->noutputs : 1));
-  for (int i = 0; i < d->noutputs; i++) d->ref[i] = xmalloc(sizeof(double) * (size_t)kg_tensor_numel(p->outputs[i]));
+  d->ref = kg_xrealloc(NULL, sizeof(double *) * (size_t)(d->noutputs ? d->noutputs : 1));
+  for (int i = 0; i < d->noutputs; i++)
+    d->ref[i] = kg_xrealloc(NULL, sizeof(double) * (size_t)kg_tensor_numel(p->outputs[i]));
 }
 
 /* kg_eval_reference fails only on an out-of-bounds read, which it turns into NaN: reported like NaN here */
