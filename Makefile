@@ -6,12 +6,16 @@ BUILD ?= build
 CFLAGS_BASE = -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -I. -g
 OPT ?= -O2
 KGEN_RANDOM_SCHEDULES ?= 50
+KGEN_GPU_RANDOM_SCHEDULES ?= 30
 CFLAGS = $(CFLAGS_BASE) $(OPT) -fopenmp -MMD -MP
 LDLIBS = -lm -ldl -lpthread -fopenmp
 
 MODULES = base te schedule codegen runtime
 LIB_SRC = $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
+# The CUDA emulation header, embedded in libkgen as the string kg_cuda_emu_header (runtime/emu.h).
+EMU_HEADER_C = $(BUILD)/gen/cuda_emu_header.c
+LIB_OBJ += $(EMU_HEADER_C:.c=.o)
 CLI_SRC = $(wildcard cli/*.c)
 CLI_OBJ = $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(wildcard tests/test_*.c)
@@ -39,6 +43,16 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# Each line of the header becomes a C string literal: backslashes, quotes and '?' (trigraphs) escaped. Not xxd,
+# which is not everywhere.
+$(EMU_HEADER_C): runtime/cuda_emu.h
+	@mkdir -p $(dir $@)
+	{ echo '/* Generated from runtime/cuda_emu.h by the Makefile. */'; echo 'const char kg_cuda_emu_header[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/?/\\?/g' -e 's/^/  "/' -e 's/$$/\\n"/' $<; echo ';'; } > $@.tmp
+	mv $@.tmp $@
+$(EMU_HEADER_C:.c=.o): $(EMU_HEADER_C)
+	$(CC) $(CFLAGS) -c $< -o $@
+
 $(BUILD)/libkgen.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -61,12 +75,13 @@ $(BUILD)/tests/fuzz_replay_%: tests/fuzz_%.c tests/fuzz_replay_main.c $(BUILD)/l
 
 # Every unit test, the CLI tests, and the fuzz corpora replayed.
 test-unit: all $(TEST_BIN) $(FUZZ_BIN)
-	@KGEN=$(BUILD)/kgen BUILD=$(BUILD) KGEN_RANDOM_SCHEDULES=$(KGEN_RANDOM_SCHEDULES) tests/run.sh $(TEST_BIN)
+	@KGEN=$(BUILD)/kgen BUILD=$(BUILD) KGEN_RANDOM_SCHEDULES=$(KGEN_RANDOM_SCHEDULES) \
+	  KGEN_GPU_RANDOM_SCHEDULES=$(KGEN_GPU_RANDOM_SCHEDULES) tests/run.sh $(TEST_BIN)
 
 # The same tests built with AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer included).
 test-san:
 	$(MAKE) --no-print-directory BUILD=build/san OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
-	  KGEN_RANDOM_SCHEDULES=8 test-unit
+	  KGEN_RANDOM_SCHEDULES=8 KGEN_GPU_RANDOM_SCHEDULES=4 test-unit
 
 test: test-unit test-san
 
@@ -78,3 +93,12 @@ clean:
 	rm -rf build
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+
+# Peer measurements for the GPU comparison (cuBLAS SGEMM, device-to-device copy); builds without CUDA headers
+# and, with no device, prints "skipped: <reason>".
+.PHONY: bench-tools
+bench-tools: $(BUILD)/bench/gpu_peers
+all: bench-tools
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libkgen.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libkgen.a $(LDLIBS)

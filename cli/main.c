@@ -1,5 +1,6 @@
 /* kgen: the command-line front end. Thin: every stage lives in libkgen (include/kgen.h); this file parses
- * arguments, reads files and prints. Exit status: 0 ok, 1 user-input error or failed verification, 2 usage. */
+ * arguments, reads files and prints. Exit status: 0 ok, 1 user-input error or failed verification, 2 usage,
+ * 3 no CUDA device for --target cuda. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -21,7 +22,9 @@ typedef struct options {
   int random_schedule, random_steps, random_steps_given;
   uint64_t random_seed, data_seed;
   kg_target_kind target;
-  double rtol, min_repeat_ms;
+  int target_auto, emulate, measure, flush_l2;
+  const char *arch;
+  double rtol, min_repeat_ms, timeout_s;
 } options;
 
 static void usage(FILE *f) {
@@ -29,16 +32,23 @@ static void usage(FILE *f) {
           "usage:\n"
           "  kgen --version | --help\n"
           "  kgen check FILE.te|NAME [-D NAME=VALUE]... [--def NAME] [--dump tokens|ast|stages]\n"
-          "  kgen lower FILE.te|NAME -D ... [--schedule FILE | --random-schedule SEED] [--target c]\n"
-          "             [--dump tokens|ast|stages|schedule|ir|c]   (one stage of the pipeline)\n"
-          "  kgen run   FILE.te|NAME -D ... [--schedule FILE | --random-schedule SEED] [--target c]\n"
+          "  kgen lower FILE.te|NAME -D ... [--schedule FILE | --random-schedule SEED] [--target c|cuda|auto]\n"
+          "             [--dump tokens|ast|stages|schedule|ir|c|cuda]   (one stage of the pipeline)\n"
+          "  kgen run   FILE.te|NAME -D ... [--schedule FILE | --random-schedule SEED] [--target c|cuda|auto]\n"
+          "             [--emulate] [--arch sm_XX] [--measure] [--flush-l2] [--timeout S]\n"
           "             [--save DIR] [--load DIR] [--seed S] [--rtol X] [--min-repeat-ms MS]\n"
           "options:\n"
           "  -D NAME=VALUE          bind a size variable (every size variable must be bound)\n"
           "  --def NAME             the def to use in a file with several (default: the first)\n"
           "  --schedule FILE        a schedule trace, one primitive per line (see README)\n"
           "  --random-schedule SEED a random legal schedule drawn from SEED (--random-steps N, default 10)\n"
-          "  --target c|auto        code generation target (CUDA arrives with issue #3; auto = c here)\n"
+          "  --target c|cuda|auto   code generation target; auto (the default) is cuda when a GPU is present, else c\n"
+          "  --emulate              run CUDA on the CPU emulator (implies --target cuda)\n"
+          "  --arch sm_XX           compile CUDA for this arch (default: the device's, else sm_86)\n"
+          "  --measure              run in the measurement harness (isolated worker process) and report median,\n"
+          "                         spread, GFLOP/s, GB/s and the kernels' resources\n"
+          "  --flush-l2             (GPU, --measure) flush the L2 cache between repeats\n"
+          "  --timeout S            (--measure, cuda) seconds a run may take before it is killed (default 10)\n"
           "  --save DIR / --load DIR  write inputs and outputs / read inputs as NumPy .npy files\n"
           "A bare NAME resolves to the workload library te/lib/NAME.te.\n");
 }
@@ -83,6 +93,7 @@ static int parse_binding(const char *s, kg_binding *b) {
 static int parse_args(int argc, char **argv, options *o) {
   memset(o, 0, sizeof *o);
   o->target = KG_TARGET_C;
+  o->target_auto = 1;
   o->rtol = 1e-4;
   o->min_repeat_ms = 100;
   o->random_steps = 10;
@@ -134,9 +145,26 @@ static int parse_args(int argc, char **argv, options *o) {
       if (parse_u64(val, &o->data_seed)) return usage_error("bad seed '%s'", val);
     } else if (!strcmp(a, "--target")) {
       NEED_VAL();
+      o->target_auto = !strcmp(val, "auto");
       if (!strcmp(val, "c") || !strcmp(val, "auto")) o->target = KG_TARGET_C;
-      else if (!strcmp(val, "cuda")) return usage_error("%s", "--target cuda arrives with issue #3 (CUDA code generation)");
-      else return usage_error("unknown target '%s' (c, auto)", val);
+      else if (!strcmp(val, "cuda")) o->target = KG_TARGET_CUDA;
+      else return usage_error("unknown target '%s' (c, cuda, auto)", val);
+    } else if (!strcmp(a, "--emulate")) {
+      o->emulate = 1;
+    } else if (!strcmp(a, "--measure")) {
+      o->measure = 1;
+    } else if (!strcmp(a, "--flush-l2")) {
+      o->flush_l2 = 1;
+    } else if (!strcmp(a, "--arch")) {
+      NEED_VAL();
+      kg_gpu_limits lim;
+      if (kg_gpu_limits_for_arch(val, &lim)) return usage_error("unknown arch '%s' (e.g. sm_86, sm_90)", val);
+      o->arch = val;
+    } else if (!strcmp(a, "--timeout")) {
+      NEED_VAL();
+      char *end;
+      o->timeout_s = strtod(val, &end);
+      if (*end || !(o->timeout_s > 0)) return usage_error("bad --timeout '%s'", val);
     } else if (!strcmp(a, "--save")) {
       NEED_VAL();
       o->save_dir = val;
@@ -146,8 +174,8 @@ static int parse_args(int argc, char **argv, options *o) {
     } else if (!strcmp(a, "--dump")) {
       NEED_VAL();
       if (strcmp(val, "tokens") && strcmp(val, "ast") && strcmp(val, "stages") && strcmp(val, "schedule") &&
-          strcmp(val, "ir") && strcmp(val, "c"))
-        return usage_error("unknown --dump '%s' (tokens, ast, stages, schedule, ir, c)", val);
+          strcmp(val, "ir") && strcmp(val, "c") && strcmp(val, "cuda"))
+        return usage_error("unknown --dump '%s' (tokens, ast, stages, schedule, ir, c, cuda)", val);
       o->dump = val;
     } else if (!strcmp(a, "--rtol")) {
       NEED_VAL();
@@ -174,6 +202,21 @@ static int parse_args(int argc, char **argv, options *o) {
   if (o->random_steps_given && !o->random_schedule)
     return usage_error("%s", "--random-steps goes with --random-schedule");
   if (o->dump && !strcmp(o->cmd, "run")) return usage_error("%s", "--dump goes with check or lower");
+  if (o->emulate) {
+    if (!o->target_auto && o->target != KG_TARGET_CUDA) return usage_error("%s", "--emulate goes with --target cuda");
+    o->target = KG_TARGET_CUDA;
+    o->target_auto = 0;
+  }
+  if (o->dump && !strcmp(o->dump, "cuda")) {
+    if (!o->target_auto && o->target != KG_TARGET_CUDA) return usage_error("%s", "--dump cuda goes with --target cuda");
+    o->target = KG_TARGET_CUDA;
+    o->target_auto = 0;
+  }
+  if (o->dump && !strcmp(o->dump, "c") && o->target_auto) o->target_auto = 0; /* asking for C means the C target */
+  if (o->dump && !strcmp(o->dump, "c") && o->target == KG_TARGET_CUDA)
+    return usage_error("%s", "--dump c goes with --target c (use --dump cuda)");
+  if (strcmp(o->cmd, "run") && (o->measure || o->emulate || o->flush_l2 || o->timeout_s > 0 || o->arch))
+    return usage_error("%s", "--measure, --emulate, --arch, --flush-l2 and --timeout go with run");
   if (!strcmp(o->cmd, "check") && (o->schedule_file || o->random_schedule || o->save_dir || o->load_dir))
     return usage_error("%s", "check takes no schedule or data options");
   if (!strcmp(o->cmd, "check") && o->dump && strcmp(o->dump, "tokens") && strcmp(o->dump, "ast") &&
@@ -361,6 +404,9 @@ static kg_schedule *make_schedule(const options *o, kg_program *p) {
   } else if (o->random_schedule) {
     kg_schedule_random(s, o->random_seed, o->target, o->random_steps);
     printf("schedule: random seed %llu (%d steps)\n", (unsigned long long)o->random_seed, s->trace.nsteps);
+  } else if (o->target == KG_TARGET_CUDA) {
+    kg_schedule_gpu_default(s, 256);
+    if (!strcmp(o->cmd, "run")) printf("schedule: naive GPU mapping (%d steps)\n", s->trace.nsteps);
   }
   return s;
 }
@@ -384,7 +430,7 @@ static int cmd_lower(const options *o, kg_program *p) {
     free(trace);
     kg_schedule_dump(&b, s);
   }
-  if (!d || !strcmp(d, "ir") || !strcmp(d, "c")) {
+  if (!d || !strcmp(d, "ir") || !strcmp(d, "c") || !strcmp(d, "cuda")) {
     kg_arena a;
     kg_arena_init(&a);
     char err[4096];
@@ -397,7 +443,25 @@ static int cmd_lower(const options *o, kg_program *p) {
         kg_strbuf_puts(&b, "// ---- loop-nest IR ----\n");
         kg_ir_print(&b, f);
       }
-      if (!d || !strcmp(d, "c")) {
+      if (o->target == KG_TARGET_CUDA && (!d || !strcmp(d, "cuda"))) {
+        kg_cuda_program cp;
+        if (kg_codegen_cuda(f, "kgen", &cp, err, sizeof err)) {
+          fprintf(stderr, "kgen: cannot print CUDA: %s\n", err);
+          rc = 1;
+        } else {
+          kg_strbuf_puts(&b, "// ---- CUDA ----\n");
+          for (int k = 0; k < cp.nkernels; k++) {
+            const kg_cuda_kernel *kk = &cp.kernels[k];
+            kg_strbuf_printf(&b, "// launch %s: grid (%lld, %lld, %lld) block (%lld, %lld, %lld) shared %lld B%s\n",
+                             kk->name, (long long)kk->grid[0], (long long)kk->grid[1], (long long)kk->grid[2],
+                             (long long)kk->block[0], (long long)kk->block[1], (long long)kk->block[2],
+                             (long long)(kk->static_shared + kk->dynamic_shared), kk->dynamic_shared ? " (dynamic)" : "");
+          }
+          kg_strbuf_puts(&b, cp.source);
+          kg_cuda_program_free(&cp);
+        }
+      }
+      if (o->target == KG_TARGET_C && (!d || !strcmp(d, "c"))) {
         char *src = NULL;
         if (kg_codegen_c(f, "kgen_entry", &src, err, sizeof err)) {
           fprintf(stderr, "kgen: cannot print C: %s\n", err);
@@ -464,7 +528,79 @@ static int check_memory(const kg_program *p) {
   return 0;
 }
 
+static void print_time(const char *label, double median, double lo, double hi, int runs) {
+  /* microseconds below a millisecond, so small kernels keep their digits */
+  double unit = median < 1e-3 ? 1e6 : 1e3;
+  const char *uname = median < 1e-3 ? "us" : "ms";
+  printf("%s: %.4g %s (median of %d runs, min %.4g, max %.4g)\n", label, median * unit, uname, runs, lo * unit,
+         hi * unit);
+}
+
+/* kgen run through the measurement harness: the CUDA target (GPU or emulator), or --measure on either target.
+ * The kernel runs in a worker process, so a fault or a hang is reported, never a crash. */
+static int cmd_run_measured(const options *o, kg_program *p) {
+  if (check_memory(p)) return 1;
+  kg_schedule *s = make_schedule(o, p);
+  if (!s) return 1;
+  kg_measure_opts mo;
+  memset(&mo, 0, sizeof mo);
+  mo.target = o->target;
+  mo.emulate = o->emulate;
+  mo.arch = o->arch;
+  mo.min_repeat_s = o->min_repeat_ms / 1000.0;
+  mo.timeout_s = o->timeout_s;
+  mo.flush_l2 = o->flush_l2;
+  mo.rtol = o->rtol;
+  mo.seed = o->data_seed;
+  char err[4096];
+  double t_ref = kg_now_s();
+  kg_measurer *m = kg_measurer_new(p, &mo, err, sizeof err);
+  if (!m) {
+    fprintf(stderr, "kgen: %s\n", err);
+    kg_schedule_free(s);
+    return 1;
+  }
+  printf("target: %s on %s (%s)\n", o->target == KG_TARGET_CUDA ? "cuda" : "c", kg_measurer_device(m),
+         kg_measurer_arch(m));
+  printf("reference: %.3f s\n", kg_now_s() - t_ref);
+  kg_candidate c = {&s->trace, NULL};
+  kg_measure_result r;
+  kg_measure_batch(m, &c, 1, &r);
+  int rc = 1;
+  if (r.status == KG_STATUS_COMPILE_ERROR || r.status == KG_STATUS_RESOURCE_LIMIT) {
+    fprintf(stderr, "kgen: build failed (%s): %s\n", kg_status_names[r.status], r.msg);
+    goto out;
+  }
+  printf("compile: %.3f s\n", r.compile_s);
+  if (r.status == KG_STATUS_RUNTIME_ERROR || r.status == KG_STATUS_TIMEOUT) {
+    printf("run: FAILED (%s) %s\n", kg_status_names[r.status], r.msg);
+    goto out;
+  }
+  if (r.status == KG_STATUS_WRONG_ANSWER) {
+    printf("verify: FAILED max_rel_err=%.3g %s\n", r.max_rel_err, r.msg);
+    goto out;
+  }
+  if (r.runs > 0) print_time(kg_measurer_runner(m) == KG_RUNNER_EMULATOR ? "time (emulator)" : "time", r.median_s,
+                             r.min_s, r.max_s, r.runs);
+  if (o->measure && r.runs > 0) {
+    printf("throughput: %.4g GFLOP/s, %.4g GB/s; spread (max-min)/median %.1f%%\n", r.gflops, r.gbps,
+           r.median_s > 0 ? 100.0 * (r.max_s - r.min_s) / r.median_s : 0.0);
+    for (int k = 0; k < r.nres; k++)
+      printf("kernel %s: %d registers, %lld B spill stores, %lld B spill loads, %lld B shared, %lld B local\n",
+             r.res[k].name, r.res[k].registers, (long long)r.res[k].spill_stores, (long long)r.res[k].spill_loads,
+             (long long)r.res[k].static_shared, (long long)r.res[k].local_bytes);
+  }
+  printf("verify: ok max_rel_err=%.3g\n", r.max_rel_err);
+  rc = 0;
+out:
+  kg_measure_result_free(&r);
+  kg_measurer_free(m);
+  kg_schedule_free(s);
+  return rc;
+}
+
 static int cmd_run(const options *o, kg_program *p) {
+  if (o->target == KG_TARGET_CUDA || o->measure) return cmd_run_measured(o, p);
   if (check_memory(p)) return 1;
   kg_schedule *s = make_schedule(o, p);
   if (!s) return 1;
@@ -491,11 +627,7 @@ static int cmd_run(const options *o, kg_program *p) {
     goto out;
   }
   kg_timing t = kg_pipeline_time(&pl, &d, o->min_repeat_ms / 1000.0);
-  /* microseconds below a millisecond, so small kernels keep their digits */
-  double unit = t.median_s < 1e-3 ? 1e6 : 1e3;
-  const char *uname = t.median_s < 1e-3 ? "us" : "ms";
-  printf("time: %.4g %s (median of %d runs, min %.4g, max %.4g)\n", t.median_s * unit, uname, t.runs,
-         t.min_s * unit, t.max_s * unit);
+  print_time("time", t.median_s, t.min_s, t.max_s, t.runs);
   if (v.ok) {
     printf("verify: ok max_rel_err=%.3g\n", v.max_rel_err);
     rc = 0;
@@ -509,10 +641,31 @@ out:
   return rc;
 }
 
+/* --target auto: CUDA when a GPU answers, else C. --target cuda on the GPU without one: a one-line reason and
+ * exit status 3 (the emulator and `lower` need no device). */
+static int resolve_target(options *o) {
+  char why[512];
+  if (o->target_auto) {
+    if (!strcmp(o->cmd, "check")) return 0;
+    o->target = kg_cuda_probe(why, sizeof why) ? KG_TARGET_CUDA : KG_TARGET_C;
+    o->target_auto = 0;
+    return 0;
+  }
+  if (o->target == KG_TARGET_CUDA && !o->emulate && !strcmp(o->cmd, "run") && !kg_cuda_probe(why, sizeof why)) {
+    fprintf(stderr, "kgen: cannot run on a GPU: %s (try --emulate, or --target c)\n", why);
+    return 3;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   options o;
   int rc = parse_args(argc, argv, &o);
   if (rc) return rc;
+  rc = resolve_target(&o);
+  if (rc) return rc;
+  if (!strcmp(o.cmd, "run") && (o.target == KG_TARGET_CUDA || o.measure) && (o.save_dir || o.load_dir))
+    return usage_error("%s", "--save and --load go with a plain run on the C target (not --measure or CUDA)");
   kg_program *p = load_program(&o);
   if (!p) return 1;
   if (!strcmp(o.cmd, "check")) rc = cmd_check(&o, p);

@@ -11,11 +11,11 @@
  * instead of a crash.
  *
  * Requires: a kg_lowered for KG_TARGET_C (no bound loops, no shared allocations: rejected with an error). */
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include "../base/strbuf.h"
+#include "cexpr.h"
 #include "codegen.h"
 
 /* Local regions up to this many bytes live on the stack. */
@@ -39,175 +39,26 @@ static void cfail(cgen *g, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* C precedence, higher binds tighter. */
-static int prec_of(const kg_irexpr *e) {
-  switch (e->kind) {
-    case KG_IRE_BINARY:
-      if (e->ty == KG_TY_INT && (e->bin.op == KG_OP_DIV || e->bin.op == KG_OP_MOD)) return 20; /* helper call */
-      if (e->ty == KG_TY_F32 && e->bin.op == KG_OP_MOD) return 20;                            /* fmodf */
-      switch (e->bin.op) {
-        case KG_OP_MUL:
-        case KG_OP_DIV:
-        case KG_OP_MOD: return 12;
-        case KG_OP_ADD:
-        case KG_OP_SUB: return 11;
-        case KG_OP_LT:
-        case KG_OP_LE:
-        case KG_OP_GT:
-        case KG_OP_GE: return 9;
-        case KG_OP_EQ:
-        case KG_OP_NE: return 8;
-        case KG_OP_AND: return 4;
-        case KG_OP_OR: return 3;
-        default: return 0;
-      }
-    case KG_IRE_UNARY: return 14;
-    case KG_IRE_CAST: return 14;
-    case KG_IRE_SELECT: return kg_ir_is_min_int(e) ? 20 : 2;
-    case KG_IRE_INT: return e->i < 0 && e->ty == KG_TY_INT ? 14 : 20;
-    case KG_IRE_FLOAT: return 20;
-    default: return 20;
-  }
-}
+static void fail_expr(void *ctx, const char *msg) { cfail(ctx, "codegen c: %s", msg); }
 
-/* A literal as the f32 it denotes: values past f32's range round to infinity (printing (float)v with %g would
- * give "inf", not C). */
-static void put_float(kg_strbuf *b, double v) {
-  float f = (float)v;
-  if (isnan(f)) {
-    kg_strbuf_puts(b, "NAN");
-    return;
-  }
-  if (isinf(f)) {
-    kg_strbuf_puts(b, f < 0 ? "(-INFINITY)" : "INFINITY");
-    return;
-  }
-  char tmp[64];
-  snprintf(tmp, sizeof tmp, "%.9g", (double)f);
-  if (!strpbrk(tmp, ".eEn")) strcat(tmp, ".0");
-  if (tmp[0] == '-') kg_strbuf_printf(b, "(%sf)", tmp);
-  else kg_strbuf_printf(b, "%sf", tmp);
-}
-
-static void put_int(kg_strbuf *b, int64_t v) {
-  if (v > INT32_MAX || v < INT32_MIN) kg_strbuf_printf(b, "INT64_C(%lld)", (long long)v);
-  else if (v < 0) kg_strbuf_printf(b, "(%lld)", (long long)v);
-  else kg_strbuf_printf(b, "%lld", (long long)v);
-}
-
-static void put_expr(cgen *g, const kg_irexpr *e);
-
-/* child of a binary operator: parenthesised when it binds more loosely, when it is the right operand at the
- * same level (- and / are not associative), and where -Wparentheses asks (a comparison inside a comparison,
- * && inside ||). */
-static void put_operand(cgen *g, const kg_irexpr *parent, const kg_irexpr *child, int right) {
-  int pp = prec_of(parent), cp = prec_of(child);
-  int paren = cp < pp || (right && cp == pp) || (cp == 9 || cp == 8 ? pp == 9 || pp == 8 : 0) ||
-              (pp == 3 && cp == 4);
-  if (paren) kg_strbuf_putc(&g->b, '(');
-  put_expr(g, child);
-  if (paren) kg_strbuf_putc(&g->b, ')');
-}
-
-static const char *c_func(kg_func fn) {
-  switch (fn) {
-    case KG_FN_EXP: return "expf";
-    case KG_FN_LOG: return "logf";
-    case KG_FN_SQRT: return "sqrtf";
-    case KG_FN_RSQRT: return "kg_rsqrt";
-    case KG_FN_TANH: return "tanhf";
-    case KG_FN_ERF: return "erff";
-    case KG_FN_ABS: return "fabsf";
-    case KG_FN_SIGMOID: return "kg_sigmoid";
-    case KG_FN_POW: return "powf";
-    case KG_FN_MAX: return "kg_maxf";
-    case KG_FN_MIN: return "kg_minf";
-    default: return NULL;
-  }
-}
+/* The helpers named here are defined by the prelude below. */
+static const kg_cexpr_dialect c_dialect = {
+    .nan = "NAN",
+    .inf = "INFINITY",
+    .neg_inf = "(-INFINITY)",
+    .int64_open = "INT64_C(",
+    .int64_close = ")",
+    .true_lit = "1",
+    .false_lit = "0",
+    .floordiv = "kg_floordiv",
+    .floormod = "kg_floormod",
+    .min_int = "kg_min64",
+    .rsqrt = "kg_rsqrt",
+};
 
 static void put_expr(cgen *g, const kg_irexpr *e) {
-  kg_strbuf *b = &g->b;
-  switch (e->kind) {
-    case KG_IRE_INT:
-      if (e->ty == KG_TY_BOOL) kg_strbuf_puts(b, e->i ? "1" : "0");
-      else put_int(b, e->i);
-      break;
-    case KG_IRE_FLOAT: put_float(b, e->f); break;
-    case KG_IRE_VAR: kg_strbuf_puts(b, e->var->name ? e->var->name : "kg_unnamed"); break;
-    case KG_IRE_LOAD:
-      kg_strbuf_printf(b, "%s[", e->load.buf->name);
-      put_expr(g, e->load.index);
-      kg_strbuf_putc(b, ']');
-      break;
-    case KG_IRE_BINARY: {
-      kg_op op = e->bin.op;
-      if ((e->ty == KG_TY_INT && (op == KG_OP_DIV || op == KG_OP_MOD)) || (e->ty == KG_TY_F32 && op == KG_OP_MOD)) {
-        kg_strbuf_puts(b, e->ty == KG_TY_F32 ? "fmodf(" : op == KG_OP_DIV ? "kg_floordiv(" : "kg_floormod(");
-        put_expr(g, e->bin.a);
-        kg_strbuf_puts(b, ", ");
-        put_expr(g, e->bin.b);
-        kg_strbuf_putc(b, ')');
-        break;
-      }
-      int64_t c;
-      put_operand(g, e, e->bin.a, 0);
-      if (op == KG_OP_ADD && e->ty == KG_TY_INT && kg_ir_is_const(e->bin.b, &c) && c < 0 && c != INT64_MIN) {
-        kg_strbuf_puts(b, " - ");
-        put_int(b, -c);
-        break;
-      }
-      kg_strbuf_printf(b, " %s ", kg_op_names[op]);
-      put_operand(g, e, e->bin.b, 1);
-      break;
-    }
-    case KG_IRE_UNARY:
-      kg_strbuf_puts(b, kg_op_names[e->bin.op]);
-      if (prec_of(e->bin.a) < 20 || e->bin.a->kind == KG_IRE_UNARY) {
-        kg_strbuf_putc(b, '(');
-        put_expr(g, e->bin.a);
-        kg_strbuf_putc(b, ')');
-      } else {
-        put_expr(g, e->bin.a);
-      }
-      break;
-    case KG_IRE_CALL: {
-      const char *fn = c_func(e->call.fn);
-      if (!fn) {
-        cfail(g, "codegen c: unexpected call of %s", kg_func_names[e->call.fn]);
-        break;
-      }
-      kg_strbuf_printf(b, "%s(", fn);
-      for (int i = 0; i < e->call.n; i++) {
-        if (i) kg_strbuf_puts(b, ", ");
-        put_expr(g, e->call.args[i]);
-      }
-      kg_strbuf_putc(b, ')');
-      break;
-    }
-    case KG_IRE_SELECT:
-      if (kg_ir_is_min_int(e)) {
-        kg_strbuf_puts(b, "kg_min64(");
-        put_expr(g, e->sel.a);
-        kg_strbuf_puts(b, ", ");
-        put_expr(g, e->sel.b);
-        kg_strbuf_putc(b, ')');
-        break;
-      }
-      kg_strbuf_putc(b, '(');
-      put_expr(g, e->sel.c);
-      kg_strbuf_puts(b, " ? ");
-      put_expr(g, e->sel.a);
-      kg_strbuf_puts(b, " : ");
-      put_expr(g, e->sel.b);
-      kg_strbuf_putc(b, ')');
-      break;
-    case KG_IRE_CAST:
-      kg_strbuf_puts(b, "(float)(");
-      put_expr(g, e->bin.a);
-      kg_strbuf_putc(b, ')');
-      break;
-  }
+  kg_cexpr_printer p = {.b = &g->b, .d = &c_dialect, .ctx = g, .fail = fail_expr};
+  kg_cexpr_put_expr(&p, e);
 }
 
 static int contains_loop(const kg_irstmt *s) {
@@ -231,15 +82,6 @@ static void put_block_items(cgen *g, const kg_irstmt *s, int ind) {
     for (int i = 0; i < s->seq.n; i++) put_stmt(g, s->seq.items[i], ind);
   else
     put_stmt(g, s, ind);
-}
-
-static void put_comment_text(kg_strbuf *b, const char *t) {
-  for (; *t; t++) {
-    if (t[0] == '*' && t[1] == '/') kg_strbuf_puts(b, "* /");
-    else if (*t == '\n') kg_strbuf_putc(b, ' ');
-    else kg_strbuf_putc(b, *t);
-    if (t[0] == '*' && t[1] == '/') t++;
-  }
 }
 
 static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
@@ -369,11 +211,13 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       kg_strbuf_indent(b, ind);
       kg_strbuf_puts(b, "/* barrier (no-op on the CPU) */\n");
       break;
+    case KG_IRS_ALLREDUCE:
+      cfail(g, "codegen c: stage %s: loop %s: a cross-thread reduction cannot run on the C target",
+            s->allreduce.stage_name ? s->allreduce.stage_name : "?",
+            s->allreduce.loop_name ? s->allreduce.loop_name : "?");
+      return;
     case KG_IRS_COMMENT:
-      kg_strbuf_indent(b, ind);
-      kg_strbuf_puts(b, "/* ");
-      put_comment_text(b, s->text);
-      kg_strbuf_puts(b, " */\n");
+      kg_cexpr_put_comment(b, ind, s->text);
       break;
   }
 }

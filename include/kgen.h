@@ -16,10 +16,16 @@
  *                      reorder, fuse, unroll, vectorize, parallel, bind, compute_at/inline/root, cache_read,
  *                      cache_write, rfactor), traces and their text form, random legal schedules
  *   schedule/ir.h      kg_lower: the loop-nest IR (loop kinds, storage scopes, guards, barriers)
- *   codegen/codegen.h  kg_codegen_c: C11 with OpenMP
+ *   codegen/codegen.h  kg_codegen_c: C11 with OpenMP; kg_codegen_cuda: CUDA C, one kernel per root stage
  *   runtime/cpu.h      kg_cpu_build: the system compiler into a shared object, loaded with dlopen
+ *   runtime/nvrtc.h    kg_nvrtc_compile: CUDA C to cubin + PTX with the ptxas resource report (NVRTC, dlopen);
+ *                      kg_gpu_check_limits: a build against a device's limits
+ *   runtime/cuda.h     the CUDA driver API through dlopen: device query, memory, modules, launches, events
+ *   runtime/emu.h      the CUDA emulator: generated CUDA run on the CPU (threads as fibers, real barriers)
  *   runtime/verify.h   random inputs, poisoned outputs, comparison with the reference; .npy files
- *   runtime/pipeline.h kg_pipeline_build / verify / time: the path above in one call each
+ *   runtime/pipeline.h kg_pipeline_build / verify / time: the C path above in one call each, in process
+ *   runtime/measure.h  the measurement harness: a batch of candidates built in parallel, run one at a time in a
+ *                      worker process (faults and hangs become statuses), verified, timed
  *
  * Errors come in four kinds: user input (a kg_diag "FILE:LINE:COL: error:" with the source line and a caret),
  * an illegal schedule step (kg_schedule_apply returns -1 with a message naming the primitive, the stage and the
@@ -39,4 +45,8 @@
 #include "../runtime/cpu.h"
 #include "../runtime/verify.h"
 #include "../runtime/pipeline.h"
+#include "../runtime/nvrtc.h"
+#include "../runtime/cuda.h"
+#include "../runtime/emu.h"
+#include "../runtime/measure.h"
 #endif

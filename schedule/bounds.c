@@ -460,17 +460,38 @@ static int reads_producer(const kg_region_query *q, const kg_expr *e, int depth)
   }
 }
 
-static int relaxed(const kg_iter *it, kg_scope scope) {
-  switch (it->tag) {
-    case KG_THREAD_THREAD_X:
-    case KG_THREAD_THREAD_Y:
-    case KG_THREAD_THREAD_Z: return scope == KG_SCOPE_SHARED || scope == KG_SCOPE_GLOBAL;
-    case KG_THREAD_VTHREAD: return scope == KG_SCOPE_SHARED;
-    case KG_THREAD_BLOCK_X:
-    case KG_THREAD_BLOCK_Y:
-    case KG_THREAD_BLOCK_Z: return scope == KG_SCOPE_GLOBAL;
-    default: return 0;
+static int is_relaxed(const kg_region_query *q, const kg_irvar *v) {
+  return q->relax && v && v->id < q->relax->cap && q->relax->known[v->id];
+}
+
+/* l with the terms over relaxed variables replaced by their ranges: returns the interval it spans (ext 1 when
+ * nothing is relaxed); ok = 0 when a term mixes relaxed and other variables in a way it cannot bound. */
+static ival relax_lin(const kg_region_query *q, const lin *l) {
+  kg_arena *a = q->a;
+  if (!l->ok) return ival_bad();
+  if (!q->relax) return (ival){1, *l, 1};
+  ival r = {1, lin_const(l->c), 1};
+  r.min.t = KG_NEW_ARRAY(a, lterm, l->n + 1);
+  for (int i = 0; i < l->n; i++) {
+    const lterm *t = &l->t[i];
+    if (!kg_ir_uses_marked(t->atom, q->relax->known, q->relax->cap)) {
+      r.min.t[r.min.n++] = *t;
+      continue;
+    }
+    int64_t lo, hi, plo, phi, span;
+    /* only relaxed variables inside: their ranges bound it; any other variable is unknown to relax */
+    if (!kg_bounds_range(t->atom, q->relax, &lo, &hi)) return ival_bad();
+    if (__builtin_mul_overflow(lo, t->coef, &plo) || __builtin_mul_overflow(hi, t->coef, &phi)) return ival_bad();
+    if (plo > phi) {
+      int64_t x = plo;
+      plo = phi;
+      phi = x;
+    }
+    if (__builtin_add_overflow(r.min.c, plo, &r.min.c) || __builtin_sub_overflow(phi, plo, &span) ||
+        __builtin_add_overflow(r.ext, span, &r.ext))
+      return ival_bad();
   }
+  return r;
 }
 
 /* Range of an iter's relative value over one iteration of the attach loop, passed up from the leaves. */
@@ -503,7 +524,7 @@ static ival iter_range(const kg_region_query *q, const kg_iter *it, ival *memo, 
     }
   } else {
     int li = kg_sstage_leaf_index(C, it);
-    if (li >= 0 && li <= q->attach_leaf && !relaxed(it, q->producer->scope))
+    if (li >= 0 && li <= q->attach_leaf && !is_relaxed(q, q->leafvar[li]))
       r = (ival){1, lin_atom(a, kg_ir_var(a, q->leafvar[li])), 1};
     else
       r = ival_const(0, E);
@@ -544,9 +565,12 @@ void kg_bounds_infer_region(const kg_region_query *q, kg_irexpr **min, int64_t *
     for (int r = 0; r < C->nax + C->nrax; r++) {
       const kg_ivar *iv = kg_sstage_axis(C, r);
       ival rel = iter_range(q, C->roots[r], memo, done);
-      lin dm = lin_from_ir(a, q->dom_min[r], NULL, 0);
-      ival abs = {1, lin_combine(a, &dm, 1, &rel.min, 1), rel.ext};
-      abs.ok = abs.min.ok;
+      lin dm0 = lin_from_ir(a, q->dom_min[r], NULL, 0);
+      ival dm = relax_lin(q, &dm0), abs = ival_bad();
+      if (dm.ok && ext_sum(dm.ext, rel.ext, &abs.ext)) {
+        abs.min = lin_combine(a, &dm.min, 1, &rel.min, 1);
+        abs.ok = abs.min.ok;
+      }
       if (iv->id >= 0 && iv->id < R.nenv) R.env[iv->id] = abs;
     }
     collect_reads(&R, C->body);

@@ -27,6 +27,8 @@ int kg_bounds_provably_true(const kg_irexpr *c, const kg_var_ranges *r);
 int kg_bounds_expr_equal(const kg_irexpr *x, const kg_irexpr *y);
 
 /* Region inference for producer P computed at leaf attach_leaf of consumer C (see lower.c for the rules).
+ * Relaxed variables (q->relax) may occur in dom_min (enclosing loops of an outer consumer) and among C's loops at
+ * or outside the attach loop; the region then covers their whole range.
  * ext: C's iter extents by iter id; leafvar: C's loop variables by leaf index; dom_min: absolute min of each of
  * C's root axes (spatial then reduction). Fills min[d] (INT IR over C's loop variables at or outside the attach
  * loop) and ext_out[d] for every dimension of P's tensor. Always succeeds: what it cannot bound becomes the
@@ -41,6 +43,10 @@ typedef struct kg_region_query {
   kg_irexpr *const *dom_min;
   const kg_sstage *producer;
   kg_sstage *const *stage_of_tensor; /* by tensor id; NULL for inputs */
+  /* Loop variables to relax (NULL: none): those with known[id] set range over [lo, hi] instead of standing for
+   * their current value. Lowering passes the enclosing threadIdx-bound loops for a shared-scope producer, so that
+   * its region covers every thread of the block and does not depend on the thread index. */
+  const kg_var_ranges *relax;
 } kg_region_query;
 void kg_bounds_infer_region(const kg_region_query *q, kg_irexpr **min, int64_t *ext_out);
 /* tighten.c: on the C target, the guards of non-dividing splits in perfect nests become tighter loop extents. */

@@ -313,6 +313,18 @@ kg_irstmt *kg_ir_alloc(kg_arena *a, kg_buffer *b, kg_irstmt *body) {
 
 kg_irstmt *kg_ir_barrier(kg_arena *a) { return new_stmt(a, KG_IRS_BARRIER); }
 
+kg_irstmt *kg_ir_allreduce(kg_arena *a, kg_buffer *b, kg_reducer red, kg_thread_tag tag, int64_t extent,
+                           const char *stage_name, const char *loop_name) {
+  kg_irstmt *s = new_stmt(a, KG_IRS_ALLREDUCE);
+  s->allreduce.buf = b;
+  s->allreduce.red = red;
+  s->allreduce.tag = tag;
+  s->allreduce.extent = extent;
+  s->allreduce.stage_name = stage_name;
+  s->allreduce.loop_name = loop_name;
+  return s;
+}
+
 kg_irstmt *kg_ir_comment(kg_arena *a, const char *text) {
   kg_irstmt *s = new_stmt(a, KG_IRS_COMMENT);
   s->text = kg_arena_strdup(a, text);
@@ -450,6 +462,13 @@ static void print_stmt(kg_strbuf *b, const kg_irstmt *s, int ind) {
     case KG_IRS_BARRIER:
       kg_strbuf_indent(b, ind);
       kg_strbuf_puts(b, "barrier\n");
+      break;
+    case KG_IRS_ALLREDUCE:
+      kg_strbuf_indent(b, ind);
+      kg_strbuf_printf(b, "allreduce %s %s[0] across %s (%lld)  # %s.%s\n", kg_reducer_names[s->allreduce.red],
+                       s->allreduce.buf->name, kg_thread_tag_names[s->allreduce.tag], (long long)s->allreduce.extent,
+                       s->allreduce.stage_name ? s->allreduce.stage_name : "?",
+                       s->allreduce.loop_name ? s->allreduce.loop_name : "?");
       break;
     case KG_IRS_COMMENT:
       kg_strbuf_indent(b, ind);

@@ -76,6 +76,10 @@ typedef enum {
   KG_IRS_LET,     /* const var = value; visible to the statements after it in the enclosing SEQ */
   KG_IRS_ALLOC,   /* buf allocated (its scope) for the statements of body, freed after */
   KG_IRS_BARRIER, /* __syncthreads(): every thread of the block reaches it */
+  KG_IRS_ALLREDUCE, /* allreduce: every thread of the block holds a partial in allreduce.buf[0] (a LOCAL buffer of
+                       one element); afterwards each holds the reduction (allreduce.red) of the partials of all
+                       threads that share its other thread indices, across threadIdx tag allreduce.tag. Every thread
+                       of the block reaches it (a cross-thread reduction, CUDA only) */
   KG_IRS_COMMENT, /* text, for readable output */
 } kg_irstmt_kind;
 
@@ -114,6 +118,14 @@ struct kg_irstmt {
       kg_buffer *buf;
       kg_irstmt *body;
     } alloc;
+    struct {
+      kg_buffer *buf;
+      kg_reducer red;
+      kg_thread_tag tag;
+      int64_t extent;         /* extent of the reduction loop bound to tag (threads past it hold the identity) */
+      const char *stage_name; /* for messages */
+      const char *loop_name;
+    } allreduce;
     const char *text;
   };
 };
@@ -152,6 +164,8 @@ kg_irstmt *kg_ir_store(kg_arena *a, kg_buffer *b, kg_irexpr *index, kg_irexpr *v
 kg_irstmt *kg_ir_let(kg_arena *a, kg_irvar *v, kg_irexpr *value);
 kg_irstmt *kg_ir_alloc(kg_arena *a, kg_buffer *b, kg_irstmt *body);
 kg_irstmt *kg_ir_barrier(kg_arena *a);
+kg_irstmt *kg_ir_allreduce(kg_arena *a, kg_buffer *b, kg_reducer red, kg_thread_tag tag, int64_t extent,
+                           const char *stage_name, const char *loop_name);
 kg_irstmt *kg_ir_comment(kg_arena *a, const char *text);
 int kg_ir_is_const(const kg_irexpr *e, int64_t *v);
 /* Sets mark[v->id] for every variable v (with id < n) that e uses. */

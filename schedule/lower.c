@@ -7,6 +7,12 @@
  * get their init before the outermost reduction loop, inside copies of the spatial loops that follow it. On the C
  * target, tighten.c then turns the guards of perfect nests into tighter loop extents.
  *
+ * On the CUDA target: the loop variables of the enclosing threadIdx-bound loops are relaxed in the region of a
+ * shared-scope stage (it is computed for every thread of the block, so its size and origin do not depend on the
+ * thread index); a reduction loop bound to threadIdx is a cross-thread reduction (build_cross_thread: a per-thread
+ * partial, KG_IRS_ALLREDUCE, one store); check_cuda_stage rejects bindings that have no meaning (a per-thread
+ * stage binding threads, an attached stage binding blocks, a reduction across blocks). Guards are kept.
+ *
  * Requires: a schedule produced by kg_schedule_new/kg_schedule_apply (iter trees consistent, attach points are
  * leaves of non-inlined consumers, every attached stage consumed only by its attach stage). */
 #include <assert.h>
@@ -41,6 +47,7 @@ typedef struct lctx {
   region **bind;         /* by tensor id: the region buffer of an attached stage, while in scope */
   kg_irexpr **env;       /* by ivar id: the value of each index variable while lowering a body */
   kg_var_ranges ranges;  /* by irvar id */
+  kg_var_ranges relax;   /* by irvar id: the enclosing threadIdx-bound loops (CUDA), relaxed in shared regions */
   kg_irexpr **lets;      /* by irvar id: values of LET variables (for index normalisation) */
   int caplets;
   int in_parallel;       /* inside a PARALLEL loop (init copies of parallel loops become serial) */
@@ -57,6 +64,8 @@ typedef struct nest {
   int R;               /* index of the outermost reduction leaf, -1 without */
   region *out_region;  /* attached stage: its region buffer */
   kg_buffer *out_buf;
+  int X;               /* index of the reduction leaf bound to a thread index (a cross-thread reduction), -1 without */
+  kg_buffer *red_buf;  /* cross-thread reduction: the per-thread partial (LOCAL, one element) */
 } nest;
 
 static void fail(lctx *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -123,7 +132,11 @@ static void grow_var_tables(lctx *L, int id) {
   L->ranges.hi = kg_arena_grow(L->a, L->ranges.hi, (size_t)L->ranges.cap, (size_t)cap, sizeof(int64_t));
   L->ranges.known = kg_arena_grow(L->a, L->ranges.known, (size_t)L->ranges.cap, (size_t)cap, 1);
   L->lets = kg_arena_grow(L->a, L->lets, (size_t)L->ranges.cap, (size_t)cap, sizeof(kg_irexpr *));
+  L->relax.lo = kg_arena_grow(L->a, L->relax.lo, (size_t)L->relax.cap, (size_t)cap, sizeof(int64_t));
+  L->relax.hi = kg_arena_grow(L->a, L->relax.hi, (size_t)L->relax.cap, (size_t)cap, sizeof(int64_t));
+  L->relax.known = kg_arena_grow(L->a, L->relax.known, (size_t)L->relax.cap, (size_t)cap, 1);
   L->ranges.cap = cap;
+  L->relax.cap = cap;
 }
 
 /* name NULL: named later (LETs are named only when used). */
@@ -413,9 +426,13 @@ static kg_irexpr *use_lets(lctx *L, kg_irexpr *e, kg_irvar **letvar, int n) {
   return e;
 }
 
-/* LETs for the root axes, the guard and the store; init: the reduction's init instead of its update.
- * leafval gives each leaf's value (reduction leaves NULL for the init). */
-static kg_irstmt *build_store(lctx *L, nest *n, kg_irexpr **leafval, int init) {
+/* What build_store stores: the update (or plain value), the reduction's init, a cross-thread reduction's
+ * accumulation into its per-thread partial, or that reduction's result (the partial after the allreduce). */
+typedef enum { STORE_UPDATE, STORE_INIT, STORE_PARTIAL, STORE_RESULT } store_mode;
+
+/* LETs for the root axes, the guard and the store. leafval gives each leaf's value (reduction leaves NULL for
+ * the init and the result). */
+static kg_irstmt *build_store(lctx *L, nest *n, kg_irexpr **leafval, store_mode mode) {
   kg_arena *a = L->a;
   kg_sstage *st = n->st;
   kg_irexpr **val = iter_values(L, n, leafval);
@@ -447,10 +464,16 @@ static kg_irstmt *build_store(lctx *L, nest *n, kg_irexpr **leafval, int init) {
   if (n->out_region) ix = flat_index(L, idx, st->nax, n->out_region->ext, n->out_region->min);
   else ix = flat_index(L, idx, st->nax, st->out->shape, NULL);
   kg_irexpr *value;
-  if (init) {
+  if (mode == STORE_INIT) {
     value = kg_ir_float(a, kg_reducer_identity(st->red));
+  } else if (mode == STORE_RESULT) {
+    value = kg_ir_load(a, n->red_buf, kg_ir_int(a, 0));
   } else {
     value = kg_ir_cast_f32(a, lower_expr(L, st->body));
+    if (mode == STORE_PARTIAL) {
+      buf = n->red_buf;
+      ix = kg_ir_int(a, 0);
+    }
     if (st->red != KG_RED_NONE) value = combine(L, st->red, kg_ir_load(a, buf, ix), value);
   }
   kg_irstmt *store = kg_ir_store(a, buf, ix, value);
@@ -500,7 +523,7 @@ static kg_irstmt *build_init(lctx *L, nest *n) {
       par = 1;
     }
   }
-  kg_irstmt *body = build_store(L, n, leafval, 1);
+  kg_irstmt *body = build_store(L, n, leafval, STORE_INIT);
   for (int k = st->nleaves - 1; k > n->R; k--) {
     kg_iter *it = st->leaves[k];
     if (it->is_reduce) continue;
@@ -511,6 +534,42 @@ static kg_irstmt *build_init(lctx *L, nest *n) {
 }
 
 static kg_irstmt *build_from(lctx *L, nest *n, int k);
+
+static int is_thread_tag(kg_thread_tag t) {
+  return t == KG_THREAD_THREAD_X || t == KG_THREAD_THREAD_Y || t == KG_THREAD_THREAD_Z;
+}
+static int is_block_tag(kg_thread_tag t) {
+  return t == KG_THREAD_BLOCK_X || t == KG_THREAD_BLOCK_Y || t == KG_THREAD_BLOCK_Z;
+}
+
+/* A cross-thread reduction (CUDA), from its first reduction loop R on, where no spatial loop follows R:
+ *   alloc red (local, 1): red[0] = identity; loops R... accumulating into red[0]; allreduce red across the
+ *   thread index of loop X; the store of red[0] (the printer lets one thread make it). */
+static kg_irstmt *build_cross_thread(lctx *L, nest *n) {
+  kg_arena *a = L->a;
+  kg_sstage *st = n->st;
+  kg_iter *x = st->leaves[n->X];
+  kg_buffer *rb = KG_NEW(a, kg_buffer);
+  rb->name = unique_name(L, kg_arena_printf(a, "%s_red", st->name), NULL);
+  rb->id = L->nbuffers++;
+  rb->scope = KG_SCOPE_LOCAL;
+  rb->tensor = st->out;
+  rb->size = 1;
+  rb->param_index = -1;
+  n->red_buf = rb;
+  kg_irstmt *seq = kg_ir_seq(a);
+  kg_ir_seq_push(a, seq, kg_ir_store(a, rb, kg_ir_int(a, 0), kg_ir_float(a, kg_reducer_identity(st->red))));
+  int R = n->R;
+  n->X = -1; /* build_from builds loop R normally now */
+  kg_ir_seq_push(a, seq, build_from(L, n, R));
+  n->X = kg_sstage_leaf_index(st, x);
+  kg_ir_seq_push(a, seq, kg_ir_allreduce(a, rb, st->red, x->tag, n->ext[x->id], st->name, x->name));
+  kg_irexpr **leafval = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
+  for (int j = 0; j < R; j++) leafval[st->leaves[j]->id] = kg_ir_var(a, n->leafvar[j]);
+  kg_ir_seq_push(a, seq, build_store(L, n, leafval, STORE_RESULT));
+  n->red_buf = NULL;
+  return kg_ir_alloc(a, rb, seq);
+}
 
 /* The body of leaf k's loop: the stages computed at it (each in its region buffer), then the inner loops. */
 /* The domain of st's root axes: the spatial ones over rg (NULL: the whole tensor), the reduction ones over their
@@ -547,7 +606,8 @@ static kg_irstmt *build_body(lctx *L, nest *n, int k) {
     kg_sstage *P = at[j];
     region *r = KG_NEW(a, region);
     r->ndim = P->out->ndim;
-    kg_region_query q = {a, s, st, k, n->ext, n->leafvar, n->dom_min, P, L->tstage};
+    kg_region_query q = {a, s, st, k, n->ext, n->leafvar, n->dom_min, P, L->tstage,
+                         L->target == KG_TARGET_CUDA && P->scope == KG_SCOPE_SHARED ? &L->relax : NULL};
     kg_bounds_infer_region(&q, r->min, r->ext);
     int64_t size = 1;
     for (int d = 0; d < r->ndim; d++)
@@ -587,13 +647,22 @@ static kg_irstmt *build_from(lctx *L, nest *n, int k) {
   if (k == st->nleaves) {
     kg_irexpr **leafval = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
     for (int j = 0; j < st->nleaves; j++) leafval[st->leaves[j]->id] = kg_ir_var(a, n->leafvar[j]);
-    return build_store(L, n, leafval, 0);
+    return build_store(L, n, leafval, n->red_buf ? STORE_PARTIAL : STORE_UPDATE);
   }
+  if (k == n->R && n->X >= 0) return build_cross_thread(L, n);
   kg_iter *it = st->leaves[k];
-  kg_irstmt *init = k == n->R ? build_init(L, n) : NULL;
+  kg_irstmt *init = k == n->R && !n->red_buf ? build_init(L, n) : NULL;
   int saved = L->in_parallel;
   if (it->kind == KG_LOOP_PARALLEL) L->in_parallel = 1;
+  kg_irvar *v = n->leafvar[k];
+  int thread = L->target == KG_TARGET_CUDA && is_thread_tag(it->tag);
+  if (thread) {
+    L->relax.known[v->id] = 1;
+    L->relax.lo[v->id] = 0;
+    L->relax.hi[v->id] = n->ext[it->id] - 1;
+  }
   kg_irstmt *body = build_body(L, n, k);
+  if (thread) L->relax.known[v->id] = 0;
   L->in_parallel = saved;
   kg_irstmt *loop = kg_ir_for(a, n->leafvar[k], kg_ir_int(a, n->ext[it->id]), it->kind, it->tag, it->name,
                               st->name, body);
@@ -625,6 +694,7 @@ static kg_irstmt *lower_stage(lctx *L, kg_sstage *st, kg_irexpr **dom_min, int64
   for (int i = 0; i < st->nall; i++) iter_ext(L, &n, st->all[i], done);
   n.leafvar = KG_NEW_ARRAY(a, kg_irvar *, st->nleaves + 1);
   n.R = -1;
+  n.X = -1;
   for (int k = 0; k < st->nleaves; k++) {
     kg_iter *it = st->leaves[k];
     n.leafvar[k] = new_var(L, it->name, st->name);
@@ -636,10 +706,77 @@ static kg_irstmt *lower_stage(lctx *L, kg_sstage *st, kg_irexpr **dom_min, int64
   }
   if (st->red != KG_RED_NONE && n.R < 0 && st->nrax > 0)
     fail(L, "lower: stage %s: no reduction loop", st->name);
+  if (L->target == KG_TARGET_CUDA)
+    for (int k = 0; k < st->nleaves; k++)
+      if (st->leaves[k]->is_reduce && is_thread_tag(st->leaves[k]->tag)) n.X = k;
   return build_from(L, &n, 0);
 }
 
 /* ---- the function ---- */
+
+/* The CUDA rules for one stage's bound loops (see codegen/codegen.h): a per-thread (attached, non-shared) stage
+ * binds nothing; only root stages bind block indices; one loop per tag; a reduction loop bound to a thread index
+ * is a cross-thread reduction, which needs every spatial loop outside the first reduction loop and takes one
+ * thread-bound reduction loop. */
+static int check_cuda_stage(lctx *L, const kg_sstage *st) {
+  int first_red = -1;
+  for (int k = 0; k < st->nleaves; k++) {
+    const kg_iter *it = st->leaves[k];
+    if (it->is_reduce && first_red < 0) first_red = k;
+    if (it->tag == KG_THREAD_NONE || it->tag == KG_THREAD_VTHREAD) continue;
+    if (st->attach == KG_ATTACH_AT && st->scope != KG_SCOPE_SHARED) {
+      fail(L,
+           "lower: stage %s: loop %s is bound to %s, but the stage is computed per thread (%s scope, at %s.%s); "
+           "only shared-scope stages bind thread indices",
+           st->name, it->name, kg_thread_tag_names[it->tag], kg_scope_names[st->scope], st->attach_stage->name,
+           st->attach_iter->name);
+      return -1;
+    }
+    if (is_block_tag(it->tag) && st->attach != KG_ATTACH_ROOT) {
+      fail(L, "lower: stage %s: loop %s is bound to %s, but only a kernel's root stage binds block indices",
+           st->name, it->name, kg_thread_tag_names[it->tag]);
+      return -1;
+    }
+    if (is_block_tag(it->tag) && it->is_reduce) {
+      fail(L, "lower: stage %s: reduction loop %s is bound to %s; a reduction cannot be split across blocks",
+           st->name, it->name, kg_thread_tag_names[it->tag]);
+      return -1;
+    }
+    for (int j = 0; j < k; j++)
+      if (st->leaves[j]->tag == it->tag) {
+        fail(L, "lower: stage %s: loops %s and %s are both bound to %s", st->name, st->leaves[j]->name, it->name,
+             kg_thread_tag_names[it->tag]);
+        return -1;
+      }
+  }
+  int nx = 0;
+  const kg_iter *x = NULL;
+  for (int k = 0; k < st->nleaves; k++) {
+    const kg_iter *it = st->leaves[k];
+    if (it->is_reduce && is_thread_tag(it->tag)) {
+      if (nx++) {
+        fail(L, "lower: stage %s: reduction loops %s and %s are both bound to thread indices; a cross-thread "
+             "reduction takes exactly one", st->name, x->name, it->name);
+        return -1;
+      }
+      x = it;
+    }
+  }
+  if (!x) return 0;
+  for (int k = first_red + 1; k < st->nleaves; k++)
+    if (!st->leaves[k]->is_reduce) {
+      fail(L, "lower: stage %s: cross-thread reduction over loop %s: spatial loop %s is inside the first reduction "
+           "loop %s; reorder it outside", st->name, x->name, st->leaves[k]->name, st->leaves[first_red]->name);
+      return -1;
+    }
+  for (int k = first_red; k < st->nleaves; k++)
+    if (st->leaves[k]->kind == KG_LOOP_VECTORIZED || st->leaves[k]->kind == KG_LOOP_PARALLEL) {
+      fail(L, "lower: stage %s: loop %s is a reduction loop and cannot be %s", st->name, st->leaves[k]->name,
+           kg_loop_kind_names[st->leaves[k]->kind]);
+      return -1;
+    }
+  return 0;
+}
 
 static int check_target(lctx *L) {
   const kg_schedule *s = L->s;
@@ -653,7 +790,10 @@ static int check_target(lctx *L) {
         return -1;
       }
     }
-    if (L->target != KG_TARGET_C) continue;
+    if (L->target == KG_TARGET_CUDA) {
+      if (check_cuda_stage(L, st)) return -1;
+      continue;
+    }
     if (st->scope == KG_SCOPE_SHARED) {
       fail(L, "lower: stage %s: shared storage is not available on the C target", st->name);
       return -1;

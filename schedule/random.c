@@ -255,6 +255,10 @@ static int draw_step(draw_ctx *c, kg_step_kind kind, kg_step *step) {
 }
 
 void kg_schedule_random(kg_schedule *s, uint64_t seed, kg_target_kind target, int nsteps) {
+  if (target == KG_TARGET_CUDA) {
+    kg_sched_random_gpu(s, seed, nsteps);
+    return;
+  }
   rng r = {seed ^ 0x6b67656e5f726e67ull};
   draw_ctx c = {s, &r, target, 0};
   /* relative weights; the storage primitives get a boost while the schedule is young (they need untransformed

@@ -11,18 +11,9 @@
 #include "../runtime/cpu.h"
 #include "../runtime/verify.h"
 #include "../schedule/ir.h"
+#include "testlib.h"
 #include "testutil.h"
 
-static const char *const MATMUL =
-    "def matmul(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {\n"
-    "  C[i, j] = sum[k](A[i, k] * B[k, j])\n"
-    "}\n";
-static const char *const SOFTMAX =
-    "def softmax(X: f32[N, D]) -> (Y: f32[N, D]) {\n"
-    "  m[i] = max[j](X[i, j])\n"
-    "  e[i, j] = exp(X[i, j] - m[i])\n"
-    "  Y[i, j] = e[i, j] / sum[j2](e[i, j2])\n"
-    "}\n";
 static const char *const CONV2D =
     "def conv2d(X: f32[N, C, H, W], K: f32[F, C, 3, 3]) -> (Y: f32[N, F, H, W]) {\n"
     "  P[n, c, h, w] : f32[N, C, H + 2, W + 2] = select(h >= 1 && h <= H && w >= 1 && w <= W, X[n, c, h - 1, w - 1], "
@@ -45,35 +36,11 @@ typedef struct outcome {
   char msg[1024];
 } outcome;
 
-static kg_program *load(const char *src, const char *sizes) {
-  kg_binding b[8];
-  int nb = 0;
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", sizes);
-  for (char *tok = strtok(buf, " "); tok && nb < 8; tok = strtok(NULL, " ")) {
-    char *eq = strchr(tok, '=');
-    if (!eq) continue;
-    *eq = 0;
-    static char names[8][32];
-    snprintf(names[nb], sizeof names[nb], "%s", tok);
-    b[nb].name = names[nb];
-    b[nb].value = atoll(eq + 1);
-    nb++;
-  }
-  kg_diag diag = {0};
-  kg_arena da;
-  kg_arena_init(&da);
-  kg_program *p = kg_program_load("test.te", src, strlen(src), NULL, b, nb, &diag, &da);
-  if (!p) fprintf(stderr, "load failed: %s\n", diag.msg ? diag.msg : "?");
-  kg_arena_free(&da);
-  return p;
-}
-
 /* Runs the whole path; the outcome says how far it got. */
 static outcome run_case(const char *src, const char *sizes, const char *trace_text, kg_target_kind target) {
   outcome o;
   memset(&o, 0, sizeof o);
-  kg_program *p = load(src, sizes);
+  kg_program *p = kg_test_load_sizes(src, sizes);
   if (!p) {
     snprintf(o.msg, sizeof o.msg, "program did not load");
     return o;
@@ -172,7 +139,7 @@ static int count(const char *hay, const char *needle) {
 
 static void test_matmul(void) {
   const char *sz = "M=33 N=20 K=17";
-  outcome o = expect_ok("matmul default", MATMUL, sz, "");
+  outcome o = expect_ok("matmul default", KG_TEST_MATMUL, sz, "");
   CHECK(count(o.code, "if (") == 0);
   CHECK(count(o.code, "#pragma omp") == 0 && count(o.code, "#pragma GCC unroll") == 0);
   CHECK_STR_CONTAINS(o.code, "void kernel(const float *restrict A, const float *restrict B, float *restrict C)");
@@ -180,24 +147,24 @@ static void test_matmul(void) {
   outcome_free(&o);
 
   /* non-dividing split: guarded (the init inside i.i and j makes their nests imperfect); a dividing one is not */
-  o = expect_ok("matmul split 8", MATMUL, sz, "split C i 8\n");
+  o = expect_ok("matmul split 8", KG_TEST_MATMUL, sz, "split C i 8\n");
   CHECK_STR_CONTAINS(o.code, "< 33");
   CHECK(count(o.code, "if (") >= 1);
   CHECK(count(o.code, "kg_n_") == 0);
   outcome_free(&o);
-  o = expect_ok("matmul split dividing", MATMUL, sz, "split C j 5\n");
+  o = expect_ok("matmul split dividing", KG_TEST_MATMUL, sz, "split C j 5\n");
   CHECK(count(o.code, "if (") == 0);
   outcome_free(&o);
 
   /* tile + reorder with reduction loops outside spatial ones: init inside copies of the inner spatial loops */
-  o = expect_ok("matmul tile reorder", MATMUL, sz,
+  o = expect_ok("matmul tile reorder", KG_TEST_MATMUL, sz,
                 "tile C i j 8 6\nsplit C k 4\nreorder C i.o j.o k.o i.i k.i j.i\n");
   CHECK_STR_CONTAINS(o.code, "i_i_init");
   CHECK_STR_CONTAINS(o.code, "j_i_init");
   outcome_free(&o);
 
   /* fuse + parallel, vectorize, unroll */
-  o = expect_ok("matmul fuse parallel vectorize unroll", MATMUL, sz,
+  o = expect_ok("matmul fuse parallel vectorize unroll", KG_TEST_MATMUL, sz,
                 "split C j 4\nreorder C i j.o k j.i\nfuse C i j.o\nparallel C i*j.o\nvectorize C j.i\nsplit C k 3\n"
                 "unroll C k.i\n");
   CHECK_STR_CONTAINS(o.code, "#pragma omp parallel for");
@@ -206,32 +173,32 @@ static void test_matmul(void) {
   outcome_free(&o);
 
   /* vectorized loop with loops inside: no simd pragma */
-  o = expect_ok("matmul vectorize outer", MATMUL, sz, "vectorize C j\n");
+  o = expect_ok("matmul vectorize outer", KG_TEST_MATMUL, sz, "vectorize C j\n");
   CHECK(count(o.code, "#pragma omp simd") == 0);
   CHECK_STR_CONTAINS(o.code, "vectorize: not applied");
   outcome_free(&o);
 
   /* cache_write local attached with compute_at */
-  o = expect_ok("matmul cache_write", MATMUL, sz,
+  o = expect_ok("matmul cache_write", KG_TEST_MATMUL, sz,
                 "cache_write C local\ntile C i j 4 8\ncompute_at C.local C j.o\n");
   CHECK_STR_CONTAINS(o.ir, "alloc C_local");
   outcome_free(&o);
 
   /* cache_read local at a loop */
-  o = expect_ok("matmul cache_read", MATMUL, sz,
+  o = expect_ok("matmul cache_read", KG_TEST_MATMUL, sz,
                 "tile C i j 4 8\nsplit C k 5\nreorder C i.o j.o k.o i.i j.i k.i\ncache_read B local C\n"
                 "compute_at B.local C k.o\n");
   CHECK_STR_CONTAINS(o.ir, "alloc B_local");
   outcome_free(&o);
 
   /* both caches, and parallel outer loop over the attached stages */
-  ok_case("matmul caches parallel", MATMUL, sz,
+  ok_case("matmul caches parallel", KG_TEST_MATMUL, sz,
           "cache_write C local\ncache_read A local C.local\ntile C i j 4 8\ncompute_at C.local C j.o\n"
           "split C.local k 4\ncompute_at A.local C.local k.o\nparallel C i.o\n");
 
   /* rfactor + parallel on the rf axis */
-  ok_case("matmul rfactor", MATMUL, sz, "rfactor C k 4\n");
-  ok_case("matmul rfactor parallel", MATMUL, sz, "rfactor C k 4\nparallel C.rf k.i\n");
+  ok_case("matmul rfactor", KG_TEST_MATMUL, sz, "rfactor C k 4\n");
+  ok_case("matmul rfactor parallel", KG_TEST_MATMUL, sz, "rfactor C k 4\nparallel C.rf k.i\n");
 }
 
 /* Loop-bound tightening (C target): the guard of a non-dividing split around the store of a perfect nest becomes
@@ -240,7 +207,7 @@ static void test_tighten(void) {
   const char *sz = "M=33 N=20 K=17";
   /* reduction outside the split: the init nest (j.o.init, j.i.init) and the update nest (k, j.o, j.i) are perfect */
   const char *tr = "split C j 8\nreorder C i k j.o j.i\nvectorize C j.i\n";
-  outcome o = expect_ok("tighten matmul inner split", MATMUL, sz, tr);
+  outcome o = expect_ok("tighten matmul inner split", KG_TEST_MATMUL, sz, tr);
   CHECK(count(o.code, "if (") == 0);
   CHECK_STR_CONTAINS(o.code, "const int64_t kg_n_j_i = kg_min64(8, 20 - j_o * 8);");
   CHECK_STR_CONTAINS(o.code, "#pragma omp simd\n        for (int64_t j_i = 0; j_i < kg_n_j_i; j_i++)");
@@ -248,7 +215,7 @@ static void test_tighten(void) {
   outcome_free(&o);
 
   /* CUDA keeps the guard (a thread-bound loop cannot change extent per block) and constant extents */
-  o = run_case(MATMUL, sz, tr, KG_TARGET_CUDA);
+  o = run_case(KG_TEST_MATMUL, sz, tr, KG_TARGET_CUDA);
   CHECKF(o.lowered, "%s", o.msg);
   CHECK(count(o.ir, "if (") == 2); /* init and update */
   CHECK_STR_CONTAINS(o.ir, "< 20");
@@ -256,20 +223,20 @@ static void test_tighten(void) {
   outcome_free(&o);
 
   /* the split loop's own variable with coefficient 8 (j.o innermost) or with an inner loop in rest: kept */
-  o = expect_ok("tighten reordered split", SOFTMAX, "N=7 D=33", "split e j 8\nreorder e i j.i j.o\n");
+  o = expect_ok("tighten reordered split", KG_TEST_SOFTMAX, "N=7 D=33", "split e j 8\nreorder e i j.i j.o\n");
   CHECK(count(o.code, "if (e_j < 33)") == 1);
   CHECK(count(o.code, "kg_n_") == 0);
   outcome_free(&o);
 
   /* a producer computed inside the split's inner loop: that nest is not perfect, its guard stays */
-  o = expect_ok("tighten producer inside", SOFTMAX, "N=7 D=33", "split e j 8\ncompute_at m e j.i\n");
+  o = expect_ok("tighten producer inside", KG_TEST_SOFTMAX, "N=7 D=33", "split e j 8\ncompute_at m e j.i\n");
   CHECK(count(o.code, "if (e_j < 33)") == 1);
   CHECK(count(o.code, "kg_n_j_i") == 0);
   outcome_free(&o);
 
   /* a producer at the split's outer loop: the inner loop stays perfect and is tightened, and the producer's own
    * region guard (its rows beyond the tensor) becomes the bound of its perfect copy nest */
-  o = expect_ok("tighten producer outside", MATMUL, sz,
+  o = expect_ok("tighten producer outside", KG_TEST_MATMUL, sz,
                 "cache_write C local\nsplit C j 8\ncompute_at C.local C j.o\nreorder C.local i k j\n");
   CHECK(count(o.code, "if (") == 0);
   CHECK_STR_CONTAINS(o.code, "kg_n_j_i = kg_min64(8, 20 - j_o * 8);");
@@ -278,34 +245,34 @@ static void test_tighten(void) {
   outcome_free(&o);
 
   /* a split of a split: two conjuncts on the innermost loop, a minimum of minimums; unroll uses its upper bound */
-  o = expect_ok("tighten nested split", SOFTMAX, "N=7 D=33", "split e j 8\nsplit e j.i 3\nunroll e j.i.i\n");
+  o = expect_ok("tighten nested split", KG_TEST_SOFTMAX, "N=7 D=33", "split e j 8\nsplit e j.i 3\nunroll e j.i.i\n");
   CHECK(count(o.code, "if (e_j") == 0);
   CHECK_STR_CONTAINS(o.code, "kg_n_j_i_i = kg_min64(kg_min64(3, 33 - (j_o * 8 + j_i_o * 3)), 8 - j_i_o * 3);");
   CHECK_STR_CONTAINS(o.code, "#pragma GCC unroll 3\n");
   outcome_free(&o);
 
   /* tile with parallel outer loops over both dimensions, and a fused outer loop (its div/mod stays in rest) */
-  o = expect_ok("tighten tile parallel", SOFTMAX, "N=7 D=33",
+  o = expect_ok("tighten tile parallel", KG_TEST_SOFTMAX, "N=7 D=33",
                 "tile e i j 4 8\nfuse e i.o j.o\nparallel e i.o*j.o\nvectorize e j.i\n");
   CHECK(count(o.code, "if (e_") == 0);
   CHECK_STR_CONTAINS(o.code, "const int64_t kg_n_i_i = kg_min64(4, 7 - kg_floordiv(i_o_j_o, 5) * 4);");
   outcome_free(&o);
 
   /* rfactor, caches, softmax with everything at the row: all still verify with their loops tightened */
-  ok_case("tighten caches", MATMUL, sz,
+  ok_case("tighten caches", KG_TEST_MATMUL, sz,
           "cache_write C local\ncache_read A local C.local\ntile C i j 4 8\ncompute_at C.local C j.o\n"
           "split C.local k 4\ncompute_at A.local C.local k.o\nreorder C.local k.o k.i i j\nparallel C i.o\n");
-  ok_case("tighten rfactor", MATMUL, sz, "rfactor C k 5\nsplit C.rf j 6\nreorder C.rf k.i i k.o j.o j.i\n");
+  ok_case("tighten rfactor", KG_TEST_MATMUL, sz, "rfactor C k 5\nsplit C.rf j 6\nreorder C.rf k.i i k.o j.o j.i\n");
 }
 
 static void test_softmax(void) {
   const char *sz = "N=7 D=33";
-  ok_case("softmax default", SOFTMAX, sz, "");
-  outcome o = expect_ok("softmax max at row", SOFTMAX, sz, "compute_at m e i\n");
+  ok_case("softmax default", KG_TEST_SOFTMAX, sz, "");
+  outcome o = expect_ok("softmax max at row", KG_TEST_SOFTMAX, sz, "compute_at m e i\n");
   CHECK_STR_CONTAINS(o.ir, "alloc m");
   outcome_free(&o);
-  ok_case("softmax inline e", SOFTMAX, sz, "compute_inline e\n");
-  ok_case("softmax all at row", SOFTMAX, sz,
+  ok_case("softmax inline e", KG_TEST_SOFTMAX, sz, "compute_inline e\n");
+  ok_case("softmax all at row", KG_TEST_SOFTMAX, sz,
           "compute_at m e i\ncompute_at Y.r0 Y i\nsplit Y j 8\nvectorize Y j.i\nparallel Y i\n");
 }
 
@@ -346,19 +313,19 @@ static void test_misc(void) {
 }
 
 static void test_errors(void) {
-  outcome o = run_case(MATMUL, "M=33 N=20 K=17", "split C i 8\nbind C i.o blockIdx.x\nbind C i.i threadIdx.x\n",
+  outcome o = run_case(KG_TEST_MATMUL, "M=33 N=20 K=17", "split C i 8\nbind C i.o blockIdx.x\nbind C i.i threadIdx.x\n",
                        KG_TARGET_C);
   CHECK(!o.lowered);
   CHECK_STR_CONTAINS(o.msg, "C");
   CHECK_STR_CONTAINS(o.msg, "i.o");
   CHECK_STR_CONTAINS(o.msg, "blockIdx.x");
   outcome_free(&o);
-  o = run_case(MATMUL, "M=33 N=20 K=17", "split C i 8\nbind C i.o blockIdx.x\n", KG_TARGET_CUDA);
+  o = run_case(KG_TEST_MATMUL, "M=33 N=20 K=17", "split C i 8\nbind C i.o blockIdx.x\n", KG_TARGET_CUDA);
   CHECK(o.lowered);
   CHECK(!o.built);
   CHECK_STR_CONTAINS(o.msg, "codegen");
   outcome_free(&o);
-  o = run_case(MATMUL, "M=33 N=20 K=17", "cache_read A shared C\ncompute_at A.shared C i\n", KG_TARGET_C);
+  o = run_case(KG_TEST_MATMUL, "M=33 N=20 K=17", "cache_read A shared C\ncompute_at A.shared C i\n", KG_TARGET_C);
   CHECK(!o.lowered);
   CHECK_STR_CONTAINS(o.msg, "shared");
   outcome_free(&o);
@@ -367,7 +334,7 @@ static void test_errors(void) {
 /* CUDA lowering builds the same IR: a shared cache gets a SHARED allocation with barriers around its nest, and
  * its region is relaxed over the threadIdx loops (8 rows of A, not 1). The C printer refuses it. */
 static void test_cuda_ir(void) {
-  outcome o = run_case(MATMUL, "M=33 N=20 K=17",
+  outcome o = run_case(KG_TEST_MATMUL, "M=33 N=20 K=17",
                        "cache_read A shared C\nsplit C i 8\nbind C i.o blockIdx.x\nbind C i.i threadIdx.x\n"
                        "compute_at A.shared C i.i\n",
                        KG_TARGET_CUDA);
@@ -377,7 +344,7 @@ static void test_cuda_ir(void) {
   CHECK(!o.built);
   outcome_free(&o);
   /* local scope is not relaxed: one row per thread */
-  o = run_case(MATMUL, "M=33 N=20 K=17",
+  o = run_case(KG_TEST_MATMUL, "M=33 N=20 K=17",
                "cache_read A local C\nsplit C i 8\nbind C i.o blockIdx.x\nbind C i.i threadIdx.x\n"
                "compute_at A.local C i.i\n",
                KG_TARGET_CUDA);

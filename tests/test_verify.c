@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <unistd.h>
 #include "../runtime/verify.h"
+#include "testlib.h"
 #include "testutil.h"
 
 /* CHECK_STR_CONTAINS on a char array (always non-NULL) trips -Waddress: go through a pointer. */
@@ -12,16 +13,6 @@
     const char *msg_ = (arr);           \
     CHECK_STR_CONTAINS(msg_, (needle)); \
   } while (0)
-
-static kg_program *load(const char *text, const kg_binding *b, int nb) {
-  kg_arena da;
-  kg_arena_init(&da);
-  kg_diag diag = {0};
-  kg_program *p = kg_program_load("test.te", text, strlen(text), NULL, b, nb, &diag, &da);
-  if (!p) fprintf(stderr, "load failed: %s\n", diag.msg ? diag.msg : "(no message)");
-  kg_arena_free(&da);
-  return p;
-}
 
 static float poison_value(void) {
   uint32_t bits = 0x7fa5a5a5u;
@@ -39,7 +30,7 @@ static void fill_outputs_from_ref(kg_data *d, const kg_program *p) {
 static void test_data_init(void) {
   const char *src = "def f(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) { C[i, j] = sum[k](A[i, k] * B[k, j]) }";
   kg_binding b[] = {{"M", 7}, {"N", 5}, {"K", 300}};
-  kg_program *p = load(src, b, 3);
+  kg_program *p = kg_test_load(src, b, 3);
   CHECK(p != NULL);
   if (!p) return;
   kg_data d1, d2, d3;
@@ -75,7 +66,7 @@ static void test_data_init(void) {
 static void test_verify_matmul(void) {
   const char *src = "def f(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) { C[i, j] = sum[k](A[i, k] * B[k, j]) }";
   kg_binding b[] = {{"M", 4}, {"N", 5}, {"K", 6}};
-  kg_program *p = load(src, b, 3);
+  kg_program *p = kg_test_load(src, b, 3);
   CHECK(p != NULL);
   if (!p) return;
   kg_data d;
@@ -156,11 +147,11 @@ static void test_verify_matmul(void) {
 static void test_tolerance_scaling(void) {
   const char *mm = "def mm(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) { C[i, j] = sum[k](A[i, k] * B[k, j]) }";
   kg_binding small[] = {{"M", 3}, {"N", 4}, {"K", 64}}, big[] = {{"M", 8}, {"N", 64}, {"K", 4096}};
-  kg_program *p = load(mm, small, 3);
+  kg_program *p = kg_test_load(mm, small, 3);
   CHECK(p && fabs(kg_verify_tolerance(p, 1e-4) - 1e-4) < 1e-12);
   CHECK(p && fabs(kg_verify_tolerance(p, 0) - 1e-4) < 1e-12);
   kg_program_free(p);
-  p = load(mm, big, 3);
+  p = kg_test_load(mm, big, 3);
   CHECK(p && fabs(kg_verify_tolerance(p, 1e-4) - 4e-4) < 1e-12);
   if (p) {
     kg_data d;
@@ -185,7 +176,7 @@ static void test_tolerance_scaling(void) {
 
 static void test_reference_redraw(void) {
   kg_binding b[] = {{"N", 50}};
-  kg_program *p = load("def f(X: f32[N]) -> (Y: f32[N]) { Y[i] = log(X[i]) }", b, 1);
+  kg_program *p = kg_test_load("def f(X: f32[N]) -> (Y: f32[N]) { Y[i] = log(X[i]) }", b, 1);
   CHECK(p != NULL);
   if (!p) return;
   kg_data d;
@@ -199,7 +190,7 @@ static void test_reference_redraw(void) {
   kg_program_free(p);
 
   /* a reference that stays non-finite: the result must be in the same class */
-  p = load("def f(X: f32[N]) -> (Y: f32[N]) { Y[i] = X[i] / 0.0 }", b, 1);
+  p = kg_test_load("def f(X: f32[N]) -> (Y: f32[N]) { Y[i] = X[i] / 0.0 }", b, 1);
   CHECK(p != NULL);
   if (!p) return;
   kg_data_init(&d, p, 3);
@@ -222,7 +213,7 @@ static void test_reference_redraw(void) {
   kg_data_free(&d);
   kg_program_free(p);
 
-  p = load("def f(X: f32[N]) -> (Y: f32[N]) { Y[i] = log(X[i] - 2.0) }", b, 1);
+  p = kg_test_load("def f(X: f32[N]) -> (Y: f32[N]) { Y[i] = log(X[i] - 2.0) }", b, 1);
   CHECK(p != NULL);
   if (!p) return;
   kg_data_init(&d, p, 9);

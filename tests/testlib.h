@@ -1,19 +1,40 @@
-/* Helpers for tests that walk the workload library (te/lib) and the test programs (tests/programs). */
+/* Helpers for tests that walk the workload library (te/lib) and the test programs (tests/programs), load
+ * programs from source text, and draw random CUDA schedules. Includes testutil.h, whose CHECK counters the helpers
+ * count into. */
 #ifndef KG_TESTLIB_H
 #define KG_TESTLIB_H
+#include <dirent.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "../te/te.h"
+#include "../schedule/sched.h"
+#include "../schedule/ir.h"
+#include "../codegen/codegen.h"
+#include "../runtime/verify.h"
+#include "testutil.h"
 
 #define KG_TEST_MAX_BIND 16
+#define KG_TEST_MAX_WORKLOADS 256
+/* The input data of the workload walks; their reproduce lines pass it as --seed 7. */
+#define KG_TEST_DATA_SEED 7
 
-/* Reads the "# sizes: A=1 B=2" line of a workload file into b (names stored in names[]), each value multiplied
+/* Two small programs for hand-written schedules (te/lib has larger ones with more stages). */
+static const char KG_TEST_MATMUL[] =
+    "def matmul(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {\n"
+    "  C[i, j] = sum[k](A[i, k] * B[k, j])\n"
+    "}\n";
+static const char KG_TEST_SOFTMAX[] =
+    "def softmax(X: f32[N, D]) -> (Y: f32[N, D]) {\n"
+    "  m[i] = max[j](X[i, j])\n"
+    "  e[i, j] = exp(X[i, j] - m[i])\n"
+    "  Y[i, j] = e[i, j] / sum[j2](e[i, j2])\n"
+    "}\n";
+
+/* Reads bindings "A=1 B=2" (up to the end of the line) into b (names stored in names[]), each value multiplied
  * by scale, plus one when scale > 1 so that scaled sizes do not become multiples of the originals. Returns the
- * number of bindings, or -1 without such a line. */
-static inline int kg_test_parse_sizes(const char *text, kg_binding *b, char names[][32], int scale) {
-  const char *s = strstr(text, "# sizes:");
-  if (!s) return -1;
-  s += strlen("# sizes:");
+ * number of bindings, or -1 when a word is not NAME=VALUE. */
+static inline int kg_test_parse_bindings(const char *s, kg_binding *b, char names[][32], int scale) {
   int n = 0;
   while (*s && *s != '\n' && n < KG_TEST_MAX_BIND) {
     while (*s == ' ') s++;
@@ -31,5 +52,171 @@ static inline int kg_test_parse_sizes(const char *text, kg_binding *b, char name
     s = end;
   }
   return n;
+}
+
+/* Reads the "# sizes: A=1 B=2" line of a workload file as kg_test_parse_bindings does. Returns the number of
+ * bindings, or -1 without such a line. */
+static inline int kg_test_parse_sizes(const char *text, kg_binding *b, char names[][32], int scale) {
+  const char *s = strstr(text, "# sizes:");
+  if (!s) return -1;
+  return kg_test_parse_bindings(s + strlen("# sizes:"), b, names, scale);
+}
+
+/* Loads source text (named test.te) with nb bindings; prints the diagnostic and returns NULL when it does not
+ * load. */
+static inline kg_program *kg_test_load(const char *text, const kg_binding *b, int nb) {
+  kg_arena da;
+  kg_arena_init(&da);
+  kg_diag diag = {0};
+  kg_program *p = kg_program_load("test.te", text, strlen(text), NULL, b, nb, &diag, &da);
+  if (!p) fprintf(stderr, "load failed: %s\n", diag.msg ? diag.msg : "(no message)");
+  kg_arena_free(&da);
+  return p;
+}
+
+/* kg_test_load with the bindings written "A=1 B=2". */
+static inline kg_program *kg_test_load_sizes(const char *text, const char *sizes) {
+  kg_binding b[KG_TEST_MAX_BIND];
+  char names[KG_TEST_MAX_BIND][32];
+  int nb = kg_test_parse_bindings(sizes, b, names, 1);
+  if (nb < 0) {
+    fprintf(stderr, "bad sizes '%s'\n", sizes);
+    return NULL;
+  }
+  return kg_test_load(text, b, nb);
+}
+
+/* te/lib/<name>.te loaded with nb bindings; NULL (with a message) when it cannot be read or loaded. */
+static inline kg_program *kg_test_load_lib(const char *name, const kg_binding *b, int nb) {
+  char path[256];
+  snprintf(path, sizeof path, "te/lib/%s.te", name);
+  char *text = kg_test_read_file(path, NULL);
+  if (!text) {
+    fprintf(stderr, "cannot read %s\n", path);
+    return NULL;
+  }
+  kg_program *p = kg_test_load(text, b, nb);
+  free(text);
+  return p;
+}
+
+static inline int kg_test_cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The files the workload walks cover: the .te files of te/lib and of tests/programs, sorted by path (the random
+ * schedule tests derive seeds from the position, so the order is fixed). Fills files (heap strings, see
+ * kg_test_free_workloads) and returns how many; *nlib (if not NULL) gets how many are library workloads. */
+static inline int kg_test_list_workloads(char **files, int max, int *nlib) {
+  static const char *const dirs[] = {"te/lib", "tests/programs"};
+  int n = 0, lib = 0;
+  for (int di = 0; di < 2; di++) {
+    DIR *dir = opendir(dirs[di]);
+    CHECKF(dir != NULL, "cannot open %s", dirs[di]);
+    if (!dir) continue;
+    struct dirent *de;
+    while ((de = readdir(dir)) && n < max) {
+      size_t l = strlen(de->d_name);
+      if (l > 3 && !strcmp(de->d_name + l - 3, ".te")) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dirs[di], de->d_name);
+        files[n++] = strdup(path);
+        lib += di == 0;
+      }
+    }
+    closedir(dir);
+  }
+  qsort(files, (size_t)n, sizeof files[0], kg_test_cmp_str);
+  if (nlib) *nlib = lib;
+  return n;
+}
+
+static inline void kg_test_free_workloads(char **files, int n) {
+  for (int i = 0; i < n; i++) free(files[i]);
+}
+
+/* A workload file loaded at its `# sizes:`, with inputs drawn from KG_TEST_DATA_SEED and reference outputs. */
+typedef struct kg_test_workload {
+  kg_program *p;
+  kg_data d;
+  char sizes[512]; /* " -D A=1 -D B=2": the sizes for the reproduce lines */
+} kg_test_workload;
+
+/* Returns 0, or -1 after a failed CHECK (unreadable, no sizes line, does not load). */
+static inline int kg_test_workload_load(kg_test_workload *w, const char *path) {
+  memset(w, 0, sizeof *w);
+  size_t len = 0;
+  char *text = kg_test_read_file(path, &len);
+  CHECKF(text != NULL, "cannot read %s", path);
+  if (!text) return -1;
+  kg_binding b[KG_TEST_MAX_BIND];
+  char names[KG_TEST_MAX_BIND][32];
+  int nb = kg_test_parse_sizes(text, b, names, 1);
+  CHECKF(nb >= 0, "%s: no '# sizes:' line", path);
+  kg_arena da;
+  kg_arena_init(&da);
+  kg_diag diag = {0};
+  w->p = kg_program_load(path, text, len, NULL, b, nb < 0 ? 0 : nb, &diag, &da);
+  CHECKF(w->p != NULL, "%s: %s", path, diag.msg ? diag.msg : "?");
+  kg_arena_free(&da);
+  free(text);
+  if (!w->p) return -1;
+  for (int k = 0, n = 0; k < nb && n >= 0 && (size_t)n < sizeof w->sizes; k++)
+    n += snprintf(w->sizes + n, sizeof w->sizes - (size_t)n, " -D %s=%lld", b[k].name, (long long)b[k].value);
+  kg_data_init(&w->d, w->p, KG_TEST_DATA_SEED);
+  kg_data_reference(&w->d, w->p, KG_TEST_DATA_SEED);
+  return 0;
+}
+
+static inline void kg_test_workload_free(kg_test_workload *w) {
+  if (!w->p) return;
+  kg_data_free(&w->d);
+  kg_program_free(w->p);
+  w->p = NULL;
+}
+
+/* One random CUDA schedule of a workload, drawn, lowered and printed. test_gpu_random reruns test_cuda_random's
+ * draws on a device: both draw schedule i (from 0) of workload w (its position in kg_test_list_workloads) from
+ * kg_test_cuda_seed(w, i) in KG_TEST_CUDA_STEPS steps. */
+#define KG_TEST_CUDA_STEPS 10
+typedef struct kg_test_cuda_draw {
+  uint64_t seed;
+  char *trace; /* heap */
+  int lowered, printed;
+  char err[2048];
+  kg_cuda_program prog; /* when printed */
+} kg_test_cuda_draw;
+
+static inline uint64_t kg_test_cuda_seed(int w, int i) { return (uint64_t)w * 100000 + (uint64_t)i + 1; }
+
+/* Draws, lowers and prints into x; returns the schedule (the caller frees it). */
+static inline kg_schedule *kg_test_cuda_draw_make(kg_test_cuda_draw *x, const kg_program *p, int w, int i) {
+  x->seed = kg_test_cuda_seed(w, i);
+  kg_schedule *s = kg_schedule_new(p);
+  kg_schedule_random(s, x->seed, KG_TARGET_CUDA, KG_TEST_CUDA_STEPS);
+  x->trace = kg_trace_to_text(&s->trace);
+  kg_arena la;
+  kg_arena_init(&la);
+  kg_lowered *lw = kg_lower(s, KG_TARGET_CUDA, &la, x->err, sizeof x->err);
+  x->lowered = lw != NULL;
+  x->printed = lw && kg_codegen_cuda(lw, "kgen", &x->prog, x->err, sizeof x->err) == 0;
+  kg_arena_free(&la);
+  return s;
+}
+
+/* CHECKs that x lowered and printed (path and again, the reproduce command, name it); returns x->printed. */
+static inline int kg_test_cuda_draw_check(const kg_test_cuda_draw *x, const char *path, const char *again) {
+  CHECKF(x->lowered, "%s seed %llu: lower failed: %s\ntrace:\n%s\nreproduce: %s", path,
+         (unsigned long long)x->seed, x->err, x->trace, again);
+  if (x->lowered)
+    CHECKF(x->printed, "%s seed %llu: codegen cuda failed: %s\ntrace:\n%s\nreproduce: %s", path,
+           (unsigned long long)x->seed, x->err, x->trace, again);
+  return x->printed;
+}
+
+static inline void kg_test_cuda_draw_free(kg_test_cuda_draw *x) {
+  if (x->printed) kg_cuda_program_free(&x->prog);
+  free(x->trace);
+  x->trace = NULL;
 }
 #endif

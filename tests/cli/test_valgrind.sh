@@ -16,6 +16,6 @@ printf 'def f(A: f32[N]) -> (B: f32[N]) {\n  B[i] = A[i + 1]\n}\n' > /tmp/kg_vg_
 valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite $K check /tmp/kg_vg_bad.te -D N=4 >/dev/null 2>&1
 [ $? -eq 1 ] || { echo "FAIL: valgrind on a user error (want exit 1)"; fail=1; }
 rm -f /tmp/kg_vg_bad.te
-KGEN_CFLAGS=-march=x86-64-v2 vg $K run conv2d -D N=1 -D C=2 -D H=7 -D W=6 -D F=3 --random-schedule 4 --min-repeat-ms 1 \
+KGEN_CFLAGS=-march=x86-64-v2 vg $K run --target c conv2d -D N=1 -D C=2 -D H=7 -D W=6 -D F=3 --random-schedule 4 --min-repeat-ms 1 \
   || { echo "FAIL: valgrind run"; fail=1; }
 exit $fail

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The one script run on a lent GPU machine (see ../shared/device/README.md): prints the device, runs the GPU
+# tests, then measures naive vs hand-scheduled kernels beside their peers (cuBLAS SGEMM FP32 without TF32, or a
+# device-to-device copy of the same bytes) and prints a table of ratios. Builds nothing: everything comes from
+# the carried build folder. Writes the full log and the table under $OUT. Meant to end well inside 8 minutes.
+#
+# usage (from the repository root, LD_LIBRARY_PATH set as the device README says):
+#   OUT=/some/dir bench/device-check.sh [BUILD_DIR]
+set -u
+B=${1:-build}
+OUT=${OUT:-/tmp/kgen-device-check}
+mkdir -p "$OUT"
+LOG="$OUT/device-check.log"
+TABLE="$OUT/device-check.md"
+: > "$LOG"
+say() { printf '%s\n' "$*" | tee -a "$LOG"; }
+# runs a command with a time limit, its output appended to the log; prints nothing else
+run() { local limit=$1; shift; say "\$ $*"; timeout "$limit" "$@" >> "$LOG" 2>&1; local rc=$?; say "(exit $rc)"; return $rc; }
+
+say "# kgen device check, $(date -u '+%Y-%m-%d %H:%M UTC')"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv >> "$LOG" 2>&1
+DEVICE=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+say "device: ${DEVICE:-unknown}"
+
+# 1. GPU tests (each skips with a message when it finds no device)
+for t in test_gpu test_gpu_random; do
+  [ -x "$B/tests/$t" ] && run 240 env KGEN_GPU_RANDOM_SCHEDULES=${KGEN_GPU_RANDOM_SCHEDULES:-10} "$B/tests/$t"
+done
+
+# 2. naive vs hand-scheduled, beside the peer
+ms_of() { # the median of a `kgen run --measure` output, in ms
+  awk '/^time: /{ v=$2; u=$3; if (u=="us") v=v/1000; print v; exit }' "$1"
+}
+peer_ms() { awk -v k="$2" '$1==k { for (i=2;i<=NF;i++) if ($i ~ /^median_ms=/) { sub("median_ms=","",$i); print $i; exit } }' "$1"; }
+kgen_run() { # name out-file args...
+  local out="$OUT/$1.txt"; shift
+  say "\$ $B/kgen run $* --target cuda --measure"
+  timeout 150 "$B/kgen" run "$@" --target cuda --measure > "$out" 2>&1
+  say "(exit $?)"; cat "$out" >> "$LOG"
+}
+kgen_run matmul-naive matmul -D M=4096 -D N=4096 -D K=4096
+kgen_run matmul-hand matmul -D M=4096 -D N=4096 -D K=4096 --schedule examples/schedules/matmul_shared.sched
+kgen_run softmax-naive softmax -D N=8192 -D D=8192
+kgen_run softmax-hand softmax -D N=8192 -D D=8192 --schedule examples/schedules/softmax_cross_thread.sched
+kgen_run layernorm-naive layernorm -D N=8192 -D D=8192
+kgen_run layernorm-hand layernorm -D N=8192 -D D=8192 --schedule examples/schedules/layernorm_fused.sched
+PEERS="$OUT/peers.txt"
+: > "$PEERS"
+if [ -x "$B/bench/gpu_peers" ]; then
+  timeout 120 "$B/bench/gpu_peers" sgemm 4096 4096 4096 >> "$PEERS" 2>&1
+  # softmax and layernorm read 8192 x 8192 floats once and write as many: the traffic of a copy of that size
+  timeout 60 "$B/bench/gpu_peers" copy $((8192 * 8192 * 4)) >> "$PEERS" 2>&1
+fi
+cat "$PEERS" >> "$LOG"
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else printf "n/a" }'; }
+row() { # workload naive-file hand-file peer-name peer-key
+  local n h p
+  n=$(ms_of "$OUT/$2.txt"); h=$(ms_of "$OUT/$3.txt"); p=$(peer_ms "$PEERS" "$5")
+  printf '| %s | %s | %s | %s: %s | %s | %s |\n' "$1" "${n:-failed}" "${h:-failed}" "$4" "${p:-n/a}" \
+    "$(ratio "${n:-0}" "${h:-0}")" "$(ratio "${p:-0}" "${h:-0}")"
+}
+{
+  echo "# kgen device check: ${DEVICE:-unknown}, $(date -u '+%Y-%m-%d')"
+  echo
+  echo "Command: \`OUT=DIR bench/device-check.sh\` (medians in ms of \`kgen run --target cuda --measure\`, >= 100 ms of repeats each)."
+  echo
+  echo "| workload | naive ms | hand-scheduled ms | peer ms | naive / hand | peer / hand (>1: kgen faster) |"
+  echo "|---|---|---|---|---|---|"
+  row "matmul 4096x4096x4096" matmul-naive matmul-hand "cuBLAS SGEMM FP32" cublas_sgemm
+  row "softmax 8192x8192" softmax-naive softmax-hand "D2D copy" d2d_copy
+  row "layernorm 8192x8192" layernorm-naive layernorm-hand "D2D copy" d2d_copy
+} > "$TABLE"
+cat "$TABLE" | tee -a "$LOG"

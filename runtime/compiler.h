@@ -1,0 +1,28 @@
+/* Running a compiler on generated source in a private temporary folder, shared by the CPU runner (runtime/cpu.c)
+ * and the CUDA emulator (runtime/emu.c): make the folder, write files into it, run the compiler there with its
+ * output captured, remove the folder. Safe to use from several threads at once (the measurement harness builds
+ * in parallel). */
+#ifndef KG_COMPILER_H
+#define KG_COMPILER_H
+#include <stddef.h>
+
+/* kg_compiler_run_command's result when argv[0] could not be executed (errno says why). */
+#define KG_COMPILER_NO_EXEC (-2)
+
+/* "dir/file" (heap), or NULL when out of memory. */
+char *kg_compiler_join_path(const char *dir, const char *file);
+/* Creates a private folder "$TMPDIR/<prefix>XXXXXX" ($TMPDIR defaults to /tmp) and returns its path (heap). On
+ * failure returns NULL and replaces *log (freed) with the reason. */
+char *kg_compiler_make_dir(const char *prefix, char **log);
+/* Writes text to dir/file. Returns 0, or -1 with errno set. */
+int kg_compiler_write_file(const char *dir, const char *file, const char *text);
+/* Splits a command line from the environment ("ccache gcc -m64") in place into at most max words, no shell
+ * involved. Returns the number of words. */
+int kg_compiler_split_words(char *s, char **words, int max);
+/* Runs argv (argv[0] looked up in PATH) in dir with stdout and stderr captured into *out (heap; NULL when it
+ * printed nothing). Returns the exit status, 128 when a signal ended it, KG_COMPILER_NO_EXEC when argv[0] could not
+ * be executed, or -1 when it could not be started (pipe, fork); errno is set for the last two. */
+int kg_compiler_run_command(char *const argv[], const char *dir, char **out);
+/* Removes files[0..nfiles) from *dir, then the folder itself; frees *dir and sets it to NULL. No-op on NULL. */
+void kg_compiler_remove_dir(char **dir, const char *const *files, size_t nfiles);
+#endif

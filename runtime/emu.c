@@ -1,0 +1,172 @@
+/* The CUDA emulator's host side: writes the generated CUDA source and the emulation header (runtime/cuda_emu.h,
+ * embedded as kg_cuda_emu_header by the Makefile) into a private temporary folder, compiles them with the host C++
+ * compiler into a shared object (fork/execvp, no shell), loads it, and launches its kernels in order.
+ *
+ * libkgen only looks symbols up and calls them: the launcher that switches stacks between the fibers of a block
+ * (kg_emu_launch) is compiled into the module from the header, without sanitizers, so an ASan build of libkgen
+ * never sees a stack switch it did not make. Requires a C++17 compiler ($CXX, default g++) and dlopen.
+ * Call kg_emu_module_free after kg_emu_build whatever it returned: it unloads and removes the folder. */
+#include "emu.h"
+#include "../base/clock.h"
+#include "compiler.h"
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int (*kg_emu_launch_fn)(void (*entry)(float **), float **args, const int64_t grid[3], const int64_t block[3],
+                                int64_t dyn_bytes, char *err, size_t errlen);
+
+static const char *const emu_files[] = {"kernel.cu", "cuda_emu.h", "kernel.so"};
+
+static void emu_logf(kg_emu_module *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void emu_logf(kg_emu_module *m, const char *fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  free(m->log);
+  m->log = strdup(buf);
+}
+
+static void emu_remove_dir(kg_emu_module *m) {
+  kg_compiler_remove_dir(&m->dir, emu_files, sizeof emu_files / sizeof *emu_files);
+}
+
+/* dlsym of name followed by suffix ("mm_k0" "__emu"). */
+static void *emu_sym(void *handle, const char *name, const char *suffix) {
+  char sym[512];
+  if (snprintf(sym, sizeof sym, "%s%s", name, suffix) >= (int)sizeof sym) return NULL;
+  return dlsym(handle, sym);
+}
+
+static int emu_compile(kg_emu_module *m) {
+  const char *cxx_env = getenv("CXX");
+  const char *extra_env = getenv("KGEN_EMU_CXXFLAGS");
+  char *cxx = strdup(cxx_env && *cxx_env ? cxx_env : "g++");
+  char *extra = strdup(extra_env ? extra_env : "");
+  if (!cxx || !extra) {
+    free(cxx);
+    free(extra);
+    emu_logf(m, "kgen: out of memory");
+    return -1;
+  }
+  char *argv[96];
+  int n = kg_compiler_split_words(cxx, argv, 16);
+  if (n == 0) argv[n++] = "g++";
+  /* -O1: the kernels run at small sizes in tests, where the compile dominates. -fno-strict-aliasing: CUDA code
+   * reads float arrays through float4 pointers. #pragma unroll is CUDA's, unknown to g++. */
+  static const char *const flags[] = {"-std=c++17", "-O1", "-fPIC", "-shared", "-fno-strict-aliasing",
+                                      "-Wno-unknown-pragmas", "-DKG_EMULATE", "-include", "cuda_emu.h",
+                                      "-o", "kernel.so"};
+  for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) argv[n++] = (char *)flags[i];
+  /* $KGEN_EMU_CXXFLAGS after the defaults so it can override them (e.g. -O0 -g to debug a kernel). */
+  n += kg_compiler_split_words(extra, argv + n, (int)(sizeof argv / sizeof *argv) - n - 4);
+  argv[n++] = "-x";
+  argv[n++] = "c++";
+  argv[n++] = "kernel.cu";
+  argv[n] = NULL;
+  double t0 = kg_now_s();
+  char *out = NULL;
+  int st = kg_compiler_run_command(argv, m->dir, &out);
+  m->compile_s = kg_now_s() - t0;
+  free(m->log);
+  m->log = out;
+  if (st == KG_COMPILER_NO_EXEC)
+    emu_logf(m, "kgen: cannot run the C++ compiler '%s'\n", argv[0]);
+  else if (st < 0 && !m->log)
+    emu_logf(m, "kgen: cannot run the C++ compiler '%s': %s", argv[0], strerror(errno));
+  else if (st != 0 && !m->log)
+    emu_logf(m, "kgen: the C++ compiler '%s' failed (status %d) without a message", argv[0], st);
+  free(cxx);
+  free(extra);
+  return st == 0 ? 0 : -1;
+}
+
+int kg_emu_build(const kg_cuda_program *p, kg_emu_module *m) {
+  memset(m, 0, sizeof *m);
+  m->dir = kg_compiler_make_dir("kgen-emu-", &m->log);
+  if (!m->dir) return -1;
+  if (kg_compiler_write_file(m->dir, "kernel.cu", p->source ? p->source : "") != 0 ||
+      kg_compiler_write_file(m->dir, "cuda_emu.h", kg_cuda_emu_header) != 0) {
+    emu_logf(m, "kgen: cannot write the emulator's sources in %s: %s", m->dir, strerror(errno));
+    emu_remove_dir(m);
+    return -1;
+  }
+  if (emu_compile(m) != 0) {
+    emu_remove_dir(m);
+    return -1;
+  }
+  char *so = kg_compiler_join_path(m->dir, "kernel.so");
+  m->handle = so ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
+  free(so);
+  if (!m->handle) {
+    const char *e = dlerror();
+    emu_logf(m, "kgen: cannot load the emulated kernels: %s", e ? e : "out of memory");
+    emu_remove_dir(m);
+    return -1;
+  }
+  /* Every kernel's entry must be there now, so a printer that forgot one fails at build, not at launch. */
+  const char *missing = emu_sym(m->handle, "kg_emu_launch", "") ? NULL : "kg_emu_launch (the emulation header)";
+  char what[300];
+  for (int k = 0; k < p->nkernels && !missing; k++)
+    if (!emu_sym(m->handle, p->kernels[k].name, "__emu")) {
+      snprintf(what, sizeof what, "%s__emu (the KG_EMULATE entry of kernel %s)", p->kernels[k].name,
+               p->kernels[k].name);
+      missing = what;
+    }
+  if (missing) {
+    emu_logf(m, "kgen: the compiled source defines no %s", missing);
+    dlclose(m->handle);
+    m->handle = NULL;
+    emu_remove_dir(m);
+    return -1;
+  }
+  return 0;
+}
+
+void kg_emu_module_free(kg_emu_module *m) {
+  if (m->handle) dlclose(m->handle);
+  m->handle = NULL;
+  emu_remove_dir(m);
+  free(m->log);
+  m->log = NULL;
+}
+
+int kg_emu_run_program(const kg_emu_module *m, const kg_cuda_program *p, float **args, char *err, size_t errlen) {
+  if (errlen) err[0] = 0;
+  if (!m->handle) {
+    snprintf(err, errlen, "emulator: the module is not built");
+    return -1;
+  }
+  kg_emu_launch_fn launch;
+  void (*entry)(float **);
+  void *sym = emu_sym(m->handle, "kg_emu_launch", "");
+  if (!sym) {
+    snprintf(err, errlen, "emulator: the module has no kg_emu_launch");
+    return -1;
+  }
+  /* object pointer to function pointer through memcpy: a cast is undefined in ISO C */
+  memcpy(&launch, &sym, sizeof sym);
+  for (int k = 0; k < p->nkernels; k++) {
+    const kg_cuda_kernel *kn = &p->kernels[k];
+    sym = emu_sym(m->handle, kn->name, "__emu");
+    if (!sym) {
+      snprintf(err, errlen, "emulator: kernel %s: the module has no entry %s__emu", kn->name, kn->name);
+      return -1;
+    }
+    memcpy(&entry, &sym, sizeof sym);
+    char why[512];
+    if (launch(entry, args, kn->grid, kn->block, kn->dynamic_shared, why, sizeof why) != 0) {
+      snprintf(err, errlen, "emulator: kernel %s (grid %lldx%lldx%lld, block %lldx%lldx%lld): %s", kn->name,
+               (long long)kn->grid[0], (long long)kn->grid[1], (long long)kn->grid[2], (long long)kn->block[0],
+               (long long)kn->block[1], (long long)kn->block[2], why);
+      return -1;
+    }
+  }
+  return 0;
+}

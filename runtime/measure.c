@@ -1,0 +1,738 @@
+/* The measurement harness, caller's side (see measure.h for the contract, worker.h for the protocol, worker.c for
+ * the process that runs candidates).
+ *
+ * kg_measurer_new draws the inputs and computes the reference once, then places inputs and outputs in one memfd
+ * that both processes map, each buffer between inaccessible pages (kg_buffer_map); the worker maps inputs
+ * read-only. kg_measure_batch then
+ *   1. builds every candidate on OpenMP threads: schedule + trace -> lower -> print -> compile (C: kg_cpu_build;
+ *      GPU: NVRTC and the device's limits; emulator: the launch-shape limits of the arch and kg_emu_build). A
+ *      failure here is the candidate's result (compile_error, resource_limit) and never reaches the worker;
+ *   2. runs the built ones one at a time: poisons the shared outputs, has the worker run the candidate once,
+ *      compares the shared outputs with the cached reference, and only then asks for timed repeats.
+ * A worker that dies (signal, exit) or does not answer in time (it is then killed) is reaped and started again
+ * before the next candidate; its candidate gets runtime_error or timeout.
+ *
+ * The timing request's deadline is timeout_s plus what the repeats themselves need: one warm-up and at least
+ * three runs or min_repeat_s of work, i.e. timeout_s + 4 x (the verification run's time) + min_repeat_s, so that
+ * a slow but finite kernel is not called a hang.
+ *
+ * The worker loads what the build left on disk: the C or emulator module by the path the caller's own dlopen
+ * resolved (dlinfo), the cubin bytes inline in the request. Build folders live until the end of the batch.
+ *
+ * Requires: Linux (memfd, /proc/self/exe). The caller's SIGCHLD must not be ignored (waitpid reaps the worker). */
+#include "measure.h"
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <omp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include "../base/clock.h"
+#include "../base/xalloc.h"
+#include "../codegen/codegen.h"
+#include "cpu.h"
+#include "emu.h"
+#include "verify.h"
+#include "worker.h"
+
+extern char **environ;
+
+const char *const kg_status_names[KG_STATUS_COUNT] = {
+#define X(n, s) s,
+    KG_STATUSES(X)
+#undef X
+};
+const char *const kg_runner_names[] = {"cpu", "gpu", "emulator"};
+
+/* The entry point every C candidate defines (generated: kg_codegen_c's wrapper of kgen_entry). */
+static const char *const entry_name = "kgen_entry";
+/* Kernel names of CUDA candidates: kgen_k0, kgen_k1, ... */
+static const char *const kernel_prefix = "kgen";
+
+struct kg_measurer {
+  const kg_program *p;
+  kg_measure_opts o;
+  kg_runner runner;
+  char arch[80];
+  kg_gpu_limits limits; /* GPU: the device's; emulator: the arch's */
+  char device[640];
+  double flops, bytes;
+
+  kg_data data;      /* the reference (ref); its own input/output arrays are released */
+  kg_data view;      /* inputs/outputs pointing at the shared buffers, ref = data.ref (owns nothing) */
+  int memfd;
+  int nbuf;          /* inputs then outputs */
+  int64_t *numel;
+  size_t *file_off;
+  void **map_base;
+  size_t *map_len;
+
+  pid_t pid;         /* the worker, or -1 */
+  int sock;
+  int starts;
+  kg_wire req, rep;
+};
+
+void kg_measure_result_free(kg_measure_result *r) {
+  if (!r) return;
+  free(r->times);
+  free(r->res);
+  r->times = NULL;
+  r->res = NULL;
+  r->runs = r->nres = 0;
+}
+
+kg_runner kg_measurer_runner(const kg_measurer *m) { return m->runner; }
+const char *kg_measurer_device(const kg_measurer *m) { return m->device; }
+const char *kg_measurer_arch(const kg_measurer *m) { return m->arch; }
+int kg_measurer_worker_starts(const kg_measurer *m) { return m->starts; }
+
+/* ---- messages ---- */
+
+static void result_msg(kg_measure_result *r, kg_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void result_msg(kg_measure_result *r, kg_status st, const char *fmt, ...) {
+  r->status = st;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->msg, sizeof r->msg, fmt, ap);
+  va_end(ap);
+}
+
+/* prefix + the end of log (compiler errors that matter are usually last... but the first error is first: keep the
+ * head when it fits, else the first and last parts). */
+static void result_log(kg_measure_result *r, kg_status st, const char *prefix, const char *log) {
+  r->status = st;
+  if (!log || !*log) log = "(no output)";
+  size_t room = sizeof r->msg - strlen(prefix) - 1;
+  size_t n = strlen(log);
+  if (n <= room) {
+    snprintf(r->msg, sizeof r->msg, "%s%s", prefix, log);
+    return;
+  }
+  size_t head = room / 2, tail = room - head - 8;
+  if (snprintf(r->msg, sizeof r->msg, "%s%.*s\n[...]\n%s", prefix, (int)head, log, log + n - tail) < 0)
+    r->msg[0] = 0;
+}
+
+static const char *signal_name(int sig) {
+  switch (sig) {
+  case SIGSEGV: return "SIGSEGV";
+  case SIGBUS: return "SIGBUS";
+  case SIGFPE: return "SIGFPE";
+  case SIGILL: return "SIGILL";
+  case SIGABRT: return "SIGABRT";
+  case SIGKILL: return "SIGKILL";
+  case SIGTERM: return "SIGTERM";
+  case SIGTRAP: return "SIGTRAP";
+  case SIGSYS: return "SIGSYS";
+  case SIGPIPE: return "SIGPIPE";
+  case SIGXCPU: return "SIGXCPU";
+  default: return NULL;
+  }
+}
+
+/* ---- the worker process ---- */
+
+/* Waits for the worker to end within grace seconds, then kills it. Fills why with how it ended. */
+static void worker_reap(kg_measurer *m, double grace, char *why, size_t whylen) {
+  if (why && whylen) why[0] = 0;
+  if (m->sock >= 0) close(m->sock);
+  m->sock = -1;
+  if (m->pid <= 0) return;
+  int st = 0;
+  pid_t r = 0;
+  double deadline = kg_now_s() + grace;
+  while ((r = waitpid(m->pid, &st, WNOHANG)) == 0 && kg_now_s() < deadline) usleep(2000);
+  if (r == 0) {
+    kill(m->pid, SIGKILL);
+    while ((r = waitpid(m->pid, &st, 0)) < 0 && errno == EINTR) {
+    }
+  }
+  if (why && whylen) {
+    if (r < 0) {
+      snprintf(why, whylen, "the worker ended (its status is unknown: %s)", strerror(errno));
+    } else if (WIFSIGNALED(st)) {
+      const char *name = signal_name(WTERMSIG(st));
+      if (name)
+        snprintf(why, whylen, "the worker died from %s (%s)", name, strsignal(WTERMSIG(st)));
+      else
+        snprintf(why, whylen, "the worker died from signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+    } else if (WIFEXITED(st)) {
+      snprintf(why, whylen, "the worker exited with status %d", WEXITSTATUS(st));
+    }
+  }
+  m->pid = -1;
+}
+
+/* The worker's environment: ours, with the channel's descriptors, and sanitizer runtimes (when the binary has
+ * them) told to leave fatal signals alone so that a faulting kernel ends the worker with the signal itself. */
+static char **worker_env(const kg_measurer *m, int sock) {
+  size_t n = 0;
+  while (environ && environ[n]) n++;
+  char **env = kg_xrealloc(NULL, sizeof(char *) * (n + 4));
+  size_t k = 0;
+  const char *asan = NULL, *ubsan = NULL;
+  for (size_t i = 0; i < n; i++) {
+    if (!strncmp(environ[i], KG_WORKER_ENV "=", strlen(KG_WORKER_ENV) + 1)) continue;
+    if (!strncmp(environ[i], "ASAN_OPTIONS=", 13)) {
+      asan = environ[i] + 13;
+      continue;
+    }
+    if (!strncmp(environ[i], "UBSAN_OPTIONS=", 14)) {
+      ubsan = environ[i] + 14;
+      continue;
+    }
+    env[k++] = strdup(environ[i]);
+  }
+  static const char *const quiet = "handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0:handle_abort=0";
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s=%d,%d,%ld", KG_WORKER_ENV, sock, m->memfd, (long)getpid());
+  env[k++] = strdup(buf);
+  size_t la = (asan ? strlen(asan) : 0) + strlen(quiet) + 32, lu = (ubsan ? strlen(ubsan) : 0) + strlen(quiet) + 32;
+  env[k] = kg_xrealloc(NULL, la);
+  snprintf(env[k++], la, "ASAN_OPTIONS=%s%s%s", asan ? asan : "", asan && *asan ? ":" : "", quiet);
+  env[k] = kg_xrealloc(NULL, lu);
+  snprintf(env[k++], lu, "UBSAN_OPTIONS=%s%s%s", ubsan ? ubsan : "", ubsan && *ubsan ? ":" : "", quiet);
+  env[k] = NULL;
+  for (size_t i = 0; i < k; i++)
+    if (!env[i]) abort(); /* strdup out of memory, as kg_xrealloc would */
+  return env;
+}
+
+static void env_free(char **env) {
+  for (size_t i = 0; env[i]; i++) free(env[i]);
+  free(env);
+}
+
+/* Starts a worker and configures it (CONFIG -> READY). 0, or -1 with the reason. */
+static int worker_start(kg_measurer *m, char *err, size_t errlen) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    snprintf(err, errlen, "cannot start the worker: socketpair: %s", strerror(errno));
+    return -1;
+  }
+  char **env = worker_env(m, sv[1]);
+  char *const argv[] = {"kgen-measure-worker", NULL};
+  pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(err, errlen, "cannot start the worker: fork: %s", strerror(errno));
+    close(sv[0]);
+    close(sv[1]);
+    env_free(env);
+    return -1;
+  }
+  if (pid == 0) {
+    /* only async-signal-safe calls until exec */
+    fcntl(sv[1], F_SETFD, 0);
+    fcntl(m->memfd, F_SETFD, 0);
+    execve("/proc/self/exe", argv, env);
+    _exit(127);
+  }
+  env_free(env);
+  close(sv[1]);
+  m->sock = sv[0];
+  m->pid = pid;
+  m->starts++;
+
+  kg_wire *q = &m->req;
+  kg_wire_reset(q);
+  kg_wire_u32(q, KG_MSG_CONFIG);
+  kg_wire_u32(q, (uint32_t)m->runner);
+  kg_wire_i64(q, m->p->ninputs);
+  kg_wire_i64(q, m->p->noutputs);
+  for (int i = 0; i < m->nbuf; i++) {
+    kg_wire_i64(q, m->numel[i]);
+    kg_wire_i64(q, (int64_t)m->file_off[i]);
+  }
+  /* CUDA's initialisation can take seconds on a large machine; the first answer gets more time */
+  double wait = m->o.timeout_s > 60 ? m->o.timeout_s : 60;
+  int rc = kg_wire_send(m->sock, q);
+  if (rc == 0) rc = kg_wire_recv(m->sock, &m->rep, kg_now_s() + wait);
+  kg_wire *a = &m->rep;
+  if (rc == 0 && kg_wire_get_u32(a) != KG_MSG_READY) rc = -1;
+  uint32_t status = rc == 0 ? kg_wire_get_u32(a) : KG_WORKER_FATAL;
+  char *msg = rc == 0 ? kg_wire_get_str(a) : NULL;
+  if (rc == 0 && !a->bad && status == KG_WORKER_OK) {
+    char *name = kg_wire_get_str(a), *arch = kg_wire_get_str(a);
+    int64_t sms = kg_wire_get_i64(a), drv = kg_wire_get_i64(a), l2 = kg_wire_get_i64(a);
+    kg_gpu_limits l;
+    l.max_threads_per_block = (int)kg_wire_get_i64(a);
+    for (int d = 0; d < 3; d++) l.max_block[d] = kg_wire_get_i64(a);
+    for (int d = 0; d < 3; d++) l.max_grid[d] = kg_wire_get_i64(a);
+    l.max_shared_static = kg_wire_get_i64(a);
+    l.max_shared_optin = kg_wire_get_i64(a);
+    l.max_regs_per_block = (int)kg_wire_get_i64(a);
+    l.max_regs_per_thread = (int)kg_wire_get_i64(a);
+    if (m->runner == KG_RUNNER_GPU && !a->bad) {
+      m->limits = l;
+      if (!m->o.arch) snprintf(m->arch, sizeof m->arch, "%s", arch);
+      const char *nv = kg_nvrtc_version();
+      snprintf(m->device, sizeof m->device, "%s (%lld SMs, %lld KB L2, driver %lld.%lld, NVRTC %s)", name,
+               (long long)sms, (long long)(l2 >> 10), (long long)(drv / 1000), (long long)(drv % 1000 / 10),
+               nv && *nv ? nv : "unavailable");
+    }
+    free(name);
+    free(arch);
+    if (!a->bad) {
+      free(msg);
+      return 0;
+    }
+    rc = -1;
+  }
+  char why[256];
+  worker_reap(m, 2.0, why, sizeof why);
+  if (rc == -2)
+    snprintf(err, errlen, "the worker did not start within %.0f s", wait);
+  else if (msg && *msg)
+    snprintf(err, errlen, "%s", msg);
+  else
+    snprintf(err, errlen, "cannot start the worker: %s", why[0] ? why : "no answer");
+  free(msg);
+  return -1;
+}
+
+/* Sends m->req and reads the DONE answer into m->rep. 0 when the worker answered (*status: its status; the
+ * worker is reaped after a FATAL one); else r holds runtime_error or timeout and the worker is gone. */
+static int worker_call(kg_measurer *m, double timeout_s, kg_measure_result *r, uint32_t *status) {
+  int rc = kg_wire_send(m->sock, &m->req);
+  if (rc == 0) rc = kg_wire_recv(m->sock, &m->rep, kg_now_s() + timeout_s);
+  if (rc == 0 && kg_wire_get_u32(&m->rep) != KG_MSG_DONE) rc = -1;
+  if (rc == 0) {
+    *status = kg_wire_get_u32(&m->rep);
+    if (*status == KG_WORKER_FATAL) worker_reap(m, 5.0, NULL, 0);
+    return 0;
+  }
+  char why[256];
+  if (rc == -2) {
+    kill(m->pid, SIGKILL);
+    worker_reap(m, 5.0, why, sizeof why);
+    result_msg(r, KG_STATUS_TIMEOUT, "no answer within %.3g s: the worker was killed", timeout_s);
+  } else {
+    worker_reap(m, 5.0, why, sizeof why);
+    result_msg(r, KG_STATUS_RUNTIME_ERROR, "%s", why[0] ? why : "the worker stopped answering");
+  }
+  return -1;
+}
+
+/* ---- the measurer ---- */
+
+static void measurer_unmap(kg_measurer *m) {
+  for (int i = 0; i < m->nbuf; i++)
+    if (m->map_base && m->map_base[i]) munmap(m->map_base[i], m->map_len[i]);
+  if (m->memfd >= 0) close(m->memfd);
+  m->memfd = -1;
+}
+
+void kg_measurer_free(kg_measurer *m) {
+  if (!m) return;
+  worker_reap(m, 1.0, NULL, 0); /* closing the socket ends the worker's loop; a stuck one is killed */
+  measurer_unmap(m);
+  kg_data_free(&m->data);
+  free(m->view.inputs);
+  free(m->view.outputs);
+  free(m->numel);
+  free(m->file_off);
+  free(m->map_base);
+  free(m->map_len);
+  kg_wire_free(&m->req);
+  kg_wire_free(&m->rep);
+  free(m);
+}
+
+/* MemAvailable from /proc/meminfo in bytes, or -1. */
+static double mem_available(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (!f) return -1;
+  char line[256];
+  double kb = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+  fclose(f);
+  return kb < 0 ? -1 : kb * 1024;
+}
+
+/* The first line a shell command prints, or "" (for compiler versions in the device description). */
+static void command_line(const char *cmd, char *out, size_t len) {
+  out[0] = 0;
+  FILE *f = popen(cmd, "r");
+  if (!f) return;
+  if (fgets(out, (int)len, f)) out[strcspn(out, "\n")] = 0;
+  char sink[256];
+  while (fgets(sink, sizeof sink, f)) {
+  }
+  pclose(f);
+}
+
+static void describe_cpu(kg_measurer *m) {
+  char model[256] = "";
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (f) {
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+      char *colon = strchr(line, ':');
+      if (colon && !strncmp(line, "model name", 10)) {
+        colon++;
+        while (*colon == ' ' || *colon == '\t') colon++;
+        snprintf(model, sizeof model, "%s", colon);
+        model[strcspn(model, "\n")] = 0;
+        break;
+      }
+    }
+    fclose(f);
+  }
+  struct utsname u;
+  if (uname(&u) == 0)
+    snprintf(m->arch, sizeof m->arch, "%s", !strcmp(u.machine, "x86_64") ? "x86-64" : u.machine);
+  else
+    snprintf(m->arch, sizeof m->arch, "unknown");
+  char cc[256];
+  command_line("${CC:-cc} --version 2>/dev/null", cc, sizeof cc);
+  snprintf(m->device, sizeof m->device, "%s (%ld cores; cc: %s)", model[0] ? model : "unknown CPU",
+           sysconf(_SC_NPROCESSORS_ONLN), cc[0] ? cc : "unknown");
+}
+
+kg_measurer *kg_measurer_new(const kg_program *p, const kg_measure_opts *o, char *err, size_t errlen) {
+  kg_measurer *m = kg_xrealloc(NULL, sizeof *m);
+  memset(m, 0, sizeof *m);
+  m->p = p;
+  m->o = *o;
+  m->memfd = -1;
+  m->pid = -1;
+  m->sock = -1;
+  if (m->o.min_repeat_s <= 0) m->o.min_repeat_s = 0.1;
+  if (m->o.timeout_s <= 0) m->o.timeout_s = 10;
+  m->runner = o->target == KG_TARGET_C ? KG_RUNNER_CPU : o->emulate ? KG_RUNNER_EMULATOR : KG_RUNNER_GPU;
+  m->flops = kg_program_flops(p);
+  m->bytes = kg_program_bytes(p);
+
+  if (!kg_worker_linked || access("/proc/self/exe", X_OK) != 0) {
+    snprintf(err, errlen, "the measurement worker needs /proc/self/exe: %s", strerror(errno));
+    goto fail;
+  }
+  if (m->runner != KG_RUNNER_CPU) {
+    if (o->arch) snprintf(m->arch, sizeof m->arch, "%s", o->arch);
+    if (m->runner == KG_RUNNER_EMULATOR && !o->arch) snprintf(m->arch, sizeof m->arch, "sm_86");
+    if (m->arch[0] && kg_gpu_limits_for_arch(m->arch, &m->limits) != 0) {
+      snprintf(err, errlen, "unknown CUDA arch '%s'", m->arch);
+      goto fail;
+    }
+  }
+
+  m->nbuf = p->ninputs + p->noutputs;
+  m->numel = kg_xrealloc(NULL, sizeof(int64_t) * (size_t)(m->nbuf + 1));
+  m->file_off = kg_xrealloc(NULL, sizeof(size_t) * (size_t)(m->nbuf + 1));
+  m->map_base = kg_xrealloc(NULL, sizeof(void *) * (size_t)(m->nbuf + 1));
+  m->map_len = kg_xrealloc(NULL, sizeof(size_t) * (size_t)(m->nbuf + 1));
+  memset(m->map_base, 0, sizeof(void *) * (size_t)(m->nbuf + 1));
+  size_t total = 0;
+  for (int i = 0; i < m->nbuf; i++) {
+    m->numel[i] = kg_tensor_numel(i < p->ninputs ? p->inputs[i] : p->outputs[i - p->ninputs]);
+    m->file_off[i] = total;
+    total += kg_buffer_span(m->numel[i]);
+  }
+  double need = kg_data_bytes(p) + (double)total, avail = mem_available();
+  if (avail > 0 && need > avail) {
+    snprintf(err, errlen, "not enough memory to measure %s: %.0f MB needed, %.0f MB available", p->def->name,
+             need / 1048576, avail / 1048576);
+    goto fail;
+  }
+
+  /* data: the reference once; kg_data_reference may redraw the inputs, so they are copied out afterwards */
+  kg_data_init(&m->data, p, m->o.seed);
+  kg_data_reference(&m->data, p, m->o.seed);
+  m->memfd = memfd_create("kgen-measure", MFD_CLOEXEC);
+  if (m->memfd < 0 || ftruncate(m->memfd, (off_t)(total ? total : 1)) != 0) {
+    snprintf(err, errlen, "cannot make the shared buffers (%zu bytes): %s", total, strerror(errno));
+    goto fail;
+  }
+  m->view.ninputs = p->ninputs;
+  m->view.noutputs = p->noutputs;
+  m->view.inputs = kg_xrealloc(NULL, sizeof(float *) * (size_t)(p->ninputs + 1));
+  m->view.outputs = kg_xrealloc(NULL, sizeof(float *) * (size_t)(p->noutputs + 1));
+  m->view.ref = m->data.ref;
+  for (int i = 0; i < m->nbuf; i++) {
+    float *b = kg_buffer_map(m->memfd, m->file_off[i], m->numel[i], PROT_READ | PROT_WRITE, &m->map_base[i],
+                             &m->map_len[i]);
+    if (!b) {
+      snprintf(err, errlen, "cannot map the shared buffers: %s", strerror(errno));
+      goto fail;
+    }
+    if (i < p->ninputs) {
+      m->view.inputs[i] = b;
+      memcpy(b, m->data.inputs[i], (size_t)m->numel[i] * 4);
+      free(m->data.inputs[i]);
+      m->data.inputs[i] = NULL;
+    } else {
+      int k = i - p->ninputs;
+      m->view.outputs[k] = b;
+      free(m->data.outputs[k]);
+      m->data.outputs[k] = NULL;
+    }
+  }
+
+  if (m->runner == KG_RUNNER_CPU) describe_cpu(m);
+  if (m->runner == KG_RUNNER_EMULATOR) {
+    char cxx[256];
+    command_line("${CXX:-g++} --version 2>/dev/null", cxx, sizeof cxx);
+    snprintf(m->device, sizeof m->device, "CUDA emulator (limits of %s; c++: %s)", m->arch,
+             cxx[0] ? cxx : "unknown");
+  }
+  if (worker_start(m, err, errlen) != 0) goto fail;
+  return m;
+fail:
+  kg_measurer_free(m);
+  return NULL;
+}
+
+/* ---- building ---- */
+
+typedef struct built {
+  int ok;
+  char *so_path;           /* C / emulator: the module the worker loads */
+  kg_cpu_module cpu;
+  int have_cpu;
+  kg_cuda_program cp;
+  int have_cp;
+  kg_cubin cubin;
+  int have_cubin;
+  kg_emu_module emu;
+  int have_emu;
+} built;
+
+/* The file a dlopen handle was loaded from (heap), or NULL. */
+static char *handle_path(void *handle) {
+  struct link_map *lm = NULL;
+  if (!handle || dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || !lm || !lm->l_name || !*lm->l_name) return NULL;
+  return strdup(lm->l_name);
+}
+
+static void build_one(const kg_measurer *m, const kg_candidate *c, built *b, kg_measure_result *r) {
+  double t0 = kg_now_s();
+  char err[2048];
+  kg_arena arena;
+  kg_arena_init(&arena);
+  kg_schedule *s = kg_schedule_new(m->p);
+  kg_lowered *ir = NULL;
+  char *src = NULL;
+  /* no trace on CUDA: the naive GPU mapping, as `kgen run --target cuda` without a schedule, never one thread */
+  if (!c->trace && m->o.target == KG_TARGET_CUDA) kg_schedule_gpu_default(s, 256);
+  if (c->trace && kg_schedule_apply_trace(s, c->trace, err, sizeof err) != 0) {
+    result_msg(r, KG_STATUS_COMPILE_ERROR, "schedule: %s", err);
+    goto done;
+  }
+  ir = kg_lower(s, m->o.target, &arena, err, sizeof err);
+  if (!ir) {
+    result_msg(r, KG_STATUS_COMPILE_ERROR, "lower: %s", err);
+    goto done;
+  }
+  if (m->runner == KG_RUNNER_CPU) {
+    if (kg_codegen_c(ir, entry_name, &src, err, sizeof err) != 0) {
+      result_msg(r, KG_STATUS_COMPILE_ERROR, "codegen c: %s", err);
+      goto done;
+    }
+    b->have_cpu = 1;
+    if (kg_cpu_build(c->source ? c->source : src, entry_name, &b->cpu) != 0) {
+      result_log(r, KG_STATUS_COMPILE_ERROR, "C compiler failed:\n", b->cpu.log);
+      goto done;
+    }
+    b->so_path = handle_path(b->cpu.handle);
+  } else {
+    int crc = kg_codegen_cuda(ir, kernel_prefix, &b->cp, err, sizeof err);
+    if (crc != 0) {
+      result_msg(r, crc == -2 ? KG_STATUS_RESOURCE_LIMIT : KG_STATUS_COMPILE_ERROR, "%s", err);
+      goto done;
+    }
+    b->have_cp = 1;
+    if (c->source) {
+      free(b->cp.source);
+      b->cp.source = kg_xrealloc(NULL, strlen(c->source) + 1);
+      memcpy(b->cp.source, c->source, strlen(c->source) + 1);
+    }
+    if (m->runner == KG_RUNNER_GPU) {
+      b->have_cubin = 1;
+      if (kg_nvrtc_compile(&b->cp, m->arch, &b->cubin) != 0) {
+        result_log(r, KG_STATUS_COMPILE_ERROR, "NVRTC failed:\n", b->cubin.log);
+        goto done;
+      }
+      if (b->cubin.nres > 0) {
+        r->res = kg_xrealloc(NULL, sizeof(kg_kernel_resources) * (size_t)b->cubin.nres);
+        memcpy(r->res, b->cubin.res, sizeof(kg_kernel_resources) * (size_t)b->cubin.nres);
+        r->nres = b->cubin.nres;
+      }
+      if (kg_gpu_check_limits(&b->cp, &b->cubin, &m->limits, err, sizeof err) != 0) {
+        result_msg(r, KG_STATUS_RESOURCE_LIMIT, "%s", err);
+        goto done;
+      }
+    } else {
+      /* The emulator runs any block size: the arch's limits keep it honest about the GPU. Where NVRTC is there,
+       * the candidate is also compiled for the arch, so its resources (registers, spills, shared memory) are
+       * reported and checked as a GPU run would. */
+      char why[256];
+      kg_cubin *cb = NULL;
+      if (kg_nvrtc_available(why, sizeof why) == 0) {
+        b->have_cubin = 1;
+        if (kg_nvrtc_compile(&b->cp, m->arch, &b->cubin) != 0) {
+          result_log(r, KG_STATUS_COMPILE_ERROR, "NVRTC failed:\n", b->cubin.log);
+          goto done;
+        }
+        cb = &b->cubin;
+        if (b->cubin.nres > 0) {
+          r->res = kg_xrealloc(NULL, sizeof(kg_kernel_resources) * (size_t)b->cubin.nres);
+          memcpy(r->res, b->cubin.res, sizeof(kg_kernel_resources) * (size_t)b->cubin.nres);
+          r->nres = b->cubin.nres;
+        }
+      }
+      if (kg_gpu_check_limits(&b->cp, cb, &m->limits, err, sizeof err) != 0) {
+        result_msg(r, KG_STATUS_RESOURCE_LIMIT, "%s", err);
+        goto done;
+      }
+      b->have_emu = 1;
+      if (kg_emu_build(&b->cp, &b->emu) != 0) {
+        result_log(r, KG_STATUS_COMPILE_ERROR, "emulator build failed:\n", b->emu.log);
+        goto done;
+      }
+      b->so_path = handle_path(b->emu.handle);
+    }
+  }
+  if (m->runner != KG_RUNNER_GPU && !b->so_path) {
+    result_msg(r, KG_STATUS_COMPILE_ERROR, "the built module's file cannot be found (dlinfo failed)");
+    goto done;
+  }
+  b->ok = 1;
+done:
+  free(src);
+  kg_schedule_free(s);
+  kg_arena_free(&arena);
+  r->compile_s = kg_now_s() - t0;
+}
+
+static void built_free(built *b) {
+  if (b->have_cpu) kg_cpu_module_free(&b->cpu);
+  if (b->have_emu) kg_emu_module_free(&b->emu);
+  if (b->have_cubin) kg_cubin_free(&b->cubin);
+  if (b->have_cp) kg_cuda_program_free(&b->cp);
+  free(b->so_path);
+}
+
+/* ---- running ---- */
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static void put_program(kg_wire *q, const kg_cuda_program *p) {
+  kg_wire_i64(q, p->nkernels);
+  for (int k = 0; k < p->nkernels; k++) {
+    const kg_cuda_kernel *kk = &p->kernels[k];
+    kg_wire_str(q, kk->name);
+    for (int d = 0; d < 3; d++) kg_wire_i64(q, kk->grid[d]);
+    for (int d = 0; d < 3; d++) kg_wire_i64(q, kk->block[d]);
+    kg_wire_i64(q, kk->static_shared);
+    kg_wire_i64(q, kk->dynamic_shared);
+  }
+  kg_wire_i64(q, p->nparams);
+  kg_wire_i64(q, p->ntemps);
+  for (int t = 0; t < p->ntemps; t++) kg_wire_i64(q, p->temp_elems[t]);
+}
+
+static void run_one(kg_measurer *m, const built *b, kg_measure_result *r) {
+  int st0;
+  if (m->pid > 0 && waitpid(m->pid, &st0, WNOHANG) == m->pid) {
+    /* died between candidates (e.g. the OOM killer): not this candidate's fault */
+    m->pid = -1;
+    worker_reap(m, 0, NULL, 0);
+  }
+  if (m->pid < 0) {
+    char err[1024];
+    if (worker_start(m, err, sizeof err) != 0) {
+      result_msg(r, KG_STATUS_RUNTIME_ERROR, "%s", err);
+      return;
+    }
+  }
+  kg_data_poison(&m->view, m->p);
+  kg_wire *q = &m->req;
+  kg_wire_reset(q);
+  kg_wire_u32(q, KG_MSG_VERIFY);
+  kg_wire_str(q, b->so_path);
+  if (m->runner == KG_RUNNER_GPU)
+    kg_wire_bytes(q, b->cubin.cubin, b->cubin.cubin_size);
+  else
+    kg_wire_bytes(q, NULL, 0);
+  if (m->runner != KG_RUNNER_CPU) put_program(q, &b->cp);
+  uint32_t st;
+  if (worker_call(m, m->o.timeout_s, r, &st) != 0) return;
+  char *msg = kg_wire_get_str(&m->rep);
+  double run_s = kg_wire_get_f64(&m->rep);
+  if (st != KG_WORKER_OK) {
+    result_msg(r, KG_STATUS_RUNTIME_ERROR, "%s", msg);
+    free(msg);
+    return;
+  }
+  free(msg);
+  kg_verify_result v = kg_verify(m->p, &m->view, m->o.rtol);
+  r->max_rel_err = v.max_rel_err;
+  if (!v.ok) {
+    result_msg(r, KG_STATUS_WRONG_ANSWER, "%s", v.msg);
+    return;
+  }
+  if (m->o.no_timing) return;
+
+  kg_wire_reset(q);
+  kg_wire_u32(q, KG_MSG_TIME);
+  kg_wire_f64(q, m->o.min_repeat_s);
+  kg_wire_u32(q, (uint32_t)(m->o.flush_l2 != 0));
+  if (worker_call(m, m->o.timeout_s + 4 * run_s + m->o.min_repeat_s, r, &st) != 0) return;
+  msg = kg_wire_get_str(&m->rep);
+  kg_wire_get_f64(&m->rep);
+  int64_t n = kg_wire_get_i64(&m->rep);
+  size_t got = 0;
+  const void *tp = n > 0 ? kg_wire_take(&m->rep, sizeof(double) * (size_t)n) : NULL;
+  if (tp) got = (size_t)n;
+  if (st != KG_WORKER_OK || got == 0) {
+    result_msg(r, KG_STATUS_RUNTIME_ERROR, "timing: %s", st != KG_WORKER_OK ? msg : "the worker sent no times");
+    free(msg);
+    return;
+  }
+  free(msg);
+  r->runs = (int)got;
+  r->times = kg_xrealloc(NULL, sizeof(double) * got);
+  memcpy(r->times, tp, sizeof(double) * got);
+  double *sorted = kg_xrealloc(NULL, sizeof(double) * got);
+  memcpy(sorted, r->times, sizeof(double) * got);
+  qsort(sorted, got, sizeof(double), cmp_double);
+  r->min_s = sorted[0];
+  r->max_s = sorted[got - 1];
+  r->median_s = got % 2 ? sorted[got / 2] : 0.5 * (sorted[got / 2 - 1] + sorted[got / 2]);
+  free(sorted);
+  if (r->median_s > 0) {
+    r->gflops = m->flops / r->median_s * 1e-9;
+    r->gbps = m->bytes / r->median_s * 1e-9;
+  }
+}
+
+void kg_measure_batch(kg_measurer *m, const kg_candidate *c, int n, kg_measure_result *out) {
+  if (n <= 0) return;
+  built *b = kg_xrealloc(NULL, sizeof(built) * (size_t)n);
+  memset(b, 0, sizeof(built) * (size_t)n);
+  for (int i = 0; i < n; i++) {
+    memset(&out[i], 0, sizeof out[i]);
+    out[i].status = KG_STATUS_OK;
+  }
+  int threads = m->o.build_threads > 0 ? m->o.build_threads : omp_get_num_procs();
+  if (threads > n) threads = n;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (int i = 0; i < n; i++) build_one(m, &c[i], &b[i], &out[i]);
+  for (int i = 0; i < n; i++)
+    if (b[i].ok) run_one(m, &b[i], &out[i]);
+  for (int i = 0; i < n; i++) built_free(&b[i]);
+  free(b);
+}

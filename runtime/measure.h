@@ -1,0 +1,92 @@
+/* The measurement harness: builds a batch of candidates (one workload, one target) in parallel, runs them one
+ * at a time in a separate worker process, verifies each against the reference and times it. A candidate that
+ * faults (illegal address, trap, segfault) or hangs (timeout) cannot take the caller down: the worker is killed
+ * if need be, restarted, and the candidate's result carries the status.
+ *
+ * Per candidate: apply trace -> lower -> print -> compile (C: cc; CUDA: NVRTC + limits check, or the emulator's
+ * host build) -> [worker] load, poison outputs, run once -> [caller] compare with the reference (computed once per
+ * workload, cached in the measurer) -> [worker] warm-up, repeats until min_repeat_s of work (GPU: events, optional
+ * L2 flush between repeats; CPU: clock_gettime) -> median, spread, GFLOP/s, GB/s.
+ *
+ * Data lives in shared mappings (one memfd) made before the worker starts: inputs are read-only to the worker,
+ * and every buffer sits between inaccessible guard pages, so a CPU kernel that writes an input or past a buffer
+ * faults instead of corrupting what later candidates read. The worker is the running binary exec'd afresh
+ * (/proc/self/exe; libgomp does not survive a plain fork of a process that has used OpenMP), so the binary must
+ * link libkgen (statically, as every kgen binary does): runtime/worker.c's constructor takes over before main(). */
+#ifndef KG_MEASURE_H
+#define KG_MEASURE_H
+#include <stdint.h>
+#include "../schedule/sched.h"
+#include "nvrtc.h"
+
+#define KG_STATUSES(X)                                                                                      \
+  X(OK, "ok") X(COMPILE_ERROR, "compile_error") X(RESOURCE_LIMIT, "resource_limit")                         \
+  X(RUNTIME_ERROR, "runtime_error") X(TIMEOUT, "timeout") X(WRONG_ANSWER, "wrong_answer")
+typedef enum {
+#define X(n, s) KG_STATUS_##n,
+  KG_STATUSES(X)
+#undef X
+  KG_STATUS_COUNT
+} kg_status;
+extern const char *const kg_status_names[KG_STATUS_COUNT];
+
+/* Where a candidate runs. */
+typedef enum { KG_RUNNER_CPU, KG_RUNNER_GPU, KG_RUNNER_EMULATOR } kg_runner;
+extern const char *const kg_runner_names[]; /* "cpu", "gpu", "emulator" */
+
+typedef struct kg_measure_opts {
+  kg_target_kind target;  /* C or CUDA */
+  int emulate;            /* CUDA only: run on the emulator instead of the GPU */
+  const char *arch;       /* CUDA: compile for this arch (NULL: the device's, else sm_86) */
+  double min_repeat_s;    /* 0: 0.1 */
+  double timeout_s;       /* per run of the worker (one verification run, or one timing loop); 0: 10 */
+  int flush_l2;           /* GPU: overwrite L2 between repeats */
+  int no_timing;          /* verify only */
+  double rtol;            /* 0: default (see kg_verify_tolerance) */
+  uint64_t seed;          /* input data */
+  int build_threads;      /* 0: every core */
+} kg_measure_opts;
+
+/* A candidate: a trace applied to the measurer's program. source (a test hook, and for measuring hand-written
+ * kernels) replaces the generated code: C source defining `void kgen_entry_args(float **args)` on the C target;
+ * on the CUDA target the printed program's source is replaced but its launch table kept. */
+typedef struct kg_candidate {
+  const kg_trace *trace;  /* NULL: the default schedule (CUDA: kg_schedule_gpu_default with 256 threads) */
+  const char *source;     /* NULL: generated */
+} kg_candidate;
+
+typedef struct kg_measure_result {
+  kg_status status;
+  char msg[2048];          /* why it is not ok: the illegal step, compiler log (tail), limit, signal, mismatch */
+  double compile_s;        /* lowering + printing + compiling */
+  double median_s, min_s, max_s;
+  int runs;                /* timed repeats */
+  double *times;           /* heap (free with kg_measure_result_free), runs entries, in run order */
+  double gflops, gbps;     /* from the workload's FLOPs and bytes and the median */
+  double max_rel_err;      /* of the verification run */
+  kg_kernel_resources *res;/* CUDA: heap, per kernel (nres) */
+  int nres;
+} kg_measure_result;
+void kg_measure_result_free(kg_measure_result *r);
+
+typedef struct kg_measurer kg_measurer;
+/* A measurer for program p (which must outlive it) and one target. Draws the inputs, computes the reference,
+ * and for the GPU checks that a device is there. NULL with the reason in err (e.g. no device, not enough
+ * memory). */
+kg_measurer *kg_measurer_new(const kg_program *p, const kg_measure_opts *o, char *err, size_t errlen);
+/* One result per candidate (out[i] for c[i]). Builds in parallel, then runs serially in the worker. */
+void kg_measure_batch(kg_measurer *m, const kg_candidate *c, int n, kg_measure_result *out);
+kg_runner kg_measurer_runner(const kg_measurer *m);
+/* The target's description for logs and reports: device name ("NVIDIA H200", the CPU's model name or
+ * "CUDA emulator"), arch ("sm_90", or the CPU's ISA such as "x86-64"), and compiler versions. */
+const char *kg_measurer_device(const kg_measurer *m);
+const char *kg_measurer_arch(const kg_measurer *m);
+/* How many times the worker was (re)started, for tests. */
+int kg_measurer_worker_starts(const kg_measurer *m);
+void kg_measurer_free(kg_measurer *m);
+
+/* The workload's arithmetic (f32 operations counted from the stages' bodies times their domains, a reduction's
+ * combine included; calls count one each) and compulsory traffic (inputs read once, outputs written once). */
+double kg_program_flops(const kg_program *p);
+double kg_program_bytes(const kg_program *p);
+#endif

@@ -1,0 +1,63 @@
+/* NVRTC: CUDA C to cubin (and PTX) without a GPU, with the ptxas resource report, and the check of a build
+ * against a device's limits. libnvrtc is loaded with dlopen on first use (kgen links no CUDA library), from
+ * $KGEN_NVRTC, then libnvrtc.so / libnvrtc.so.13 / .12 / .11 on the loader path, then $CUDA_HOME/lib64 and
+ * /usr/local/cuda/lib64. */
+#ifndef KG_NVRTC_H
+#define KG_NVRTC_H
+#include <stddef.h>
+#include <stdint.h>
+#include "../codegen/codegen.h"
+
+/* What ptxas reported for one kernel ("ptxas info : Used 40 registers, 4096 bytes smem, ..."). */
+typedef struct kg_kernel_resources {
+  char name[64];          /* the kernel's name */
+  int registers;          /* per thread */
+  int64_t spill_stores;   /* bytes */
+  int64_t spill_loads;    /* bytes */
+  int64_t static_shared;  /* bytes of static shared memory */
+  int64_t local_bytes;    /* stack frame (local memory) per thread */
+} kg_kernel_resources;
+
+/* Limits a launch must respect. kg_gpu_limits_for_arch gives the documented values of an arch (sm_70 ... sm_90:
+ * 1024 threads per block, 48 KB static shared, the opt-in maximum of dynamic shared (99 KB on sm_86, 227 KB on
+ * sm_90), 64K registers per block and 255 per thread); the CUDA runtime fills them from the device instead. */
+typedef struct kg_gpu_limits {
+  int max_threads_per_block;
+  int64_t max_block[3];
+  int64_t max_grid[3];
+  int64_t max_shared_static;   /* 48 KB */
+  int64_t max_shared_optin;    /* per block with the opt-in */
+  int max_regs_per_block;
+  int max_regs_per_thread;
+} kg_gpu_limits;
+int kg_gpu_limits_for_arch(const char *arch, kg_gpu_limits *l); /* -1 for an arch it does not know */
+
+typedef struct kg_cubin {
+  char arch[16];              /* "sm_90" */
+  void *cubin;                /* heap */
+  size_t cubin_size;
+  char *ptx;                  /* heap, NUL-terminated */
+  char *log;                  /* heap: the NVRTC log (warnings, errors, ptxas report); may be NULL */
+  kg_kernel_resources *res;   /* heap, one per kernel of the program, in its order (nres) */
+  int nres;
+  double compile_s;
+} kg_cubin;
+
+/* 0 when NVRTC can be loaded; else -1 and the reason (one line) in why. */
+int kg_nvrtc_available(char *why, size_t whylen);
+/* NVRTC's version as "13.0", or "" when unavailable. */
+const char *kg_nvrtc_version(void);
+/* Compiles p->source for arch ("sm_86", "sm_90": -arch=sm_XX, -O3 defaults, --ptxas-options=-v) to cubin and PTX
+ * and parses the resource report of each of p's kernels. Returns 0, or -1 with out->log holding NVRTC's log (or
+ * the reason, e.g. NVRTC missing). Thread-safe: several compiles may run at once (OpenMP). */
+int kg_nvrtc_compile(const kg_cuda_program *p, const char *arch, kg_cubin *out);
+void kg_cubin_free(kg_cubin *c);
+/* Compiles n programs for one arch on up to nthreads OpenMP threads (0: all cores); rc[i] as kg_nvrtc_compile. */
+void kg_nvrtc_compile_batch(const kg_cuda_program *const *p, int n, const char *arch, kg_cubin *out, int *rc,
+                            int nthreads);
+/* Checks each kernel's launch (threads per block, block and grid extents, shared memory static + dynamic,
+ * registers x threads, registers per thread) against l. 0 when it fits; else -1 with the reason, e.g.
+ * "kernel kgen_k0: 1536 threads per block > 1024". res may be NULL (then only launch-shape limits are checked). */
+int kg_gpu_check_limits(const kg_cuda_program *p, const kg_cubin *res, const kg_gpu_limits *l, char *why,
+                        size_t whylen);
+#endif

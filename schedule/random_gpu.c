@@ -1,0 +1,819 @@
+/* Random GPU schedules: what kg_schedule_random draws for KG_TARGET_CUDA. Unlike the C target's draws (one random
+ * primitive at a time), a GPU schedule must also be launchable, so each stage gets a whole structure drawn at once,
+ * in the spirit of Ansor's sketches, with random tile sizes (divisors or not), thread counts, vector widths and
+ * unrolling:
+ *   - elementwise stages that are not outputs: inlined into their readers, computed per thread inside their
+ *     consumer's thread loops, or given their own kernel;
+ *   - a root stage's spatial loops: fused or tiled per axis into block / (virtual thread) / thread / per-thread
+ *     parts, the block parts fused and bound to blockIdx.x (or .y and .x), the thread parts bound to threadIdx.x
+ *     (and .y);
+ *   - reductions with reuse: the serial reduction split (k.o, k.i), a register accumulator (cache_write "local"
+ *     computed at the innermost thread loop), inputs staged in shared memory at k.o with a cooperative fetch
+ *     bound to exactly the consumer's thread extents (so no thread loop around a barrier is guarded);
+ *   - reductions without reuse: a cross-thread reduction (the reduction split and its inner part bound to
+ *     threadIdx.x), the same after rfactor, or rfactor into two kernels.
+ * Stages are visited from the outputs back to the inputs, so that a producer knows how its consumer was mapped.
+ *
+ * Every draw is built on a scratch copy of the schedule and kept only when every step applied and the lowered
+ * program passes the launch rules of the GPU semantics (threads per block, grid extents, shared and register
+ * footprints, no barrier or cross-thread reduction under a guarded thread loop, no bound loop in a per-thread
+ * stage); otherwise it is drawn again, and after a few failures the naive mapping (kg_schedule_gpu_default) is
+ * used. Deterministic in the seed.
+ *
+ * Requires: stages still untouched (e.g. a fresh schedule); stages already transformed are left as they are. */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ir.h"
+#include "sched_impl.h"
+#include "../base/rng.h"
+#include "../base/xalloc.h"
+
+/* Footprint limits the drawn schedules keep: 48 KB of static shared memory per block, and per-thread register
+ * arrays small enough to stay in registers. */
+#define GPU_MAX_SHARED_FLOATS 12288
+#define GPU_MAX_LOCAL_FLOATS 256
+#define GPU_MAX_THREADS 1024
+#define GPU_ATTEMPTS 8
+
+typedef struct grng {
+  uint64_t state;
+} grng;
+
+static int below(grng *r, int n) { return n <= 1 ? 0 : (int)(kg_rng_next(&r->state) % (uint64_t)n); }
+static int chance(grng *r, int percent) { return below(r, 100) < percent; }
+
+static int64_t pow2_ceil(int64_t x) {
+  int64_t p = 1;
+  while (p < x && p < ((int64_t)1 << 30)) p *= 2;
+  return p;
+}
+
+/* A thread count for a loop of extent ext, at most cap: mostly a power of two of a useful size, sometimes any
+ * value (odd counts exercise the guards). */
+static int64_t draw_threads(grng *r, int64_t ext, int64_t cap) {
+  int64_t lim = pow2_ceil(ext);
+  if (lim > cap) lim = cap;
+  if (lim < 1) lim = 1;
+  if (chance(r, 65)) {
+    int64_t lo = lim >= 16 ? lim / 8 : 1, p[16];
+    int n = 0;
+    for (int64_t v = 1; v <= lim && n < 16; v *= 2)
+      if (v >= lo) p[n++] = v;
+    return p[below(r, n)];
+  }
+  return 1 + below(r, (int)lim);
+}
+
+/* Per-thread work along one axis: small, divisors or not. */
+static int64_t draw_inner(grng *r, int64_t ext) {
+  static const int64_t v[] = {1, 1, 2, 2, 3, 4, 4, 8};
+  int64_t f = v[below(r, 8)];
+  return f > ext && ext >= 1 ? (ext < 2 ? 1 : 2) : f;
+}
+
+/* A reduction tile: a power of two or any value up to min(extent, 32). */
+static int64_t draw_rtile(grng *r, int64_t ext) {
+  int64_t hi = ext < 32 ? ext : 32;
+  if (hi < 2) return 1;
+  if (chance(r, 50)) {
+    int64_t p[6];
+    int n = 0;
+    for (int64_t v = 2; v <= hi && n < 6; v *= 2) p[n++] = v;
+    return p[below(r, n)];
+  }
+  return 2 + below(r, (int)(hi - 1));
+}
+
+/* How a root stage was mapped, for the stages computed inside it. */
+typedef struct mapping {
+  const kg_sstage *st;
+  int64_t tx, ty;            /* extents bound to threadIdx.x / .y (1 when unbound) */
+  int fused;                 /* several spatial axes fused into one before tiling: a per-thread region inside
+                              * would span whole rows (the bounds of a fused index are loose), so nothing is
+                              * computed inside */
+  kg_iter *attach[8];        /* loops where a producer may be computed per thread: the innermost spatial thread
+                              * loop and the serial spatial loops after it, before any reduction loop */
+  int nattach;
+} mapping;
+
+typedef struct gctx {
+  kg_schedule *s; /* the scratch schedule */
+  grng *r;
+  int failed;
+  mapping maps[64];
+  int nmaps;
+} gctx;
+
+/* ---- steps on the scratch schedule; a failed step fails the whole draw ---- */
+
+static int step(gctx *g, kg_step_kind kind, const char *stage, const char **names, int nnames, int64_t i0,
+                int64_t i1, int nints) {
+  if (g->failed) return -1;
+  kg_step st;
+  memset(&st, 0, sizeof st);
+  st.kind = kind;
+  st.stage = stage;
+  for (int i = 0; i < nnames && i < KG_STEP_MAX_NAMES; i++) st.names[i] = names[i];
+  st.nnames = nnames;
+  st.ints[0] = i0;
+  st.ints[1] = i1;
+  st.nints = nints;
+  char err[512];
+  if (kg_schedule_apply(g->s, &st, err, sizeof err) != 0) g->failed = 1;
+  return g->failed ? -1 : 0;
+}
+
+/* split: returns the outer loop (*inner the inner one), NULL on failure. */
+static kg_iter *split(gctx *g, kg_sstage *st, kg_iter *it, int64_t f, kg_iter **inner) {
+  *inner = NULL;
+  if (!it || step(g, KG_STEP_SPLIT, st->name, &it->name, 1, f, 0, 1)) return NULL;
+  *inner = it->split_inner;
+  return it->split_outer;
+}
+
+static kg_iter *fuse(gctx *g, kg_sstage *st, kg_iter *a, kg_iter *b) {
+  if (!a || !b) {
+    g->failed = 1;
+    return NULL;
+  }
+  const char *n[2] = {a->name, b->name};
+  if (step(g, KG_STEP_FUSE, st->name, n, 2, 0, 0, 0)) return NULL;
+  return a->fused_into;
+}
+
+static void annotate(gctx *g, kg_step_kind kind, kg_sstage *st, kg_iter *it, kg_thread_tag tag) {
+  if (!it) {
+    g->failed = 1;
+    return;
+  }
+  const char *n[2] = {it->name, kg_thread_tag_names[tag]};
+  step(g, kind, st->name, n, kind == KG_STEP_BIND ? 2 : 1, 0, 0, 0);
+}
+
+static void reorder(gctx *g, kg_sstage *st, kg_iter **order, int n) {
+  if (n < 2) return;
+  if (n > KG_STEP_MAX_NAMES) {
+    g->failed = 1;
+    return;
+  }
+  const char *names[KG_STEP_MAX_NAMES];
+  int same = 1;
+  for (int i = 0; i < n; i++) {
+    if (!order[i]) {
+      g->failed = 1;
+      return;
+    }
+    names[i] = order[i]->name;
+    if (i) same &= kg_sstage_leaf_index(st, order[i - 1]) < kg_sstage_leaf_index(st, order[i]);
+  }
+  if (!same) step(g, KG_STEP_REORDER, st->name, names, n, 0, 0, 0);
+}
+
+static void compute_at(gctx *g, kg_sstage *p, const kg_sstage *c, kg_iter *it) {
+  if (!it) {
+    g->failed = 1;
+    return;
+  }
+  const char *n[2] = {c->name, it->name};
+  step(g, KG_STEP_COMPUTE_AT, p->name, n, 2, 0, 0, 0);
+}
+
+static kg_sstage *cache(gctx *g, kg_step_kind kind, const char *what, const char *scope, const kg_sstage *reader) {
+  const char *n[2] = {scope, reader ? reader->name : NULL};
+  if (step(g, kind, what, n, kind == KG_STEP_CACHE_READ ? 2 : 1, 0, 0, 0)) return NULL;
+  /* the created stage is the newest one with that origin */
+  kg_stage_origin o = kind == KG_STEP_CACHE_READ ? KG_ORIGIN_CACHE_READ : KG_ORIGIN_CACHE_WRITE;
+  kg_sstage *best = NULL;
+  for (int i = 0; i < g->s->nstages; i++) {
+    kg_sstage *x = g->s->stages[i];
+    if (x->origin == o && (!best || x->out->id > best->out->id)) best = x;
+  }
+  return best;
+}
+
+/* ---- the structures ---- */
+
+/* Does e use index variable iv? */
+static int ivar_used(const kg_expr *e, const kg_ivar *iv) {
+  if (!e) return 0;
+  switch (e->kind) {
+    case KG_EXPR_IVAR: return e->var.iv == iv;
+    case KG_EXPR_READ:
+      for (int i = 0; i < e->read.n; i++)
+        if (ivar_used(e->read.idx[i], iv)) return 1;
+      return 0;
+    case KG_EXPR_UNARY:
+    case KG_EXPR_BINARY: return ivar_used(e->op.a, iv) || ivar_used(e->op.b, iv);
+    case KG_EXPR_CALL:
+      for (int i = 0; i < e->call.n; i++)
+        if (ivar_used(e->call.args[i], iv)) return 1;
+      return 0;
+    default: return 0;
+  }
+}
+
+/* The distinct tensors st's body reads, with whether some read leaves out a spatial axis of st (the data is reused
+ * across that axis, so staging it in shared memory pays). */
+static void collect_reads(const kg_sstage *st, const kg_expr *e, kg_tensor **t, int *reuse, int *n, int max) {
+  if (!e) return;
+  switch (e->kind) {
+    case KG_EXPR_READ: {
+      int k = 0;
+      while (k < *n && t[k] != e->read.tensor) k++;
+      if (k == *n && *n < max && e->read.tensor) {
+        t[k] = e->read.tensor;
+        reuse[k] = 0;
+        (*n)++;
+      }
+      if (k < *n)
+        for (int a = 0; a < st->nax; a++) reuse[k] |= !ivar_used(e, st->ax[a]);
+      for (int i = 0; i < e->read.n; i++) collect_reads(st, e->read.idx[i], t, reuse, n, max);
+      break;
+    }
+    case KG_EXPR_UNARY:
+    case KG_EXPR_BINARY:
+      collect_reads(st, e->op.a, t, reuse, n, max);
+      collect_reads(st, e->op.b, t, reuse, n, max);
+      break;
+    case KG_EXPR_CALL:
+      for (int i = 0; i < e->call.n; i++) collect_reads(st, e->call.args[i], t, reuse, n, max);
+      break;
+    default: break;
+  }
+}
+
+static int has_reuse(const kg_sstage *st) {
+  kg_tensor *t[16];
+  int reuse[16], n = 0, any = 0;
+  collect_reads(st, st->body, t, reuse, &n, 16);
+  for (int i = 0; i < n; i++) any |= reuse[i];
+  return any;
+}
+
+/* The reduction loops of st (its leaves that are reductions) split and ordered: the outer parts, then the inner
+ * parts and unsplit ones; spatial leaves after the reductions stay innermost when spatial_inner (else they go
+ * before the reductions). With must_split the first reduction is always split. Returns the loop where shared
+ * stages go (the innermost outer part), or NULL when nothing was split. */
+static kg_iter *tile_reductions(gctx *g, kg_sstage *st, int first_free, int must_split, int spatial_inner) {
+  kg_iter *outer[KG_STEP_MAX_NAMES], *inner[KG_STEP_MAX_NAMES], *spat[KG_STEP_MAX_NAMES];
+  int no = 0, ni = 0, ns = 0;
+  kg_iter *red[KG_STEP_MAX_NAMES];
+  int nred = 0;
+  for (int l = first_free; l < st->nleaves && nred < KG_STEP_MAX_NAMES && ns < KG_STEP_MAX_NAMES; l++) {
+    if (st->leaves[l]->is_reduce) red[nred++] = st->leaves[l];
+    else spat[ns++] = st->leaves[l];
+  }
+  for (int k = 0; k < nred && !g->failed; k++) {
+    kg_iter *it = red[k];
+    int64_t f = draw_rtile(g->r, it->extent);
+    if (f >= 2 && f < it->extent && ((must_split && k == 0) || chance(g->r, 45))) {
+      kg_iter *in, *o = split(g, st, it, f, &in);
+      outer[no++] = o;
+      inner[ni++] = in;
+    } else {
+      inner[ni++] = it;
+    }
+  }
+  if (g->failed) return NULL;
+  kg_iter *order[3 * KG_STEP_MAX_NAMES];
+  int n = 0;
+  if (!spatial_inner)
+    for (int k = 0; k < ns; k++) order[n++] = spat[k];
+  for (int k = 0; k < no; k++) order[n++] = outer[k];
+  for (int k = 0; k < ni; k++) order[n++] = inner[k];
+  if (spatial_inner)
+    for (int k = 0; k < ns; k++) order[n++] = spat[k];
+  if (n > KG_STEP_MAX_NAMES) {
+    g->failed = 1;
+    return NULL;
+  }
+  /* the loops from first_free on take their slots in this order */
+  if (n >= 2) reorder(g, st, order, n);
+  for (int k = 0; k < ni && !g->failed; k++)
+    if (inner[k]->extent <= 16 && chance(g->r, 30)) annotate(g, KG_STEP_UNROLL, st, inner[k], KG_THREAD_NONE);
+  return no ? outer[no - 1] : NULL;
+}
+
+/* A cooperative fetch: stage sh (a shared copy) with its loops fused and split over exactly tx x ty threads. A
+ * vectorized part is split off the innermost axis before fusing, so its accesses stay contiguous (and aligned
+ * when the row length allows) in the printed index. */
+static void cooperative_fetch(gctx *g, kg_sstage *sh, int64_t tx, int64_t ty) {
+  kg_iter *in;
+  if (sh->nleaves == 0) return; /* a scalar: one thread stores it */
+  if (chance(g->r, 35)) {
+    split(g, sh, sh->leaves[sh->nleaves - 1], chance(g->r, 50) ? 2 : 4, &in);
+    annotate(g, KG_STEP_VECTORIZE, sh, in, KG_THREAD_NONE);
+  }
+  if (g->failed) return;
+  /* the loops outside the vector part */
+  int n = sh->nleaves - (sh->leaves[sh->nleaves - 1]->kind == KG_LOOP_VECTORIZED);
+  kg_iter *f = sh->leaves[0];
+  for (int k = 1; k < n && !g->failed; k++) f = fuse(g, sh, sh->leaves[0], sh->leaves[1]);
+  if (g->failed) return;
+  if (tx > 1) {
+    kg_iter *o = split(g, sh, f, tx, &in);
+    annotate(g, KG_STEP_BIND, sh, in, KG_THREAD_THREAD_X);
+    f = o;
+  }
+  if (ty > 1) {
+    kg_iter *o = split(g, sh, f, ty, &in);
+    annotate(g, KG_STEP_BIND, sh, in, KG_THREAD_THREAD_Y);
+    (void)o;
+  }
+}
+
+/* A per-thread stage st (computed at a thread loop of a stage mapped with tx x ty threads): its reductions tiled,
+ * some inputs staged in shared memory at the reduction's outer loop, its innermost loop sometimes unrolled. */
+static void per_thread_stage(gctx *g, kg_sstage *st, int64_t tx, int64_t ty) {
+  int want_shared = st->nrax > 0 && chance(g->r, 75);
+  kg_iter *ko = st->nrax > 0 ? tile_reductions(g, st, 0, want_shared, chance(g->r, 80)) : NULL;
+  if (g->failed) return;
+  /* its region's extents are known only when lowered, so no vectorizing here */
+  kg_iter *last = st->nleaves ? st->leaves[st->nleaves - 1] : NULL;
+  if (last && last->kind == KG_LOOP_SERIAL && !last->is_reduce && chance(g->r, 30))
+    annotate(g, KG_STEP_UNROLL, st, last, KG_THREAD_NONE);
+  if (!ko || g->failed) return;
+  kg_tensor *t[16];
+  int reuse[16], n = 0;
+  collect_reads(st, st->body, t, reuse, &n, 16);
+  for (int k = 0; k < n && !g->failed; k++) {
+    const kg_sstage *prod = kg_sched_stage_of_tensor(g->s, t[k]);
+    if (prod && prod->attach != KG_ATTACH_ROOT) continue;
+    if (!chance(g->r, reuse[k] ? 80 : 35)) continue;
+    kg_sstage *sh = cache(g, KG_STEP_CACHE_READ, t[k]->name, "shared", st);
+    if (!sh) return;
+    compute_at(g, sh, st, ko);
+    cooperative_fetch(g, sh, tx, ty);
+  }
+}
+
+/* Maps root stage st's spatial loops onto blocks and threads. with_red: st's reductions are tiled serially in
+ * each thread (else st must have none left to place). Records the mapping for the stages computed inside. */
+static mapping *map_root(gctx *g, kg_sstage *st, int with_red, int want_tiled) {
+  if (g->nmaps >= 64) {
+    g->failed = 1;
+    return NULL;
+  }
+  mapping *m = &g->maps[g->nmaps++];
+  memset(m, 0, sizeof *m);
+  m->st = st;
+  m->tx = m->ty = 1;
+  int nax = st->nax;
+  if (nax == 0) {
+    if (with_red && st->nrax) tile_reductions(g, st, 0, 0, 1);
+    return m;
+  }
+  int64_t cap = GPU_MAX_THREADS;
+  kg_iter *blocks[KG_STEP_MAX_NAMES], *threads[2] = {NULL, NULL}, *inner[KG_STEP_MAX_NAMES], *vth = NULL;
+  int nb = 0, nt = 0, ni = 0;
+  int64_t text[2] = {1, 1};
+  /* per-axis tiling needs one reorder over at most 16 loops: 3 per axis, a virtual-thread loop, the reductions */
+  int tiled = nax >= 2 && 3 * nax + 1 + st->nrax <= KG_STEP_MAX_NAMES && (want_tiled || chance(g->r, 55));
+  if (!tiled) {
+    m->fused = nax >= 2;
+    kg_iter *f = st->leaves[0];
+    for (int d = 1; d < nax && !g->failed; d++) f = fuse(g, st, st->leaves[0], st->leaves[1]);
+    if (g->failed) return NULL;
+    int64_t in_f = draw_inner(g->r, f->extent);
+    int64_t t = draw_threads(g->r, (f->extent + in_f - 1) / in_f, cap);
+    kg_iter *ti = NULL, *ii = NULL;
+    kg_iter *b = t * in_f > 1 ? split(g, st, f, t * in_f, &ti) : f;
+    if (ti && in_f > 1) ti = split(g, st, ti, in_f, &ii);
+    blocks[nb++] = b;
+    if (ti) {
+      threads[nt] = ti;
+      text[nt++] = t;
+    }
+    if (ii) inner[ni++] = ii;
+  } else {
+    /* thread axes: the last one, and sometimes the one before it */
+    int tax[2] = {nax - 1, chance(g->r, 60) ? nax - 2 : -1};
+    kg_iter *roots[KG_MAX_DIMS];
+    for (int d = 0; d < nax; d++) roots[d] = st->roots[d];
+    kg_iter *tpart[KG_MAX_DIMS] = {0};
+    int64_t tcount[KG_MAX_DIMS];
+    for (int d = 0; d < nax && !g->failed; d++) {
+      kg_iter *it = roots[d];
+      int is_t = d == tax[0] || d == tax[1];
+      int64_t in_f = draw_inner(g->r, it->extent);
+      tcount[d] = 1;
+      if (is_t) {
+        /* threadIdx.y (the axis before the last) is drawn first, at most 16; x gets what is left of 1024 */
+        int64_t t = draw_threads(g->r, (it->extent + in_f - 1) / in_f, d == tax[0] ? cap : 16);
+        if (d != tax[0]) cap = GPU_MAX_THREADS / t;
+        tcount[d] = t;
+        kg_iter *ti = NULL, *ii = NULL;
+        /* sometimes a virtual-thread level outside the threads of the last axis (an unrolled serial loop) */
+        int64_t v = d == tax[0] && it->extent > 2 * t * in_f && chance(g->r, 15) ? (chance(g->r, 50) ? 2 : 4) : 1;
+        kg_iter *b = v * t * in_f > 1 ? split(g, st, it, v * t * in_f, &ti) : it;
+        if (ti && v > 1) vth = split(g, st, ti, t * in_f, &ti);
+        if (ti && in_f > 1) ti = split(g, st, ti, in_f, &ii);
+        blocks[nb++] = b;
+        tpart[d] = ti;
+        if (ii) inner[ni++] = ii;
+      } else if (in_f > 1 && it->extent > in_f) {
+        kg_iter *ii, *b = split(g, st, it, in_f, &ii);
+        blocks[nb++] = b;
+        inner[ni++] = ii;
+      } else {
+        blocks[nb++] = it;
+      }
+    }
+    /* threadIdx.y for the outer thread axis, threadIdx.x for the last */
+    if (tax[1] >= 0 && tpart[tax[1]]) {
+      threads[nt] = tpart[tax[1]];
+      text[nt++] = tcount[tax[1]];
+    }
+    if (tpart[tax[0]]) {
+      threads[nt] = tpart[tax[0]];
+      text[nt++] = tcount[tax[0]];
+    }
+  }
+  if (g->failed) return NULL;
+  /* order: blocks, the virtual threads, threads, (reductions), inner parts (spatial_inner) */
+  kg_iter *order[KG_STEP_MAX_NAMES + 4];
+  int n = 0;
+  for (int k = 0; k < nb; k++) order[n++] = blocks[k];
+  if (vth) order[n++] = vth;
+  for (int k = 0; k < nt; k++) order[n++] = threads[k];
+  for (int k = 0; k < ni; k++) order[n++] = inner[k];
+  if (n > KG_STEP_MAX_NAMES) {
+    g->failed = 1;
+    return NULL;
+  }
+  reorder(g, st, order, n);
+  /* fuse the block parts (now the first nb leaves) into one loop, or two for blockIdx.y / .x */
+  int two = nb >= 2 && chance(g->r, 35);
+  kg_iter *bx = NULL, *by = NULL;
+  if (two) {
+    by = st->leaves[0];
+    for (int k = 1; k < nb - 1 && !g->failed; k++) by = fuse(g, st, st->leaves[0], st->leaves[1]);
+    bx = st->leaves[1];
+    if (!g->failed && by->extent > 65535) two = 0, bx = fuse(g, st, by, bx), by = NULL;
+  } else {
+    bx = st->leaves[0];
+    for (int k = 1; k < nb && !g->failed; k++) bx = fuse(g, st, st->leaves[0], st->leaves[1]);
+  }
+  if (g->failed) return NULL;
+  if (bx->extent > INT32_MAX) {
+    g->failed = 1;
+    return NULL;
+  }
+  annotate(g, KG_STEP_BIND, st, bx, KG_THREAD_BLOCK_X);
+  if (by) annotate(g, KG_STEP_BIND, st, by, KG_THREAD_BLOCK_Y);
+  if (vth) annotate(g, KG_STEP_BIND, st, vth, KG_THREAD_VTHREAD);
+  /* threads: (y, x), or fused into x */
+  if (nt == 2 && chance(g->r, 25)) {
+    kg_iter *f = fuse(g, st, threads[0], threads[1]);
+    threads[0] = f;
+    text[0] *= text[1];
+    nt = 1;
+  }
+  if (nt == 2) {
+    annotate(g, KG_STEP_BIND, st, threads[0], KG_THREAD_THREAD_Y);
+    annotate(g, KG_STEP_BIND, st, threads[1], KG_THREAD_THREAD_X);
+    m->ty = text[0];
+    m->tx = text[1];
+  } else if (nt == 1) {
+    annotate(g, KG_STEP_BIND, st, threads[0], KG_THREAD_THREAD_X);
+    m->tx = text[0];
+  }
+  if (g->failed) return NULL;
+  int first_free = kg_sstage_leaf_index(st, nt ? threads[nt - 1] : vth ? vth : bx) + 1;
+  if (nt) m->attach[m->nattach++] = threads[nt - 1];
+  if (with_red && st->nrax) {
+    int spatial_inner = chance(g->r, 70);
+    tile_reductions(g, st, first_free, 0, spatial_inner);
+    if (!spatial_inner)
+      for (int k = 0; k < ni && m->nattach < 8; k++) m->attach[m->nattach++] = inner[k];
+  } else {
+    for (int k = 0; k < ni && m->nattach < 8; k++) m->attach[m->nattach++] = inner[k];
+  }
+  if (g->failed) return NULL;
+  /* the innermost per-thread loop: unrolled or vectorized (width 2 or 4) sometimes */
+  kg_iter *last = st->leaves[st->nleaves - 1];
+  if (ni && last == inner[ni - 1] && last->kind == KG_LOOP_SERIAL) {
+    int x = below(g->r, 10);
+    if (x < 4 && (last->extent == 2 || last->extent == 4)) annotate(g, KG_STEP_VECTORIZE, st, last, KG_THREAD_NONE);
+    else if (x < 7) annotate(g, KG_STEP_UNROLL, st, last, KG_THREAD_NONE);
+  }
+  return m;
+}
+
+/* A reduction with reuse: optionally a register accumulator (cache_write local) computed at the innermost
+ * thread loop, with its inputs staged in shared memory. */
+static void tiled_reduction(gctx *g, kg_sstage *st) {
+  if (chance(g->r, 65)) {
+    kg_sstage *loc = cache(g, KG_STEP_CACHE_WRITE, st->name, "local", NULL);
+    if (!loc) return;
+    mapping *m = map_root(g, st, 0, 1);
+    if (!m || !m->nattach || m->fused) {
+      g->failed = 1;
+      return;
+    }
+    kg_iter *at = m->attach[chance(g->r, 80) ? 0 : below(g->r, m->nattach)];
+    if (at->kind == KG_LOOP_VECTORIZED) at = m->attach[0];
+    compute_at(g, loc, st, at);
+    per_thread_stage(g, loc, m->tx, m->ty);
+    return;
+  }
+  mapping *m = map_root(g, st, 1, 0);
+  if (!m || g->failed || st->nrax == 0) return;
+  /* shared staging at the outermost reduction loop's outer part, when it was split */
+  int R = -1;
+  for (int l = 0; l < st->nleaves && R < 0; l++)
+    if (st->leaves[l]->is_reduce) R = l;
+  if (R < 0 || st->leaves[R]->origin != KG_ITER_SPLIT_OUTER || !chance(g->r, 70)) return;
+  kg_iter *ko = st->leaves[R];
+  kg_tensor *t[16];
+  int reuse[16], n = 0;
+  collect_reads(st, st->body, t, reuse, &n, 16);
+  for (int k = 0; k < n && !g->failed; k++) {
+    if (!chance(g->r, reuse[k] ? 75 : 30)) continue;
+    const kg_sstage *prod = kg_sched_stage_of_tensor(g->s, t[k]);
+    if (prod && prod->attach != KG_ATTACH_ROOT) continue;
+    kg_sstage *sh = cache(g, KG_STEP_CACHE_READ, t[k]->name, "shared", st);
+    if (!sh) return;
+    compute_at(g, sh, st, ko);
+    cooperative_fetch(g, sh, m->tx, m->ty);
+  }
+}
+
+/* A cross-thread reduction: the spatial loops fused onto blocks (rows sometimes spread over threadIdx.y), the
+ * reduction loops fused and split, the inner part bound to threadIdx.x. */
+static void cross_thread(gctx *g, kg_sstage *st) {
+  kg_iter *sp = NULL;
+  if (st->nax > 0) {
+    sp = st->leaves[0];
+    for (int d = 1; d < st->nax && !g->failed; d++) sp = fuse(g, st, st->leaves[0], st->leaves[1]);
+  }
+  int first_red = st->nax > 0 ? 1 : 0;
+  kg_iter *red = st->leaves[first_red];
+  while (st->nleaves > first_red + 1 && !g->failed) red = fuse(g, st, st->leaves[first_red], st->leaves[first_red + 1]);
+  if (g->failed) return;
+  int64_t t = draw_threads(g->r, red->extent, 512);
+  if (t < 2) t = 2;
+  int64_t rows = sp && sp->extent > 1 && chance(g->r, 25) ? (chance(g->r, 50) ? 2 : 4) : 1;
+  if (sp) {
+    if (rows > 1) {
+      kg_iter *ri, *ro = split(g, st, sp, rows, &ri);
+      annotate(g, KG_STEP_BIND, st, ro, KG_THREAD_BLOCK_X);
+      annotate(g, KG_STEP_BIND, st, ri, KG_THREAD_THREAD_Y);
+    } else {
+      annotate(g, KG_STEP_BIND, st, sp, KG_THREAD_BLOCK_X);
+    }
+  }
+  kg_iter *ri, *ro = split(g, st, red, t, &ri);
+  annotate(g, KG_STEP_BIND, st, ri, KG_THREAD_THREAD_X);
+  if (g->failed) return;
+  if (chance(g->r, 25)) {
+    kg_iter *o[2] = {ri, ro};
+    reorder(g, st, o, 2);
+  }
+  if (ro->extent <= 16 && chance(g->r, 25)) annotate(g, KG_STEP_UNROLL, st, ro, KG_THREAD_NONE);
+}
+
+/* rfactor, then either a cross-thread reduction over the partials (computed per thread at the bound loop) or
+ * two kernels (the partials, then their reduction). */
+static void rfactor_reduction(gctx *g, kg_sstage *st, int two_kernels) {
+  int k = below(g->r, st->nrax);
+  for (int j = 0; j < st->nrax; j++)
+    if (st->roots[st->nax + j]->extent > st->roots[st->nax + k]->extent && chance(g->r, 70)) k = j;
+  kg_iter *it = st->roots[st->nax + k];
+  if (it->extent < 2) {
+    g->failed = 1;
+    return;
+  }
+  int64_t f = draw_threads(g->r, it->extent, it->extent < 256 ? it->extent : 256);
+  if (f < 2) f = 2;
+  if (step(g, KG_STEP_RFACTOR, st->name, &it->name, 1, f, 0, 1)) return;
+  kg_sstage *rf = NULL;
+  for (int i = 0; i < g->s->nstages; i++)
+    if (g->s->stages[i]->origin == KG_ORIGIN_RFACTOR && (!rf || g->s->stages[i]->out->id > rf->out->id))
+      rf = g->s->stages[i];
+  if (!rf) {
+    g->failed = 1;
+    return;
+  }
+  if (two_kernels) {
+    map_root(g, st, 1, 0);
+    map_root(g, rf, 1, 0);
+    return;
+  }
+  kg_iter *sp = NULL;
+  if (st->nax > 0) {
+    sp = st->leaves[0];
+    for (int d = 1; d < st->nax && !g->failed; d++) sp = fuse(g, st, st->leaves[0], st->leaves[1]);
+    annotate(g, KG_STEP_BIND, st, sp, KG_THREAD_BLOCK_X);
+  }
+  kg_iter *ki = st->leaves[st->nleaves - 1];
+  annotate(g, KG_STEP_BIND, st, ki, KG_THREAD_THREAD_X);
+  compute_at(g, rf, st, ki);
+  if (g->failed) return;
+  kg_iter *last = rf->leaves[rf->nleaves - 1];
+  if (last->kind == KG_LOOP_SERIAL && chance(g->r, 25)) annotate(g, KG_STEP_UNROLL, rf, last, KG_THREAD_NONE);
+}
+
+static const mapping *mapping_of(const gctx *g, const kg_sstage *st) {
+  for (int i = 0; i < g->nmaps; i++)
+    if (g->maps[i].st == st) return &g->maps[i];
+  return NULL;
+}
+
+/* One program stage: inline it, compute it per thread inside its consumer, or give it a kernel. */
+static void schedule_stage(gctx *g, kg_sstage *st) {
+  if (st->attach != KG_ATTACH_ROOT || !kg_sched_untransformed(st) || kg_sched_attached_at(g->s, st, NULL)) return;
+  if (!st->is_output && st->red == KG_RED_NONE && chance(g->r, 55)) {
+    /* inlining is refused when nothing reads the stage or an attachment would break: then try the others */
+    kg_step in;
+    memset(&in, 0, sizeof in);
+    in.kind = KG_STEP_COMPUTE_INLINE;
+    in.stage = st->name;
+    char err[256];
+    if (kg_schedule_apply(g->s, &in, err, sizeof err) == 0) return;
+  }
+  if (!st->is_output && chance(g->r, st->red == KG_RED_NONE ? 35 : 30)) {
+    const kg_sstage *cons = NULL;
+    if (kg_sched_consumers(g->s, st, NULL, &cons, 1) == 1) {
+      const mapping *m = mapping_of(g, cons);
+      if (m && m->nattach && !m->fused && cons->attach == KG_ATTACH_ROOT) {
+        /* not inside a vectorized loop, which could then not print as vector accesses */
+        kg_iter *at = m->attach[chance(g->r, 70) ? 0 : below(g->r, m->nattach)];
+        if (at->kind == KG_LOOP_VECTORIZED) at = m->attach[0];
+        compute_at(g, st, cons, at);
+        per_thread_stage(g, st, m->tx, m->ty);
+        return;
+      }
+    }
+  }
+  if (st->red == KG_RED_NONE || st->nrax == 0) {
+    map_root(g, st, 0, 0);
+    return;
+  }
+  int x = below(g->r, 100);
+  if (has_reuse(st)) {
+    if (x < 70) tiled_reduction(g, st);
+    else if (x < 85) cross_thread(g, st);
+    else if (x < 92) rfactor_reduction(g, st, 0);
+    else map_root(g, st, 1, 0);
+  } else {
+    if (x < 35) cross_thread(g, st);
+    else if (x < 50) rfactor_reduction(g, st, 0);
+    else if (x < 60) rfactor_reduction(g, st, 1);
+    else if (x < 80) tiled_reduction(g, st);
+    else map_root(g, st, 1, 0);
+  }
+}
+
+/* ---- the launch rules, checked on the lowered program ---- */
+
+typedef struct vcheck {
+  const kg_schedule *s;
+  int64_t maxext[KG_THREAD_COUNT];
+  int64_t shared, local;
+  int bad;
+} vcheck;
+
+static void max_extents(vcheck *v, const kg_irstmt *st) {
+  if (!st || v->bad) return;
+  switch (st->kind) {
+    case KG_IRS_SEQ:
+      for (int i = 0; i < st->seq.n; i++) max_extents(v, st->seq.items[i]);
+      break;
+    case KG_IRS_FOR: {
+      int64_t e;
+      if (st->loop.tag != KG_THREAD_NONE) {
+        if (!kg_ir_is_const(st->loop.extent, &e)) v->bad = 1;
+        else if (e > v->maxext[st->loop.tag]) v->maxext[st->loop.tag] = e;
+      }
+      max_extents(v, st->loop.body);
+      break;
+    }
+    case KG_IRS_IF:
+      max_extents(v, st->cond.then);
+      max_extents(v, st->cond.otherwise);
+      break;
+    case KG_IRS_ALLOC: max_extents(v, st->alloc.body); break;
+    default: break;
+  }
+}
+
+/* Is loop (stage, name) a per-thread stage's loop, or a reduction loop? */
+static int loop_is(const vcheck *v, const kg_irstmt *st, int want_reduce) {
+  const kg_sstage *x = st->loop.stage_name ? kg_schedule_find_stage(v->s, st->loop.stage_name) : NULL;
+  if (!x) return 0;
+  if (!want_reduce) return x->scope == KG_SCOPE_LOCAL || (x->scope == KG_SCOPE_GLOBAL && x->attach == KG_ATTACH_AT);
+  const kg_iter *it = st->loop.loop_name ? kg_sstage_find_iter(x, st->loop.loop_name) : NULL;
+  return it && it->is_reduce;
+}
+
+static void check_nest(vcheck *v, const kg_irstmt *st, int guarded) {
+  if (!st || v->bad) return;
+  switch (st->kind) {
+    case KG_IRS_SEQ:
+      for (int i = 0; i < st->seq.n; i++) check_nest(v, st->seq.items[i], guarded);
+      break;
+    case KG_IRS_FOR: {
+      int g = guarded;
+      if (st->loop.tag >= KG_THREAD_THREAD_X && st->loop.tag <= KG_THREAD_THREAD_Z) {
+        int64_t e = 0;
+        kg_ir_is_const(st->loop.extent, &e);
+        if (e < v->maxext[st->loop.tag]) g = 1;
+        if (loop_is(v, st, 0)) v->bad = 1; /* a bound loop in a per-thread stage */
+        if (loop_is(v, st, 1) && g) v->bad = 1; /* a cross-thread reduction under a guard */
+      }
+      check_nest(v, st->loop.body, g);
+      break;
+    }
+    case KG_IRS_IF:
+      check_nest(v, st->cond.then, 1);
+      check_nest(v, st->cond.otherwise, 1);
+      break;
+    case KG_IRS_ALLOC:
+      if (st->alloc.buf->scope == KG_SCOPE_SHARED) v->shared += st->alloc.buf->size;
+      if (st->alloc.buf->scope == KG_SCOPE_LOCAL) {
+        v->local += st->alloc.buf->size;
+        if (st->alloc.buf->size > GPU_MAX_LOCAL_FLOATS) v->bad = 1;
+      }
+      check_nest(v, st->alloc.body, guarded);
+      break;
+    case KG_IRS_BARRIER:
+    case KG_IRS_ALLREDUCE:
+      if (guarded) v->bad = 1;
+      break;
+    default: break;
+  }
+}
+
+/* 0 when every kernel of sc's lowered program obeys the launch rules. */
+static int launchable(const kg_schedule *sc) {
+  kg_arena a;
+  kg_arena_init(&a);
+  char err[512];
+  kg_lowered *f = kg_lower(sc, KG_TARGET_CUDA, &a, err, sizeof err);
+  int ok = f != NULL;
+  for (int k = 0; ok && k < f->body->seq.n; k++) {
+    vcheck v;
+    memset(&v, 0, sizeof v);
+    v.s = sc;
+    for (int t = 0; t < KG_THREAD_COUNT; t++) v.maxext[t] = 1;
+    max_extents(&v, f->body->seq.items[k]);
+    check_nest(&v, f->body->seq.items[k], 0);
+    int64_t threads = v.maxext[KG_THREAD_THREAD_X] * v.maxext[KG_THREAD_THREAD_Y] * v.maxext[KG_THREAD_THREAD_Z];
+    if (v.bad || threads > GPU_MAX_THREADS || v.maxext[KG_THREAD_THREAD_Z] > 64 ||
+        v.maxext[KG_THREAD_BLOCK_X] > INT32_MAX || v.maxext[KG_THREAD_BLOCK_Y] > 65535 ||
+        v.maxext[KG_THREAD_BLOCK_Z] > 65535 || v.shared > GPU_MAX_SHARED_FLOATS || v.local > 2 * GPU_MAX_LOCAL_FLOATS)
+      ok = 0;
+  }
+  kg_arena_free(&a);
+  return ok ? 0 : -1;
+}
+
+/* A scratch copy of s: a new schedule with s's trace replayed. */
+static kg_schedule *scratch_copy(const kg_schedule *s) {
+  kg_schedule *c = kg_schedule_new(s->prog);
+  char err[512];
+  if (kg_schedule_apply_trace(c, &s->trace, err, sizeof err) != 0) {
+    kg_schedule_free(c);
+    return NULL;
+  }
+  return c;
+}
+
+void kg_sched_random_gpu(kg_schedule *s, uint64_t seed, int nsteps) {
+  if (nsteps <= 0) return;
+  grng r = {seed ^ 0x6b67656e5f677075ull};
+  /* the program's stages as they are now, visited from the last (the outputs) back */
+  int n0 = s->nstages;
+  const char **names = kg_xrealloc(NULL, sizeof(char *) * (size_t)(n0 > 0 ? n0 : 1));
+  for (int i = 0; i < n0; i++) names[i] = s->stages[i]->name;
+  for (int attempt = 0; attempt < GPU_ATTEMPTS; attempt++) {
+    kg_schedule *sc = scratch_copy(s);
+    if (!sc) break;
+    gctx g;
+    memset(&g, 0, sizeof g);
+    g.s = sc;
+    g.r = &r;
+    for (int i = n0 - 1; i >= 0 && !g.failed; i--) {
+      kg_sstage *st = kg_schedule_find_stage(sc, names[i]);
+      if (st) schedule_stage(&g, st);
+    }
+    int ok = !g.failed && launchable(sc) == 0;
+    if (ok) {
+      /* the scratch copy started from s's state, so every step applies to s as well */
+      char err[512];
+      for (int i = s->trace.nsteps; i < sc->trace.nsteps; i++) {
+        int rc = kg_schedule_apply(s, &sc->trace.steps[i], err, sizeof err);
+        assert(rc == 0);
+        (void)rc;
+      }
+      kg_schedule_free(sc);
+      free(names);
+      return;
+    }
+    kg_schedule_free(sc);
+  }
+  free(names);
+  kg_schedule_gpu_default(s, 256);
+}

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The CLI's CUDA contract: --target cuda|auto, --emulate, --arch, --measure, `lower --dump cuda`, and exit status
+# 3 when a GPU run finds no device. Runs without a GPU (the emulator stands in); on a machine with a GPU the
+# no-device checks are skipped.
+set -u
+K=${KGEN:-build/kgen}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0
+expect() { # expect STATUS DESCRIPTION -- command...
+  local want=$1 what=$2; shift 3
+  "$@" >"$T/out" 2>"$T/err"; local rc=$?
+  if [ $rc -ne "$want" ]; then echo "FAIL ($what): exit $rc, want $want: $*"; cat "$T/out" "$T/err" | head -20; fail=1; fi
+}
+has() { # has FILE PATTERN DESCRIPTION
+  grep -qE -- "$2" "$T/$1" || { echo "FAIL ($3): '$2' not in $1:"; head -30 "$T/$1"; fail=1; }
+}
+MM="matmul -D M=33 -D N=20 -D K=17"
+
+# usage errors
+expect 2 "unknown target" -- $K run $MM --target tpu
+expect 2 "unknown arch" -- $K run $MM --target cuda --emulate --arch sm_1
+expect 2 "emulate with the C target" -- $K run $MM --target c --emulate
+expect 2 "dump cuda with the C target" -- $K lower $MM --target c --dump cuda
+expect 2 "dump c with the CUDA target" -- $K lower $MM --target cuda --dump c
+expect 2 "measure on lower" -- $K lower $MM --measure
+expect 2 "save with cuda" -- $K run $MM --target cuda --emulate --save "$T/s"
+
+# lower prints CUDA with the launch table; the default CUDA schedule maps threads
+expect 0 "lower cuda" -- $K lower $MM --target cuda --dump cuda
+has out "__global__" "a kernel"
+has out "// launch kgen_k0: grid \(3, 1, 1\) block \(256, 1, 1\)" "naive mapping: 660 elements, 256 threads"
+has out "threadIdx.x" "thread index"
+
+# the emulator runs and verifies
+expect 0 "run on the emulator" -- $K run $MM --emulate
+has out "^target: cuda on CUDA emulator" "target line"
+has out "^schedule: naive GPU mapping" "naive mapping"
+has out "^verify: ok" "verified"
+expect 0 "random GPU schedule on the emulator" -- $K run softmax -D N=7 -D D=33 --emulate --random-schedule 3
+has out "^verify: ok" "random schedule verified"
+expect 0 "measure on the C target" -- $K run $MM --target c --measure --min-repeat-ms 5
+has out "^throughput: [0-9.e+]+ GFLOP/s" "throughput line"
+has out "^verify: ok" "measured and verified"
+
+# no device: exit 3 with a one-line reason (skipped where a GPU answers)
+$K run $MM --target cuda >"$T/out" 2>"$T/err"; rc=$?
+if [ $rc -eq 3 ]; then
+  has err "^kgen: cannot run on a GPU: " "reason line"
+  [ "$(wc -l < "$T/err")" -eq 1 ] || { echo "FAIL (one line): $(cat "$T/err")"; fail=1; }
+  # auto falls back to C
+  expect 0 "auto without a device" -- $K run $MM --min-repeat-ms 5
+  has out "^verify: ok" "auto verified"
+elif [ $rc -ne 0 ]; then
+  echo "FAIL (cuda run): exit $rc"; cat "$T/out" "$T/err" | head; fail=1
+else
+  echo "a CUDA device answered: no-device checks skipped"
+fi
+exit $fail

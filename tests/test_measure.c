@@ -1,0 +1,335 @@
+/* The measurement harness on the C target (no GPU needed): one batch mixing good candidates with every kind of
+ * failure (illegal trace, compiler error, out-of-bounds write, input write, hang, wrong values, an unwritten
+ * element), each recorded with its status while the harness keeps going and later candidates still measure;
+ * then the CUDA emulator path. */
+#include <dirent.h>
+#include <math.h>
+#include <unistd.h>
+#include "../base/clock.h"
+#include "../runtime/measure.h"
+#include "testutil.h"
+
+#define M_ 33
+#define N_ 20
+#define K_ 17
+
+static kg_program *load_matmul(void) {
+  char *text = kg_test_read_file("te/lib/matmul.te", NULL);
+  if (!text) return NULL;
+  kg_binding b[] = {{"M", M_}, {"N", N_}, {"K", K_}};
+  kg_arena da;
+  kg_arena_init(&da);
+  kg_diag diag = {0};
+  kg_program *p = kg_program_load("matmul.te", text, strlen(text), NULL, b, 3, &diag, &da);
+  if (!p) fprintf(stderr, "load failed: %s\n", diag.msg ? diag.msg : "(no message)");
+  kg_arena_free(&da);
+  free(text);
+  return p;
+}
+
+/* A correct matmul with the generated entry's calling convention, optionally leaving one element unwritten or
+ * adding an error. */
+static char *matmul_source(int skip_i, int skip_j, float add) {
+  char *s = malloc(1024);
+  snprintf(s, 1024,
+           "void kgen_entry_args(float **a) {\n"
+           "  for (int i = 0; i < %d; i++)\n"
+           "    for (int j = 0; j < %d; j++) {\n"
+           "      if (i == %d && j == %d) continue;\n"
+           "      float acc = 0;\n"
+           "      for (int k = 0; k < %d; k++) acc += a[0][i * %d + k] * a[1][k * %d + j];\n"
+           "      a[2][i * %d + j] = acc + %ff;\n"
+           "    }\n"
+           "}\n",
+           M_, N_, skip_i, skip_j, K_, K_, N_, N_, add);
+  return s;
+}
+
+static int count_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+  closedir(d);
+  return n;
+}
+
+/* KGEN_TEST_VERBOSE=1 prints every result (to see the messages the harness gives). */
+static void show(const char *what, const kg_measure_result *r, int n) {
+  if (!getenv("KGEN_TEST_VERBOSE")) return;
+  for (int i = 0; i < n; i++)
+    printf("%s[%d]: %s compile %.3f s, median %.3g s [%.3g, %.3g] x%d, %.3g GFLOP/s, err %.2g: %s\n", what, i,
+           kg_status_names[r[i].status], r[i].compile_s, r[i].median_s, r[i].min_s, r[i].max_s, r[i].runs,
+           r[i].gflops, r[i].max_rel_err, r[i].msg);
+}
+
+static void check_ok(const kg_measure_result *r, double flops, double min_repeat_s, const char *what) {
+  CHECKF(r->status == KG_STATUS_OK, "%s: %s: %s", what, kg_status_names[r->status], r->msg);
+  if (r->status != KG_STATUS_OK) return;
+  CHECKF(r->runs >= 3, "%s: %d runs", what, r->runs);
+  CHECK(r->times != NULL);
+  double total = 0, mn = INFINITY, mx = 0;
+  for (int i = 0; r->times && i < r->runs; i++) {
+    total += r->times[i];
+    mn = fmin(mn, r->times[i]);
+    mx = fmax(mx, r->times[i]);
+  }
+  CHECKF(total >= min_repeat_s, "%s: %g s of repeats", what, total);
+  CHECK(r->min_s == mn && r->max_s == mx);
+  CHECK(r->min_s <= r->median_s && r->median_s <= r->max_s);
+  CHECK(r->median_s > 0);
+  CHECK(r->gflops > 0 && r->gbps > 0);
+  CHECK(fabs(r->gflops - flops / r->median_s * 1e-9) <= 1e-9 * r->gflops);
+  CHECK(r->compile_s > 0);
+  CHECK(r->max_rel_err < 1e-3);
+}
+
+static void test_cpu_faults(const kg_program *p, const char *tmp) {
+  kg_measure_opts o = {0};
+  o.target = KG_TARGET_C;
+  o.timeout_s = 1;
+  o.min_repeat_s = 0.02;
+  o.seed = 5;
+  o.build_threads = 2;
+  char err[512];
+  kg_measurer *m = kg_measurer_new(p, &o, err, sizeof err);
+  CHECKF(m != NULL, "%s", err);
+  if (!m) return;
+  CHECK(kg_measurer_runner(m) == KG_RUNNER_CPU);
+  CHECK(strlen(kg_measurer_device(m)) > 0);
+  CHECK(strlen(kg_measurer_arch(m)) > 0);
+  CHECK(kg_measurer_worker_starts(m) == 1);
+
+  kg_schedule *rs = kg_schedule_new(p);
+  kg_schedule_random(rs, 7, KG_TARGET_C, 6);
+  kg_trace bad;
+  kg_trace_init(&bad);
+  const char *bad_text = "split C nosuchloop 4\n";
+  CHECK(kg_trace_parse(&bad, "bad", bad_text, strlen(bad_text), err, sizeof err) == 0);
+  kg_trace tiled;
+  kg_trace_init(&tiled);
+  const char *tiled_text = "split C i 8\nsplit C j 4\nreorder C i.o j.o i.i j.i\nparallel C i.o\n";
+  CHECK(kg_trace_parse(&tiled, "tiled", tiled_text, strlen(tiled_text), err, sizeof err) == 0);
+
+  char *unwritten = matmul_source(5, 7, 0), *wrong = matmul_source(-1, -1, 0.5f), *good = matmul_source(-1, -1, 0);
+  char overrun[256];
+  /* the output's data ends within 64 bytes of its guard page: 16 floats past the end is inside the guard */
+  snprintf(overrun, sizeof overrun, "void kgen_entry_args(float **a) { a[2][%d + 16] = 1.0f; }\n", M_ * N_);
+  enum { DEFAULT, RANDOM, ILLEGAL, NOCOMPILE, OVERRUN, INPUT_WRITE, HANG, WRONG, UNWRITTEN, AFTER, TILED, GOOD, NC };
+  kg_candidate c[NC] = {
+      [DEFAULT] = {NULL, NULL},
+      [RANDOM] = {&rs->trace, NULL},
+      [ILLEGAL] = {&bad, NULL},
+      [NOCOMPILE] = {NULL, "void kgen_entry_args(float **a) { this is not C; }\n"},
+      [OVERRUN] = {NULL, overrun},
+      [INPUT_WRITE] = {NULL, "void kgen_entry_args(float **a) { a[0][3] = 0.0f; }\n"},
+      [HANG] = {NULL, "void kgen_entry_args(float **a) { (void)a; volatile int go = 1; while (go) {} }\n"},
+      [WRONG] = {NULL, wrong},
+      [UNWRITTEN] = {NULL, unwritten},
+      [AFTER] = {NULL, NULL},
+      [TILED] = {&tiled, NULL},
+      [GOOD] = {NULL, good},
+  };
+  kg_measure_result r[NC];
+  double t0 = kg_now_s();
+  kg_measure_batch(m, c, NC, r);
+  double batch_s = kg_now_s() - t0;
+  show("cpu", r, NC);
+  double flops = kg_program_flops(p);
+
+  check_ok(&r[DEFAULT], flops, o.min_repeat_s, "default");
+  check_ok(&r[RANDOM], flops, o.min_repeat_s, "random");
+  check_ok(&r[AFTER], flops, o.min_repeat_s, "default after the faults");
+  check_ok(&r[TILED], flops, o.min_repeat_s, "tiled");
+  check_ok(&r[GOOD], flops, o.min_repeat_s, "hand-written");
+
+  CHECKF(r[ILLEGAL].status == KG_STATUS_COMPILE_ERROR, "%s", kg_status_names[r[ILLEGAL].status]);
+  CHECK_STR_CONTAINS((const char *)r[ILLEGAL].msg, "nosuchloop");
+  CHECKF(r[NOCOMPILE].status == KG_STATUS_COMPILE_ERROR, "%s", kg_status_names[r[NOCOMPILE].status]);
+  CHECK_STR_CONTAINS((const char *)r[NOCOMPILE].msg, "C compiler failed");
+  CHECK_STR_CONTAINS((const char *)r[NOCOMPILE].msg, "error");
+  CHECKF(r[OVERRUN].status == KG_STATUS_RUNTIME_ERROR, "%s: %s", kg_status_names[r[OVERRUN].status], r[OVERRUN].msg);
+  CHECK_STR_CONTAINS((const char *)r[OVERRUN].msg, "SIGSEGV");
+  CHECKF(r[INPUT_WRITE].status == KG_STATUS_RUNTIME_ERROR, "%s: %s", kg_status_names[r[INPUT_WRITE].status],
+         r[INPUT_WRITE].msg);
+  CHECK_STR_CONTAINS((const char *)r[INPUT_WRITE].msg, "SIGSEGV");
+  CHECKF(r[HANG].status == KG_STATUS_TIMEOUT, "%s: %s", kg_status_names[r[HANG].status], r[HANG].msg);
+  CHECKF(r[WRONG].status == KG_STATUS_WRONG_ANSWER, "%s: %s", kg_status_names[r[WRONG].status], r[WRONG].msg);
+  CHECK(r[WRONG].max_rel_err > 1e-3);
+  CHECKF(r[UNWRITTEN].status == KG_STATUS_WRONG_ANSWER, "%s", kg_status_names[r[UNWRITTEN].status]);
+  CHECK_STR_CONTAINS((const char *)r[UNWRITTEN].msg, "unwritten");
+  CHECK_STR_CONTAINS((const char *)r[UNWRITTEN].msg, "C[5,7]");
+  for (int i = 0; i < NC; i++) {
+    if (r[i].status != KG_STATUS_OK) CHECKF(r[i].runs == 0 && r[i].times == NULL, "candidate %d", i);
+    CHECK(r[i].res == NULL && r[i].nres == 0); /* resources are a CUDA matter */
+  }
+  /* the overrun, the input write and the hang each cost the worker its life */
+  CHECKF(kg_measurer_worker_starts(m) == 4, "%d starts", kg_measurer_worker_starts(m));
+  CHECKF(batch_s < 20, "the batch took %.1f s", batch_s);
+
+  /* the next batch reuses the worker and the cached data */
+  for (int i = 0; i < NC; i++) kg_measure_result_free(&r[i]);
+  kg_candidate again[2] = {{NULL, NULL}, {&rs->trace, NULL}};
+  kg_measure_batch(m, again, 2, r);
+  check_ok(&r[0], flops, o.min_repeat_s, "second batch, default");
+  check_ok(&r[1], flops, o.min_repeat_s, "second batch, random");
+  CHECK(kg_measurer_worker_starts(m) == 4);
+  for (int i = 0; i < 2; i++) kg_measure_result_free(&r[i]);
+
+  /* verify-only: no times */
+  kg_measurer_free(m);
+  o.no_timing = 1;
+  m = kg_measurer_new(p, &o, err, sizeof err);
+  CHECKF(m != NULL, "%s", err);
+  if (m) {
+    kg_measure_batch(m, again, 1, r);
+    CHECK(r[0].status == KG_STATUS_OK && r[0].runs == 0 && r[0].times == NULL && r[0].median_s == 0);
+    kg_measure_result_free(&r[0]);
+    kg_measurer_free(m);
+  }
+  CHECKF(count_entries(tmp) == 0, "%d build folders left in %s", count_entries(tmp), tmp);
+
+  free(unwritten);
+  free(wrong);
+  free(good);
+  kg_trace_free(&bad);
+  kg_trace_free(&tiled);
+  kg_schedule_free(rs);
+}
+
+/* The emulator runner: the default (the naive GPU mapping) and the same mapping with 64 threads, plus faults the
+ * worker survives: a kernel writing past its output (SIGSEGV in the worker) and one returning wrong values. */
+static char *cuda_source(long long offset, const char *extra) {
+  char *s = malloc(1024);
+  snprintf(s, 1024,
+           "extern \"C\" __global__ void kgen_k0(const float* __restrict__ A, const float* __restrict__ B,\n"
+           "                                    float* __restrict__ C) {\n"
+           "  int t = blockIdx.x * blockDim.x + threadIdx.x;\n"
+           "  if (t < %d) C[t + %lldLL] = 1.0f;\n"
+           "  %s\n"
+           "}\n"
+           "#ifdef KG_EMULATE\n"
+           "extern \"C\" void kgen_k0__emu(float **a) { kgen_k0(a[0], a[1], a[2]); }\n"
+           "#endif\n",
+           M_ * N_, offset, extra);
+  return s;
+}
+
+static void test_emulator(const kg_program *p) {
+  kg_measure_opts o = {0};
+  o.target = KG_TARGET_CUDA;
+  o.emulate = 1;
+  o.timeout_s = 20;
+  o.min_repeat_s = 0.01;
+  o.seed = 9;
+  o.build_threads = 2;
+  char err[512];
+  kg_measurer *m = kg_measurer_new(p, &o, err, sizeof err);
+  CHECKF(m != NULL, "%s", err);
+  if (!m) return;
+  CHECK(kg_measurer_runner(m) == KG_RUNNER_EMULATOR);
+  CHECK(strcmp(kg_measurer_arch(m), "sm_86") == 0);
+  kg_schedule *g = kg_schedule_new(p);
+  kg_schedule_gpu_default(g, 64);
+  /* a legal schedule whose block is beyond every GPU's 1024 threads: resource_limit, never run */
+  kg_trace big;
+  kg_trace_init(&big);
+  static const char big_text[] = "split C i 2048\nbind C i.i threadIdx.x\n";
+  CHECK(kg_trace_parse(&big, "big", big_text, strlen(big_text), err, sizeof err) == 0);
+  char *overrun = cuda_source(M_ * N_ + 16, ""), *wrong = cuda_source(0, "");
+  enum { DEFAULT, G64, OVERRUN, WRONG, BIG, AFTER, NC };
+  kg_candidate c[NC] = {{NULL, NULL}, {&g->trace, NULL}, {NULL, overrun}, {NULL, wrong}, {&big, NULL},
+                        {&g->trace, NULL}};
+  kg_measure_result r[NC];
+  kg_measure_batch(m, c, NC, r);
+  show("emulator", r, NC);
+  {
+    double flops = kg_program_flops(p);
+    check_ok(&r[DEFAULT], flops, o.min_repeat_s, "emulator default");
+    check_ok(&r[G64], flops, o.min_repeat_s, "emulator gpu_default 64");
+    check_ok(&r[AFTER], flops, o.min_repeat_s, "emulator after the faults");
+    CHECKF(r[OVERRUN].status == KG_STATUS_RUNTIME_ERROR, "%s: %s", kg_status_names[r[OVERRUN].status],
+           r[OVERRUN].msg);
+    CHECK_STR_CONTAINS((const char *)r[OVERRUN].msg, "SIGSEGV");
+    CHECKF(r[WRONG].status == KG_STATUS_WRONG_ANSWER, "%s: %s", kg_status_names[r[WRONG].status], r[WRONG].msg);
+    CHECKF(r[BIG].status == KG_STATUS_RESOURCE_LIMIT, "%s: %s", kg_status_names[r[BIG].status], r[BIG].msg);
+    CHECK_STR_CONTAINS((const char *)r[BIG].msg, "threadIdx.x extent 2048 exceeds the limit 1024");
+    CHECKF(kg_measurer_worker_starts(m) == 2, "%d starts", kg_measurer_worker_starts(m));
+  }
+  kg_trace_free(&big);
+  for (int i = 0; i < NC; i++) kg_measure_result_free(&r[i]);
+  free(overrun);
+  free(wrong);
+  kg_schedule_free(g);
+  kg_measurer_free(m);
+}
+
+/* The GPU runner, when this machine has one (else kg_measurer_new must refuse with the reason): good candidates
+ * with their ptxas resources, an illegal address (the worker restarts), an input write, a wrong answer. */
+static void test_gpu(const kg_program *p) {
+  kg_measure_opts o = {0};
+  o.target = KG_TARGET_CUDA;
+  o.timeout_s = 20;
+  o.min_repeat_s = 0.02;
+  o.flush_l2 = 1;
+  o.seed = 11;
+  char err[512] = "";
+  kg_measurer *m = kg_measurer_new(p, &o, err, sizeof err);
+  if (!m) {
+    CHECK(err[0] != 0);
+    printf("test_measure: GPU checks skipped: %s\n", err);
+    return;
+  }
+  CHECK(kg_measurer_runner(m) == KG_RUNNER_GPU);
+  CHECK(strncmp(kg_measurer_arch(m), "sm_", 3) == 0);
+  printf("test_measure: GPU: %s, %s\n", kg_measurer_device(m), kg_measurer_arch(m));
+  kg_schedule *g = kg_schedule_new(p);
+  kg_schedule_gpu_default(g, 64);
+  char *far = cuda_source(1LL << 34, ""), *wrong = cuda_source(0, "");
+  char *input = cuda_source(0, "if (t == 0) ((float *)A)[3] = 0.0f;");
+  enum { DEFAULT, FAR, AFTER, INPUT, WRONG, G64, NC };
+  kg_candidate c[NC] = {{NULL, NULL}, {NULL, far}, {&g->trace, NULL}, {NULL, input}, {NULL, wrong}, {&g->trace, NULL}};
+  kg_measure_result r[NC];
+  kg_measure_batch(m, c, NC, r);
+  show("gpu", r, NC);
+  double flops = kg_program_flops(p);
+  check_ok(&r[DEFAULT], flops, o.min_repeat_s, "gpu default");
+  check_ok(&r[AFTER], flops, o.min_repeat_s, "gpu after the illegal address");
+  check_ok(&r[G64], flops, o.min_repeat_s, "gpu after the input write");
+  CHECK(r[DEFAULT].nres == 1 && r[DEFAULT].res && r[DEFAULT].res[0].registers > 0);
+  CHECKF(r[FAR].status == KG_STATUS_RUNTIME_ERROR, "%s: %s", kg_status_names[r[FAR].status], r[FAR].msg);
+  CHECK_STR_CONTAINS((const char *)r[FAR].msg, "CUDA_ERROR");
+  CHECKF(r[INPUT].status == KG_STATUS_RUNTIME_ERROR, "%s: %s", kg_status_names[r[INPUT].status], r[INPUT].msg);
+  CHECK_STR_CONTAINS((const char *)r[INPUT].msg, "input");
+  CHECKF(r[WRONG].status == KG_STATUS_WRONG_ANSWER, "%s: %s", kg_status_names[r[WRONG].status], r[WRONG].msg);
+  CHECKF(kg_measurer_worker_starts(m) == 2, "%d starts", kg_measurer_worker_starts(m));
+  for (int i = 0; i < NC; i++) kg_measure_result_free(&r[i]);
+  free(far);
+  free(wrong);
+  free(input);
+  kg_schedule_free(g);
+  kg_measurer_free(m);
+}
+
+int main(void) {
+  /* a private TMPDIR: every build folder must be gone at the end */
+  char tmp[] = "/tmp/kgen-test-measure-XXXXXX";
+  if (!mkdtemp(tmp)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  setenv("TMPDIR", tmp, 1);
+  kg_program *p = load_matmul();
+  CHECK(p != NULL);
+  if (p) {
+    test_cpu_faults(p, tmp);
+    test_emulator(p);
+    test_gpu(p);
+    kg_program_free(p);
+  }
+  CHECKF(count_entries(tmp) == 0, "%d build folders left in %s", count_entries(tmp), tmp);
+  rmdir(tmp);
+  TEST_END();
+}
