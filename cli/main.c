@@ -48,7 +48,7 @@ static void usage(FILE *f) {
           "  --measure              run in the measurement harness (isolated worker process) and report median,\n"
           "                         spread, GFLOP/s, GB/s and the kernels' resources\n"
           "  --flush-l2             (GPU, --measure) flush the L2 cache between repeats\n"
-          "  --timeout S            (--measure, cuda) seconds a run may take before it is killed (default 10)\n"
+          "  --timeout S            (--measure or cuda) seconds a run may take before it is killed (default 10)\n"
           "  --save DIR / --load DIR  write inputs and outputs / read inputs as NumPy .npy files\n"
           "A bare NAME resolves to the workload library te/lib/NAME.te.\n");
 }
@@ -213,6 +213,8 @@ static int parse_args(int argc, char **argv, options *o) {
     o->target_auto = 0;
   }
   if (o->dump && !strcmp(o->dump, "c") && o->target_auto) o->target_auto = 0; /* asking for C means the C target */
+  if (o->arch && !o->target_auto && o->target != KG_TARGET_CUDA)
+    return usage_error("%s", "--arch goes with --target cuda");
   if (o->dump && !strcmp(o->dump, "c") && o->target == KG_TARGET_CUDA)
     return usage_error("%s", "--dump c goes with --target c (use --dump cuda)");
   if (strcmp(o->cmd, "run") && (o->measure || o->emulate || o->flush_l2 || o->timeout_s > 0 || o->arch))
@@ -586,7 +588,7 @@ static int cmd_run_measured(const options *o, kg_program *p) {
     printf("throughput: %.4g GFLOP/s, %.4g GB/s; spread (max-min)/median %.1f%%\n", r.gflops, r.gbps,
            r.median_s > 0 ? 100.0 * (r.max_s - r.min_s) / r.median_s : 0.0);
     for (int k = 0; k < r.nres; k++)
-      printf("kernel %s: %d registers, %lld B spill stores, %lld B spill loads, %lld B shared, %lld B local\n",
+      printf("kernel %s: %d registers, %lld B spill stores, %lld B spill loads, %lld B static shared, %lld B local\n",
              r.res[k].name, r.res[k].registers, (long long)r.res[k].spill_stores, (long long)r.res[k].spill_loads,
              (long long)r.res[k].static_shared, (long long)r.res[k].local_bytes);
   }

@@ -238,6 +238,12 @@ static void analyze(cgen *g, const kg_irstmt *s) {
         return;
       }
       kg_thread_tag t = s->loop.tag;
+      /* parallel means CPU threads: on the GPU it would silently be a serial loop in every thread */
+      if (s->loop.kind == KG_LOOP_PARALLEL) {
+        cfail(g, "codegen cuda: stage %s: loop %s is parallel, which is for the C target; bind it to blockIdx or "
+              "threadIdx instead", nm(s->loop.stage_name), nm(s->loop.loop_name));
+        return;
+      }
       if (s->loop.kind == KG_LOOP_BOUND && t == KG_THREAD_NONE) {
         cfail(g, "codegen cuda: stage %s: loop %s is bound without a tag", nm(s->loop.stage_name),
               nm(s->loop.loop_name));

@@ -530,7 +530,7 @@ static void build_one(const kg_measurer *m, const kg_candidate *c, built *b, kg_
   }
   ir = kg_lower(s, m->o.target, &arena, err, sizeof err);
   if (!ir) {
-    result_msg(r, KG_STATUS_COMPILE_ERROR, "lower: %s", err);
+    result_msg(r, KG_STATUS_COMPILE_ERROR, "%s", err); /* kg_lower says "lower: ..." itself */
     goto done;
   }
   if (m->runner == KG_RUNNER_CPU) {

@@ -178,6 +178,12 @@ int kg_ir_is_min_int(const kg_irexpr *e);
 /* A constant upper bound of an INT expression that is a constant or a minimum with a constant in it. */
 int kg_ir_const_upper(const kg_irexpr *e, int64_t *u);
 
+/* Macro names the host headers of generated code define (the C printer's includes and the CUDA emulator's
+ * header), sorted in strcmp order; generated at build time (build/gen/reserved_macros.c). Lowering never names a
+ * buffer or variable after one of them. */
+extern const char *const kg_reserved_macros[];
+extern const int kg_nreserved_macros;
+
 /* Pseudo-code dump of the IR (`kgen lower --dump ir`). */
 void kg_ir_print(struct kg_strbuf *b, const kg_lowered *f);
 

@@ -19,6 +19,7 @@
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "bounds.h"
 #include "ir.h"
@@ -81,19 +82,41 @@ static void fail(lctx *L, const char *fmt, ...) {
 
 /* ---- names ---- */
 
+/* Identifiers generated code must not take: C and C++ keywords (the CUDA source is C++), what the printed
+ * preludes and the CUDA headers NVRTC builds in declare, and the math functions the printers call. Macros of the
+ * host headers that generated C and the CUDA emulator include come from kg_reserved_macros (generated at build
+ * time from the headers themselves). */
 static const char *const reserved[] = {
+    /* C */
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
     "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",
     "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "main",
-    "int64_t", "int32_t", "uint64_t", "size_t", "NULL", "INFINITY", "NAN", "malloc", "calloc", "free", "abort",
-    "expf", "logf", "sqrtf", "tanhf", "erff", "fabsf", "powf", "fmodf", "floorf", "args", "asm", "fortran",
-    "bool", "true", "false", "threadIdx", "blockIdx", "blockDim", "gridDim", "__syncthreads", "float4", "dim3",
-    "min", "max", "signbit", "isnan", "isinf"};
+    "int64_t", "int32_t", "uint64_t", "uint32_t", "size_t", "NULL", "INFINITY", "NAN", "malloc", "calloc", "free",
+    "abort", "args", "asm", "fortran", "bool", "true", "false", "min", "max", "signbit", "isnan", "isinf",
+    /* C++ */
+    "alignas", "alignof", "and", "and_eq", "bitand", "bitor", "catch", "char8_t", "char16_t", "char32_t", "class",
+    "compl", "concept", "consteval", "constexpr", "constinit", "const_cast", "co_await", "co_return", "co_yield",
+    "decltype", "delete", "dynamic_cast", "explicit", "export", "final", "friend", "import", "module", "mutable",
+    "namespace", "new", "noexcept", "not", "not_eq", "nullptr", "operator", "or", "or_eq", "override", "private",
+    "protected", "public", "reinterpret_cast", "requires", "static_assert", "static_cast", "template", "this",
+    "thread_local", "throw", "try", "typeid", "typename", "using", "virtual", "wchar_t", "xor", "xor_eq", "std",
+    /* CUDA */
+    "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "dim3", "float1", "float2", "float3", "float4",
+    "int1", "int2", "int3", "int4", "uint1", "uint2", "uint3", "uint4", "make_float2", "make_float4", "atomicAdd",
+    /* math the printers call */
+    "expf", "logf", "sqrtf", "rsqrtf", "tanhf", "erff", "fabsf", "powf", "fmodf", "floorf", "fmaxf", "fminf",
+    "exp", "log", "sqrt", "tanh", "erf", "fabs", "pow", "fmod", "floor"};
+
+/* bsearch over the build-time list (sorted in C order) */
+static int cmp_name(const void *k, const void *e) { return strcmp((const char *)k, *(const char *const *)e); }
 
 static int name_taken(const lctx *L, const char *n) {
   for (size_t i = 0; i < sizeof reserved / sizeof *reserved; i++)
     if (!strcmp(reserved[i], n)) return 1;
   if (!strncmp(n, "kg_", 3) || n[0] == '_') return 1;
+  if (kg_nreserved_macros > 0 &&
+      bsearch(n, kg_reserved_macros, (size_t)kg_nreserved_macros, sizeof *kg_reserved_macros, cmp_name))
+    return 1;
   for (int i = 0; i < L->nnames; i++)
     if (!strcmp(L->names[i], n)) return 1;
   return 0;
@@ -112,10 +135,15 @@ static char *sanitize(lctx *L, const char *base) {
   return s;
 }
 
-/* A unique identifier in the function: base; when taken, "<prefix>_<base>"; then numbered suffixes. */
+/* A unique identifier in the function: base; when taken, "<prefix>_<base>"; then numbered suffixes. A user name in
+ * kgen's own "kg_" namespace becomes "v" + name first, since no suffix would take it out of that namespace. */
 static const char *unique_name(lctx *L, const char *base, const char *prefix) {
   const char *s = sanitize(L, base), *cand = s;
-  if (name_taken(L, cand) && prefix) cand = kg_arena_printf(L->a, "%s_%s", sanitize(L, prefix), s);
+  if (!strncmp(s, "kg_", 3)) s = cand = kg_arena_printf(L->a, "v%s", s);
+  if (name_taken(L, cand) && prefix) {
+    const char *p = sanitize(L, prefix);
+    cand = kg_arena_printf(L->a, "%s%s_%s", strncmp(p, "kg_", 3) ? "" : "v", p, s);
+  }
   if (name_taken(L, cand)) {
     const char *b = cand;
     for (int i = 1; name_taken(L, cand); i++) cand = kg_arena_printf(L->a, "%s_%d", b, i);

@@ -437,6 +437,7 @@ static void test_errors(void) {
                "cache_write C local\nsplit C i 128\nbind C i.o blockIdx.x\ncompute_at C.local C i.o\n",
                "a per-thread region of 32768 floats", "oversized register array");
   expect_error(ROWSUM, "N=4 D=64", "bind S j blockIdx.x\n", "reduction loop", "reduction bound to a block index");
+  expect_error(COPY, "N=4 M=8", "parallel C i\n", "loop i is parallel, which is for the C target", "parallel on CUDA");
 }
 
 static void test_wide_index(void) {

@@ -24,6 +24,7 @@ expect 2 "emulate with the C target" -- $K run $MM --target c --emulate
 expect 2 "dump cuda with the C target" -- $K lower $MM --target c --dump cuda
 expect 2 "dump c with the CUDA target" -- $K lower $MM --target cuda --dump c
 expect 2 "measure on lower" -- $K lower $MM --measure
+expect 2 "arch with the C target" -- $K run $MM --target c --arch sm_90
 expect 2 "save with cuda" -- $K run $MM --target cuda --emulate --save "$T/s"
 
 # lower prints CUDA with the launch table; the default CUDA schedule maps threads
@@ -39,6 +40,9 @@ has out "^schedule: naive GPU mapping" "naive mapping"
 has out "^verify: ok" "verified"
 expect 0 "random GPU schedule on the emulator" -- $K run softmax -D N=7 -D D=33 --emulate --random-schedule 3
 has out "^verify: ok" "random schedule verified"
+expect 0 "measure on the emulator" -- $K run $MM --emulate --measure --min-repeat-ms 5
+has out "^kernel kgen_k0: [1-9][0-9]* registers, 0 B spill stores" "NVRTC resources of the emulated kernel"
+has out "^throughput: " "emulator throughput line"
 expect 0 "measure on the C target" -- $K run $MM --target c --measure --min-repeat-ms 5
 has out "^throughput: [0-9.e+]+ GFLOP/s" "throughput line"
 has out "^verify: ok" "measured and verified"
