@@ -6,6 +6,12 @@
 #
 # usage (from the repository root, LD_LIBRARY_PATH set as the device README says):
 #   OUT=/some/dir bench/device-check.sh [BUILD_DIR]
+# From a session that holds a GPU: `make`, `../shared/device/prepare.sh`, then one call of the device tool's run
+# with carry [".device-libs", "build/kgen", "build/tests/test_gpu", "build/tests/test_gpu_random",
+# "build/bench/gpu_peers"], timeout_s 480 and the command
+#   L=$(mktemp -d) && for f in .device-libs/*.deb; do dpkg -x "$f" $L; done &&
+#   export LD_LIBRARY_PATH=$L/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}; bench/device-check.sh
+# then commit $OUT/device-check.md as bench/results/device-check-DATE.md.
 set -u
 B=${1:-build}
 OUT=${OUT:-/tmp/kgen-device-check}

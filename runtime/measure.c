@@ -62,6 +62,7 @@ struct kg_measurer {
   kg_measure_opts o;
   kg_runner runner;
   char arch[80];
+  int load_ptx;         /* GPU: --arch differs from the device's, so the driver JITs the PTX instead of the cubin */
   kg_gpu_limits limits; /* GPU: the device's; emulator: the arch's */
   char device[640];
   double flops, bytes;
@@ -274,6 +275,8 @@ static int worker_start(kg_measurer *m, char *err, size_t errlen) {
     if (m->runner == KG_RUNNER_GPU && !a->bad) {
       m->limits = l;
       if (!m->o.arch) snprintf(m->arch, sizeof m->arch, "%s", arch);
+      /* a cubin runs only on its own arch family; PTX of an older arch is JIT-compiled for the device */
+      m->load_ptx = strcmp(m->arch, arch) != 0;
       const char *nv = kg_nvrtc_version();
       snprintf(m->device, sizeof m->device, "%s (%lld SMs, %lld KB L2, driver %lld.%lld, NVRTC %s)", name,
                (long long)sms, (long long)(l2 >> 10), (long long)(drv / 1000), (long long)(drv % 1000 / 10),
@@ -663,7 +666,9 @@ static void run_one(kg_measurer *m, const built *b, kg_measure_result *r) {
   kg_wire_reset(q);
   kg_wire_u32(q, KG_MSG_VERIFY);
   kg_wire_str(q, b->so_path);
-  if (m->runner == KG_RUNNER_GPU)
+  if (m->runner == KG_RUNNER_GPU && m->load_ptx)
+    kg_wire_bytes(q, b->cubin.ptx, b->cubin.ptx ? strlen(b->cubin.ptx) + 1 : 0);
+  else if (m->runner == KG_RUNNER_GPU)
     kg_wire_bytes(q, b->cubin.cubin, b->cubin.cubin_size);
   else
     kg_wire_bytes(q, NULL, 0);
