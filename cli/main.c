@@ -89,6 +89,14 @@ static int parse_binding(const char *s, kg_binding *b) {
   return 0;
 }
 
+/* An option that only CUDA has picks the CUDA target, unless another was named: then -1 (a usage error). */
+static int need_cuda(options *o) {
+  if (!o->target_auto && o->target != KG_TARGET_CUDA) return -1;
+  o->target = KG_TARGET_CUDA;
+  o->target_auto = 0;
+  return 0;
+}
+
 /* Returns 0, or the exit status of a usage error. */
 static int parse_args(int argc, char **argv, options *o) {
   memset(o, 0, sizeof *o);
@@ -202,16 +210,8 @@ static int parse_args(int argc, char **argv, options *o) {
   if (o->random_steps_given && !o->random_schedule)
     return usage_error("%s", "--random-steps goes with --random-schedule");
   if (o->dump && !strcmp(o->cmd, "run")) return usage_error("%s", "--dump goes with check or lower");
-  if (o->emulate) {
-    if (!o->target_auto && o->target != KG_TARGET_CUDA) return usage_error("%s", "--emulate goes with --target cuda");
-    o->target = KG_TARGET_CUDA;
-    o->target_auto = 0;
-  }
-  if (o->dump && !strcmp(o->dump, "cuda")) {
-    if (!o->target_auto && o->target != KG_TARGET_CUDA) return usage_error("%s", "--dump cuda goes with --target cuda");
-    o->target = KG_TARGET_CUDA;
-    o->target_auto = 0;
-  }
+  if (o->emulate && need_cuda(o)) return usage_error("%s", "--emulate goes with --target cuda");
+  if (o->dump && !strcmp(o->dump, "cuda") && need_cuda(o)) return usage_error("%s", "--dump cuda goes with --target cuda");
   if (o->dump && !strcmp(o->dump, "c") && o->target_auto) o->target_auto = 0; /* asking for C means the C target */
   if (o->arch && !o->target_auto && o->target != KG_TARGET_CUDA)
     return usage_error("%s", "--arch goes with --target cuda");

@@ -248,13 +248,6 @@ static const char prelude[] =
     "static inline int64_t kg_min64(int64_t a, int64_t b) { return a < b ? a : b; }\n"
     "\n";
 
-static int valid_ident(const char *s) {
-  if (!s || !*s || !(s[0] == '_' || (s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z'))) return 0;
-  for (; *s; s++)
-    if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9'))) return 0;
-  return 1;
-}
-
 int kg_codegen_c(const kg_lowered *f, const char *fn_name, char **out, char *err, size_t errlen) {
   cgen g;
   memset(&g, 0, sizeof g);
@@ -263,7 +256,7 @@ int kg_codegen_c(const kg_lowered *f, const char *fn_name, char **out, char *err
   kg_strbuf_init(&g.b);
   *out = NULL;
   if (err && errlen) err[0] = 0;
-  if (!valid_ident(fn_name)) {
+  if (!kg_cexpr_valid_ident(fn_name)) {
     cfail(&g, "codegen c: '%s' is not a C identifier", fn_name ? fn_name : "(null)");
     return -1;
   }

@@ -203,3 +203,10 @@ void kg_cexpr_put_expr(const kg_cexpr_printer *p, const kg_irexpr *e) {
       break;
   }
 }
+
+int kg_cexpr_valid_ident(const char *s) {
+  if (!s || !*s || !(s[0] == '_' || (s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z'))) return 0;
+  for (; *s; s++)
+    if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9'))) return 0;
+  return 1;
+}

@@ -3,7 +3,8 @@
  * One printer serves both targets so that precedence and parenthesisation, literal rounding and the lowering of
  * integer division cannot drift apart between them. What differs between the dialects is data (kg_cexpr_dialect)
  * plus two hooks: one through which a printer may print some loads itself (CUDA prints a lane of a vector loaded
- * earlier), and one through which failures go back to the printer's own error mechanism. */
+ * earlier), and one through which failures go back to the printer's own error mechanism. The few other pieces both
+ * printers need (comments, the identifier check) live here too. */
 #ifndef KG_CEXPR_H
 #define KG_CEXPR_H
 #include "../base/strbuf.h"
@@ -34,4 +35,6 @@ void kg_cexpr_put_int(const kg_cexpr_dialect *d, kg_strbuf *b, int64_t v);
 void kg_cexpr_put_float(const kg_cexpr_dialect *d, kg_strbuf *b, double v);
 /* text as a one-line comment at indent ind: newlines become spaces, and text cannot close the comment early. */
 void kg_cexpr_put_comment(kg_strbuf *b, int ind, const char *text);
+/* Is s a C identifier (the name a printer is asked to give the function or kernels it prints)? */
+int kg_cexpr_valid_ident(const char *s);
 #endif

@@ -96,13 +96,6 @@ static void cfail(cgen *g, const char *fmt, ...) {
 
 static const char *nm(const char *s) { return s ? s : "?"; }
 
-static int is_thread(kg_thread_tag t) {
-  return t == KG_THREAD_THREAD_X || t == KG_THREAD_THREAD_Y || t == KG_THREAD_THREAD_Z;
-}
-static int is_block(kg_thread_tag t) {
-  return t == KG_THREAD_BLOCK_X || t == KG_THREAD_BLOCK_Y || t == KG_THREAD_BLOCK_Z;
-}
-
 /* ---- dependence on a variable (through the LETs printed so far) ---- */
 
 static int uses_var(const cgen *g, const kg_irexpr *e, const kg_irvar *v, int depth) {
@@ -249,7 +242,7 @@ static void analyze(cgen *g, const kg_irstmt *s) {
               nm(s->loop.loop_name));
         return;
       }
-      if (is_thread(t) || is_block(t)) {
+      if (kg_thread_tag_is_thread(t) || kg_thread_tag_is_block(t)) {
         if (ext > g->launch[t]) g->launch[t] = ext;
         for (int i = 0; i < g->nbound; i++)
           if (g->bound[i].tag == t && g->bound[i].stage && s->loop.stage_name &&
@@ -335,18 +328,6 @@ static void put_items(cgen *g, const kg_irstmt *s, int ind) {
     put_stmt(g, s, ind);
 }
 
-static const char *hw_index(kg_thread_tag t) {
-  switch (t) {
-    case KG_THREAD_BLOCK_X: return "blockIdx.x";
-    case KG_THREAD_BLOCK_Y: return "blockIdx.y";
-    case KG_THREAD_BLOCK_Z: return "blockIdx.z";
-    case KG_THREAD_THREAD_X: return "threadIdx.x";
-    case KG_THREAD_THREAD_Y: return "threadIdx.y";
-    case KG_THREAD_THREAD_Z: return "threadIdx.z";
-    default: return NULL;
-  }
-}
-
 /* The single-writer condition of a store (see the file comment), or 0 when every thread along every launched
  * tag writes its own element. Writes "(threadIdx.x == 0 && ...)" into b. */
 static int writer_guard(cgen *g, const kg_irstmt *s, kg_strbuf *out) {
@@ -355,12 +336,13 @@ static int writer_guard(cgen *g, const kg_irstmt *s, kg_strbuf *out) {
   int n = 0;
   for (int t = KG_THREAD_BLOCK_X; t <= KG_THREAD_THREAD_Z; t++) {
     if (g->launch[t] <= 1) continue;
-    if (is_block((kg_thread_tag)t) && buf->scope == KG_SCOPE_SHARED) continue; /* shared memory is per block */
+    /* shared memory is per block */
+    if (kg_thread_tag_is_block((kg_thread_tag)t) && buf->scope == KG_SCOPE_SHARED) continue;
     int distinguished = 0;
     for (int i = 0; i < g->nbound && !distinguished; i++)
       if (g->bound[i].tag == (kg_thread_tag)t && uses_var(g, s->store.index, g->bound[i].var, 0)) distinguished = 1;
     if (distinguished) continue;
-    kg_strbuf_printf(out, "%s%s == 0", n ? " && " : "", hw_index((kg_thread_tag)t));
+    kg_strbuf_printf(out, "%s%s == 0", n ? " && " : "", kg_thread_tag_names[t]);
     n++;
   }
   return n;
@@ -538,7 +520,7 @@ static void put_combine(cgen *g, kg_reducer red, const char *acc, const char *x)
 /* Fails when some thread of the block might not reach s (under a guarded thread loop or an if). */
 static int check_uniform(cgen *g, const char *what) {
   for (int i = g->nbound - 1; i >= 0; i--)
-    if (g->bound[i].guarded && is_thread(g->bound[i].tag)) {
+    if (g->bound[i].guarded && kg_thread_tag_is_thread(g->bound[i].tag)) {
       cfail(g,
             "codegen cuda: kernel %s: %s under the guarded loop %s.%s (%s extent %lld < %lld launched): not "
             "every thread would reach it",
@@ -679,15 +661,16 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       g->bound[g->nbound].loop = s->loop.loop_name;
       g->bound[g->nbound].guarded = 0;
       g->bound[g->nbound].ext = ext;
-      if (is_thread(t) || is_block(t)) {
+      if (kg_thread_tag_is_thread(t) || kg_thread_tag_is_block(t)) {
         int guarded = ext < g->launch[t];
         g->bound[g->nbound].guarded = guarded;
+        const char *hw = kg_thread_tag_names[t]; /* "threadIdx.x", ...: the tag's name is the hardware index */
         kg_strbuf_indent(b, ind);
-        if (guarded) kg_strbuf_printf(b, "if ((int)%s < %lld) { /* %s.%s */\n", hw_index(t), (long long)ext,
+        if (guarded) kg_strbuf_printf(b, "if ((int)%s < %lld) { /* %s.%s */\n", hw, (long long)ext,
                                       nm(s->loop.stage_name), nm(s->loop.loop_name));
         else kg_strbuf_printf(b, "{ /* %s.%s */\n", nm(s->loop.stage_name), nm(s->loop.loop_name));
         kg_strbuf_indent(b, ind + 1);
-        kg_strbuf_printf(b, "const kg_idx %s = %s;\n", v, hw_index(t));
+        kg_strbuf_printf(b, "const kg_idx %s = %s;\n", v, hw);
         g->nbound++;
         put_items(g, s->loop.body, ind + 1);
         g->nbound--;
@@ -793,13 +776,6 @@ static const char prelude[] =
     "__device__ __forceinline__ float kg_maxf(float a, float b) { return a > b ? a : b; }\n"
     "__device__ __forceinline__ float kg_minf(float a, float b) { return a < b ? a : b; }\n"
     "\n";
-
-static int valid_ident(const char *s) {
-  if (!s || !*s || !(s[0] == '_' || (s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z'))) return 0;
-  for (; *s; s++)
-    if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9'))) return 0;
-  return 1;
-}
 
 static void put_params(cgen *g) {
   const kg_lowered *f = g->f;
@@ -912,7 +888,7 @@ int kg_codegen_cuda(const kg_lowered *f, const char *prefix, kg_cuda_program *ou
   g.errlen = errlen;
   g.f = f;
   if (err && errlen) err[0] = 0;
-  if (!valid_ident(prefix) || strlen(prefix) > 200) {
+  if (!kg_cexpr_valid_ident(prefix) || strlen(prefix) > 200) {
     cfail(&g, "codegen cuda: '%s' is not a C identifier", prefix ? prefix : "(null)");
     return -1;
   }

@@ -559,44 +559,29 @@ static void build_one(const kg_measurer *m, const kg_candidate *c, built *b, kg_
       b->cp.source = kg_xrealloc(NULL, strlen(c->source) + 1);
       memcpy(b->cp.source, c->source, strlen(c->source) + 1);
     }
-    if (m->runner == KG_RUNNER_GPU) {
+    /* The GPU runs the cubin, checked against the device's limits. The emulator runs any block size: the arch's
+     * limits keep it honest about the GPU, and where NVRTC is there the candidate is also compiled for the arch,
+     * so its resources (registers, spills, shared memory) are reported and checked as a GPU run would. */
+    char why[256];
+    kg_cubin *cb = NULL;
+    if (m->runner == KG_RUNNER_GPU || kg_nvrtc_available(why, sizeof why) == 0) {
       b->have_cubin = 1;
       if (kg_nvrtc_compile(&b->cp, m->arch, &b->cubin) != 0) {
         result_log(r, KG_STATUS_COMPILE_ERROR, "NVRTC failed:\n", b->cubin.log);
         goto done;
       }
+      cb = &b->cubin;
       if (b->cubin.nres > 0) {
         r->res = kg_xrealloc(NULL, sizeof(kg_kernel_resources) * (size_t)b->cubin.nres);
         memcpy(r->res, b->cubin.res, sizeof(kg_kernel_resources) * (size_t)b->cubin.nres);
         r->nres = b->cubin.nres;
       }
-      if (kg_gpu_check_limits(&b->cp, &b->cubin, &m->limits, err, sizeof err) != 0) {
-        result_msg(r, KG_STATUS_RESOURCE_LIMIT, "%s", err);
-        goto done;
-      }
-    } else {
-      /* The emulator runs any block size: the arch's limits keep it honest about the GPU. Where NVRTC is there,
-       * the candidate is also compiled for the arch, so its resources (registers, spills, shared memory) are
-       * reported and checked as a GPU run would. */
-      char why[256];
-      kg_cubin *cb = NULL;
-      if (kg_nvrtc_available(why, sizeof why) == 0) {
-        b->have_cubin = 1;
-        if (kg_nvrtc_compile(&b->cp, m->arch, &b->cubin) != 0) {
-          result_log(r, KG_STATUS_COMPILE_ERROR, "NVRTC failed:\n", b->cubin.log);
-          goto done;
-        }
-        cb = &b->cubin;
-        if (b->cubin.nres > 0) {
-          r->res = kg_xrealloc(NULL, sizeof(kg_kernel_resources) * (size_t)b->cubin.nres);
-          memcpy(r->res, b->cubin.res, sizeof(kg_kernel_resources) * (size_t)b->cubin.nres);
-          r->nres = b->cubin.nres;
-        }
-      }
-      if (kg_gpu_check_limits(&b->cp, cb, &m->limits, err, sizeof err) != 0) {
-        result_msg(r, KG_STATUS_RESOURCE_LIMIT, "%s", err);
-        goto done;
-      }
+    }
+    if (kg_gpu_check_limits(&b->cp, cb, &m->limits, err, sizeof err) != 0) {
+      result_msg(r, KG_STATUS_RESOURCE_LIMIT, "%s", err);
+      goto done;
+    }
+    if (m->runner == KG_RUNNER_EMULATOR) {
       b->have_emu = 1;
       if (kg_emu_build(&b->cp, &b->emu) != 0) {
         result_log(r, KG_STATUS_COMPILE_ERROR, "emulator build failed:\n", b->emu.log);

@@ -72,14 +72,6 @@ static void reply(worker *w, int status, const char *msg, double run_s, const do
   if (status == KG_WORKER_FATAL) _exit(3);
 }
 
-static void prog_clear(kg_cuda_program *p) {
-  for (int k = 0; k < p->nkernels; k++) free((char *)p->kernels[k].name);
-  free(p->kernels);
-  free(p->temp_elems);
-  free(p->source);
-  memset(p, 0, sizeof *p);
-}
-
 static void release_candidate(worker *w) {
   if (w->mod_loaded) kg_cuda_module_unload(&w->mod);
   w->mod_loaded = 0;
@@ -100,7 +92,7 @@ static void release_candidate(worker *w) {
   if (w->so) dlclose(w->so);
   w->so = NULL;
   w->fn = NULL;
-  prog_clear(&w->prog);
+  kg_cuda_program_free(&w->prog);
   w->loaded = 0;
 }
 

@@ -563,13 +563,6 @@ static kg_irstmt *build_init(lctx *L, nest *n) {
 
 static kg_irstmt *build_from(lctx *L, nest *n, int k);
 
-static int is_thread_tag(kg_thread_tag t) {
-  return t == KG_THREAD_THREAD_X || t == KG_THREAD_THREAD_Y || t == KG_THREAD_THREAD_Z;
-}
-static int is_block_tag(kg_thread_tag t) {
-  return t == KG_THREAD_BLOCK_X || t == KG_THREAD_BLOCK_Y || t == KG_THREAD_BLOCK_Z;
-}
-
 /* A cross-thread reduction (CUDA), from its first reduction loop R on, where no spatial loop follows R:
  *   alloc red (local, 1): red[0] = identity; loops R... accumulating into red[0]; allreduce red across the
  *   thread index of loop X; the store of red[0] (the printer lets one thread make it). */
@@ -683,7 +676,7 @@ static kg_irstmt *build_from(lctx *L, nest *n, int k) {
   int saved = L->in_parallel;
   if (it->kind == KG_LOOP_PARALLEL) L->in_parallel = 1;
   kg_irvar *v = n->leafvar[k];
-  int thread = L->target == KG_TARGET_CUDA && is_thread_tag(it->tag);
+  int thread = L->target == KG_TARGET_CUDA && kg_thread_tag_is_thread(it->tag);
   if (thread) {
     L->relax.known[v->id] = 1;
     L->relax.lo[v->id] = 0;
@@ -736,7 +729,7 @@ static kg_irstmt *lower_stage(lctx *L, kg_sstage *st, kg_irexpr **dom_min, int64
     fail(L, "lower: stage %s: no reduction loop", st->name);
   if (L->target == KG_TARGET_CUDA)
     for (int k = 0; k < st->nleaves; k++)
-      if (st->leaves[k]->is_reduce && is_thread_tag(st->leaves[k]->tag)) n.X = k;
+      if (st->leaves[k]->is_reduce && kg_thread_tag_is_thread(st->leaves[k]->tag)) n.X = k;
   return build_from(L, &n, 0);
 }
 
@@ -760,12 +753,12 @@ static int check_cuda_stage(lctx *L, const kg_sstage *st) {
            st->attach_iter->name);
       return -1;
     }
-    if (is_block_tag(it->tag) && st->attach != KG_ATTACH_ROOT) {
+    if (kg_thread_tag_is_block(it->tag) && st->attach != KG_ATTACH_ROOT) {
       fail(L, "lower: stage %s: loop %s is bound to %s, but only a kernel's root stage binds block indices",
            st->name, it->name, kg_thread_tag_names[it->tag]);
       return -1;
     }
-    if (is_block_tag(it->tag) && it->is_reduce) {
+    if (kg_thread_tag_is_block(it->tag) && it->is_reduce) {
       fail(L, "lower: stage %s: reduction loop %s is bound to %s; a reduction cannot be split across blocks",
            st->name, it->name, kg_thread_tag_names[it->tag]);
       return -1;
@@ -781,7 +774,7 @@ static int check_cuda_stage(lctx *L, const kg_sstage *st) {
   const kg_iter *x = NULL;
   for (int k = 0; k < st->nleaves; k++) {
     const kg_iter *it = st->leaves[k];
-    if (it->is_reduce && is_thread_tag(it->tag)) {
+    if (it->is_reduce && kg_thread_tag_is_thread(it->tag)) {
       if (nx++) {
         fail(L, "lower: stage %s: reduction loops %s and %s are both bound to thread indices; a cross-thread "
              "reduction takes exactly one", st->name, x->name, it->name);

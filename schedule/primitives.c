@@ -186,7 +186,7 @@ static int prim_annotate(kg_schedule *s, kg_sstage *st, const kg_step *step, cha
       if (strcmp(tn, kg_thread_tag_names[t]) == 0) tag = (kg_thread_tag)t;
     if (tag == KG_THREAD_NONE) FAIL("bind: stage %s: loop %s: unknown thread tag '%s'", st->name, it->name, tn);
     /* a reduction loop bound to a thread index is a cross-thread reduction; blocks and vthreads cannot share one */
-    if (it->is_reduce && tag != KG_THREAD_THREAD_X && tag != KG_THREAD_THREAD_Y && tag != KG_THREAD_THREAD_Z)
+    if (it->is_reduce && !kg_thread_tag_is_thread(tag))
       FAIL("bind: stage %s: loop %s is a reduction loop; only threadIdx.x/y/z can split it (a cross-thread "
            "reduction)", st->name, it->name);
     for (int l = 0; l < st->nleaves; l++)

@@ -716,7 +716,7 @@ static void check_nest(vcheck *v, const kg_irstmt *st, int guarded) {
       break;
     case KG_IRS_FOR: {
       int g = guarded;
-      if (st->loop.tag >= KG_THREAD_THREAD_X && st->loop.tag <= KG_THREAD_THREAD_Z) {
+      if (kg_thread_tag_is_thread(st->loop.tag)) {
         int64_t e = 0;
         kg_ir_is_const(st->loop.extent, &e);
         if (e < v->maxext[st->loop.tag]) g = 1;

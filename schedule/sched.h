@@ -32,6 +32,12 @@ typedef enum {
   KG_THREAD_COUNT
 } kg_thread_tag;
 extern const char *const kg_thread_tag_names[KG_THREAD_COUNT]; /* [KG_THREAD_NONE] = "none" */
+static inline int kg_thread_tag_is_thread(kg_thread_tag t) {
+  return t == KG_THREAD_THREAD_X || t == KG_THREAD_THREAD_Y || t == KG_THREAD_THREAD_Z;
+}
+static inline int kg_thread_tag_is_block(kg_thread_tag t) {
+  return t == KG_THREAD_BLOCK_X || t == KG_THREAD_BLOCK_Y || t == KG_THREAD_BLOCK_Z;
+}
 
 typedef enum { KG_ITER_ROOT, KG_ITER_SPLIT_OUTER, KG_ITER_SPLIT_INNER, KG_ITER_FUSED } kg_iter_origin;
 
