@@ -1,5 +1,5 @@
 # kgen: `make` builds build/kgen and build/libkgen.a; `make test` builds and runs every test (plus an
-# ASan+UBSan build); `make tune` tunes the default workload (arrives with the tuning issue).
+# ASan+UBSan build); `make tune` tunes the default workload (matmul 1024^3) on the best target present.
 CUDA_HOME ?= /usr/local/cuda
 CC ?= cc
 BUILD ?= build
@@ -8,9 +8,9 @@ OPT ?= -O2
 KGEN_RANDOM_SCHEDULES ?= 50
 KGEN_GPU_RANDOM_SCHEDULES ?= 30
 CFLAGS = $(CFLAGS_BASE) $(OPT) -fopenmp -MMD -MP
-LDLIBS = -lm -ldl -lpthread -fopenmp
+LDLIBS = -lxgboost -lmsgpackc -lm -ldl -lpthread -fopenmp
 
-MODULES = base te schedule codegen runtime
+MODULES = base te schedule codegen runtime tlog costmodel search
 LIB_SRC = $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
 # The CUDA emulation header, embedded in libkgen as the string kg_cuda_emu_header (runtime/emu.h).
@@ -102,9 +102,13 @@ test-san:
 
 test: test-unit test-san
 
-# Tuning arrives with the tuning issue; until then `make tune` builds and says so.
+# A short tuning of the default workload on the best target present (a GPU when one answers, else the CPU); the
+# log (resumable: a second `make tune` continues it) and the best trace go to $(BUILD)/tune/.
+TUNE_TRIALS ?= 128
 tune: all
-	@echo "kgen: tuning arrives with the tuning issue (#4); built $(BUILD)/kgen. Try: $(BUILD)/kgen run matmul -D M=256 -D N=256 -D K=256"
+	@mkdir -p $(BUILD)/tune
+	$(BUILD)/kgen tune matmul -D M=1024 -D N=1024 -D K=1024 --trials $(TUNE_TRIALS) \
+	  --log $(BUILD)/tune/matmul-1024.kglog --best-out $(BUILD)/tune/matmul-1024.best.sched
 
 clean:
 	rm -rf build
@@ -114,8 +118,13 @@ clean:
 # Peer measurements for the GPU comparison (cuBLAS SGEMM, device-to-device copy); builds without CUDA headers
 # and, with no device, prints "skipped: <reason>".
 .PHONY: bench-tools
-bench-tools: $(BUILD)/bench/gpu_peers
+bench-tools: $(BUILD)/bench/gpu_peers $(BUILD)/bench/sketch_sample
 all: bench-tools
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libkgen.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libkgen.a $(LDLIBS)
+
+# The CPU tuning benchmark beside its peers (bench/tune-cpu.sh: hours at 500 trials; TRIALS=40 for a quick run).
+.PHONY: bench
+bench:
+	BUILD=$(BUILD) bench/tune-cpu.sh

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The one script run on a lent GPU machine (see ../shared/device/README.md): prints the device, runs the GPU
 # tests, then measures naive vs hand-scheduled kernels beside their peers (cuBLAS SGEMM FP32 without TF32, or a
-# device-to-device copy of the same bytes) and prints a table of ratios. Builds nothing: everything comes from
-# the carried build folder. Writes the full log and the table under $OUT. Meant to end well inside 8 minutes.
+# device-to-device copy of the same bytes), tunes matmul 4096^3 and softmax 8192^2 for a couple of minutes each
+# (`kgen tune --target cuda`, logs kept under $OUT) and prints a table of ratios. Builds nothing: everything comes from
+# the carried build folder. Writes the full log and the table under $OUT. Ends within about 9 minutes.
 #
 # usage (from the repository root, LD_LIBRARY_PATH set as the device README says):
 #   OUT=/some/dir bench/device-check.sh [BUILD_DIR]
 # From a session that holds a GPU: `make`, `../shared/device/prepare.sh`, then one call of the device tool's run
 # with carry [".device-libs", "build/kgen", "build/tests/test_gpu", "build/tests/test_gpu_random",
-# "build/bench/gpu_peers"], timeout_s 480 and the command
+# "build/bench/gpu_peers"], timeout_s 600 and the command
 #   L=$(mktemp -d) && for f in .device-libs/*.deb; do dpkg -x "$f" $L; done &&
 #   export LD_LIBRARY_PATH=$L/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}; bench/device-check.sh
 # then commit $OUT/device-check.md as bench/results/device-check-DATE.md.
@@ -50,6 +51,23 @@ kgen_run softmax-naive softmax -D N=8192 -D D=8192
 kgen_run softmax-hand softmax -D N=8192 -D D=8192 --schedule examples/schedules/softmax_cross_thread.sched
 kgen_run layernorm-naive layernorm -D N=8192 -D D=8192
 kgen_run layernorm-hand layernorm -D N=8192 -D D=8192 --schedule examples/schedules/layernorm_fused.sched
+
+# 3. tuning on the device: a short run each (TUNE_TRIALS, default 128), its best trace measured again
+TUNE_TRIALS=${TUNE_TRIALS:-128}
+kgen_tune() { # name trials args...
+  local name=$1 trials=$2; shift 2
+  say "\$ $B/kgen tune $* --target cuda --trials $trials --log $OUT/$name.cuda.kglog"
+  timeout 170 "$B/kgen" tune "$@" --target cuda --trials "$trials" --log "$OUT/$name.cuda.kglog" --per-round 64 \
+    --best-out "$OUT/$name.best.sched" > "$OUT/$name-tune.txt" 2>&1
+  say "(exit $?)"; cat "$OUT/$name-tune.txt" >> "$LOG"
+  if [ -s "$OUT/$name.best.sched" ]; then
+    kgen_run "$name-tuned" "$@" --schedule "$OUT/$name.best.sched"
+  else
+    say "no best trace for $name"; : > "$OUT/$name-tuned.txt"
+  fi
+}
+kgen_tune matmul "$TUNE_TRIALS" matmul -D M=4096 -D N=4096 -D K=4096
+kgen_tune softmax "$TUNE_TRIALS" softmax -D N=8192 -D D=8192
 PEERS="$OUT/peers.txt"
 : > "$PEERS"
 if [ -x "$B/bench/gpu_peers" ]; then
@@ -66,15 +84,24 @@ row() { # workload naive-file hand-file peer-name peer-key
   printf '| %s | %s | %s | %s: %s | %s | %s |\n' "$1" "${n:-failed}" "${h:-failed}" "$4" "${p:-n/a}" \
     "$(ratio "${n:-0}" "${h:-0}")" "$(ratio "${p:-0}" "${h:-0}")"
 }
+header() { # the kind of the schedules compared with the naive one: "hand-scheduled" or "tuned"
+  echo "| workload | naive ms | $1 ms | peer ms | naive / $1 | peer / $1 (>1: kgen faster) |"
+  echo "|---|---|---|---|---|---|"
+}
 {
   echo "# kgen device check: ${DEVICE:-unknown}, $(date -u '+%Y-%m-%d')"
   echo
   echo "Command: \`OUT=DIR bench/device-check.sh\` (medians in ms of \`kgen run --target cuda --measure\`, >= 100 ms of repeats each)."
   echo
-  echo "| workload | naive ms | hand-scheduled ms | peer ms | naive / hand | peer / hand (>1: kgen faster) |"
-  echo "|---|---|---|---|---|---|"
+  header hand
   row "matmul 4096x4096x4096" matmul-naive matmul-hand "cuBLAS SGEMM FP32" cublas_sgemm
   row "softmax 8192x8192" softmax-naive softmax-hand "D2D copy" d2d_copy
   row "layernorm 8192x8192" layernorm-naive layernorm-hand "D2D copy" d2d_copy
+  echo
+  echo "Tuned with \`kgen tune --target cuda --trials $TUNE_TRIALS\` (logs: \`*.cuda.kglog\` beside this table):"
+  echo
+  header tuned
+  row "matmul 4096x4096x4096" matmul-naive matmul-tuned "cuBLAS SGEMM FP32" cublas_sgemm
+  row "softmax 8192x8192" softmax-naive softmax-tuned "D2D copy" d2d_copy
 } > "$TABLE"
 cat "$TABLE" | tee -a "$LOG"

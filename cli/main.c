@@ -12,8 +12,8 @@
 #include "../base/strbuf.h"
 #include "../te/lex.h"
 #include "../base/clock.h"
+#include "cli.h"
 
-#define MAX_BINDINGS 64
 
 typedef struct options {
   const char *cmd, *file, *def, *schedule_file, *save_dir, *load_dir, *dump;
@@ -37,6 +37,10 @@ static void usage(FILE *f) {
           "  kgen run   FILE.te|NAME -D ... [--schedule FILE | --random-schedule SEED] [--target c|cuda|auto]\n"
           "             [--emulate] [--arch sm_XX] [--measure] [--flush-l2] [--timeout S]\n"
           "             [--save DIR] [--load DIR] [--seed S] [--rtol X] [--min-repeat-ms MS]\n"
+          "  kgen tune  FILE.te|NAME [-D NAME=VALUE]... [FILE.te|NAME [-D ...]]... [--target auto|cuda|c]\n"
+          "             [--trials N] [--log FILE] [--seed S] [--model xgb|random] [--emulate] [--arch sm_XX]\n"
+          "             [--population N] [--per-round N] [--best-out FILE] [--quiet]\n"
+          "  kgen show  LOG [--best]\n"
           "options:\n"
           "  -D NAME=VALUE          bind a size variable (every size variable must be bound)\n"
           "  --def NAME             the def to use in a file with several (default: the first)\n"
@@ -50,6 +54,13 @@ static void usage(FILE *f) {
           "  --flush-l2             (GPU, --measure) flush the L2 cache between repeats\n"
           "  --timeout S            (--measure or cuda) seconds a run may take before it is killed (default 10)\n"
           "  --save DIR / --load DIR  write inputs and outputs / read inputs as NumPy .npy files\n"
+          "tune options (see README, \"Tuning\"):\n"
+          "  -D after a workload binds its sizes; -D before the first workload binds every workload's\n"
+          "  --trials N             measurements this run, over all workloads (default 64)\n"
+          "  --log FILE             the tuning log: read first (resume, never re-measure), appended to\n"
+          "                         (default NAME.TARGET.kglog for the first workload; FILE.model beside it)\n"
+          "  --model xgb|random     rank candidates with the XGBoost cost model (default) or not at all\n"
+          "  --best-out FILE        write the first workload's best trace to FILE\n"
           "A bare NAME resolves to the workload library te/lib/NAME.te.\n");
 }
 
@@ -61,33 +72,7 @@ static int usage_error(const char *fmt, const char *arg) {
   return 2;
 }
 
-static int parse_u64(const char *s, uint64_t *v) {
-  if (!s || !*s) return -1;
-  char *end;
-  errno = 0;
-  unsigned long long x = strtoull(s, &end, 10);
-  if (errno || *end || s[0] == '-') return -1;
-  *v = x;
-  return 0;
-}
 
-static int parse_binding(const char *s, kg_binding *b) {
-  const char *eq = strchr(s, '=');
-  if (!eq || eq == s) return -1;
-  static char names[MAX_BINDINGS][128];
-  static int used;
-  if (used >= MAX_BINDINGS || (size_t)(eq - s) >= sizeof names[0]) return -1;
-  memcpy(names[used], s, (size_t)(eq - s));
-  names[used][eq - s] = 0;
-  char *end;
-  errno = 0;
-  if (!(eq[1] == '-' || (eq[1] >= '0' && eq[1] <= '9'))) return -1; /* strtoll would skip blanks */
-  long long v = strtoll(eq + 1, &end, 10);
-  if (errno || *end || end == eq + 1) return -1;
-  b->name = names[used++];
-  b->value = v;
-  return 0;
-}
 
 /* An option that only CUDA has picks the CUDA target, unless another was named: then -1 (a usage error). */
 static int need_cuda(options *o) {
@@ -129,7 +114,7 @@ static int parse_args(int argc, char **argv, options *o) {
     if (!strncmp(a, "-D", 2)) {
       const char *b = a[2] ? a + 2 : val;
       if (!a[2]) NEED_VAL();
-      if (o->nbindings >= MAX_BINDINGS || parse_binding(b, &o->bindings[o->nbindings]))
+      if (o->nbindings >= MAX_BINDINGS || cli_parse_binding(b, &o->bindings[o->nbindings]))
         return usage_error("bad size binding '%s' (want -D NAME=VALUE)", b);
       o->nbindings++;
     } else if (!strcmp(a, "--def")) {
@@ -140,17 +125,17 @@ static int parse_args(int argc, char **argv, options *o) {
       o->schedule_file = val;
     } else if (!strcmp(a, "--random-schedule")) {
       NEED_VAL();
-      if (parse_u64(val, &o->random_seed)) return usage_error("bad seed '%s'", val);
+      if (cli_parse_u64(val, &o->random_seed)) return usage_error("bad seed '%s'", val);
       o->random_schedule = 1;
     } else if (!strcmp(a, "--random-steps")) {
       NEED_VAL();
       uint64_t n;
-      if (parse_u64(val, &n) || n > 1000) return usage_error("bad step count '%s'", val);
+      if (cli_parse_u64(val, &n) || n > 1000) return usage_error("bad step count '%s'", val);
       o->random_steps = (int)n;
       o->random_steps_given = 1;
     } else if (!strcmp(a, "--seed")) {
       NEED_VAL();
-      if (parse_u64(val, &o->data_seed)) return usage_error("bad seed '%s'", val);
+      if (cli_parse_u64(val, &o->data_seed)) return usage_error("bad seed '%s'", val);
     } else if (!strcmp(a, "--target")) {
       NEED_VAL();
       o->target_auto = !strcmp(val, "auto");
@@ -228,50 +213,7 @@ static int parse_args(int argc, char **argv, options *o) {
 }
 
 /* Reads a whole file (binary-safe). */
-static char *read_file(const char *path, size_t *len) {
-  struct stat st;
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-    errno = EISDIR;
-    return NULL;
-  }
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  kg_strbuf b;
-  kg_strbuf_init(&b);
-  char chunk[65536];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) kg_strbuf_putn(&b, chunk, n);
-  fclose(f);
-  *len = b.len;
-  return kg_strbuf_take(&b);
-}
 
-/* A bare name (no '/', no ".te") that is not a file resolves into the workload library: $KGEN_LIB, else
- * te/lib beside the executable's build folder, else ./te/lib. */
-static char *resolve_program(const char *arg) {
-  struct stat st;
-  if (strchr(arg, '/') || strstr(arg, ".te") || stat(arg, &st) == 0) return strdup(arg);
-  char path[PATH_MAX + 64];
-  const char *env = getenv("KGEN_LIB");
-  if (env) {
-    snprintf(path, sizeof path, "%s/%s.te", env, arg);
-    return strdup(path);
-  }
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) {
-    exe[n] = 0;
-    for (int up = 0; up < 3; up++) {
-      char *slash = strrchr(exe, '/');
-      if (!slash) break;
-      *slash = 0;
-      snprintf(path, sizeof path, "%s/te/lib/%s.te", exe, arg);
-      if (stat(path, &st) == 0) return strdup(path);
-    }
-  }
-  snprintf(path, sizeof path, "te/lib/%s.te", arg);
-  return strdup(path);
-}
 
 /* --dump tokens: the lexer's output, one token per line. Works on files that do not check. */
 static int dump_tokens(const char *path, const char *text, size_t len) {
@@ -316,29 +258,17 @@ static void dump_ast(const kg_program *p) {
 }
 
 static kg_program *load_program(const options *o) {
-  char *path = resolve_program(o->file);
-  size_t len;
-  char *text = read_file(path, &len);
-  if (!text) {
-    fprintf(stderr, "kgen: cannot read '%s': %s\n", path, strerror(errno));
-    free(path);
-    return NULL;
-  }
   if (o->dump && !strcmp(o->dump, "tokens")) {
+    char *path;
+    size_t len;
+    char *text = cli_read_program(o->file, &path, &len);
+    if (!text) return NULL;
     int rc = dump_tokens(path, text, len);
     free(text);
     free(path);
     exit(rc);
   }
-  kg_arena diag_arena;
-  kg_arena_init(&diag_arena);
-  kg_diag diag = {0};
-  kg_program *p = kg_program_load(path, text, len, o->def, o->bindings, o->nbindings, &diag, &diag_arena);
-  if (!p) fputs(diag.msg ? diag.msg : "kgen: error: cannot load program\n", stderr);
-  kg_arena_free(&diag_arena);
-  free(text);
-  free(path);
-  return p;
+  return cli_load_program(o->file, o->def, o->bindings, o->nbindings);
 }
 
 static void print_shape(const kg_tensor *t) {
@@ -379,7 +309,7 @@ static kg_schedule *make_schedule(const options *o, kg_program *p) {
   char err[2048];
   if (o->schedule_file) {
     size_t len;
-    char *text = read_file(o->schedule_file, &len);
+    char *text = cli_read_file(o->schedule_file, &len);
     if (!text) {
       fprintf(stderr, "kgen: cannot read schedule '%s': %s\n", o->schedule_file, strerror(errno));
       kg_schedule_free(s);
@@ -661,6 +591,8 @@ static int resolve_target(options *o) {
 }
 
 int main(int argc, char **argv) {
+  if (argc >= 2 && !strcmp(argv[1], "tune")) return cli_tune(argc, argv);
+  if (argc >= 2 && !strcmp(argv[1], "show")) return cli_show(argc, argv);
   options o;
   int rc = parse_args(argc, argv, &o);
   if (rc) return rc;

@@ -13,8 +13,11 @@
  * Requires: a kg_lowered for KG_TARGET_C (no bound loops, no shared allocations: rejected with an error). */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include "../base/xalloc.h"
 #include "../base/strbuf.h"
+#include "../schedule/bounds.h"
 #include "cexpr.h"
 #include "codegen.h"
 
@@ -26,6 +29,10 @@ typedef struct cgen {
   char *err;
   size_t errlen;
   int failed;
+  int nvars;                     /* variable ids of the function are below this */
+  int nracc;                     /* register accumulators printed so far (their names) */
+  const kg_irstmt *racc_store;   /* while printing a register accumulation's value: its store */
+  char *racc_slot;               /* and the accumulator element that stands for the store's element */
 } cgen;
 
 static void cfail(cgen *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -56,8 +63,10 @@ static const kg_cexpr_dialect c_dialect = {
     .rsqrt = "kg_rsqrt",
 };
 
+static int racc_load(void *ctx, kg_strbuf *b, const kg_irexpr *e);
+
 static void put_expr(cgen *g, const kg_irexpr *e) {
-  kg_cexpr_printer p = {.b = &g->b, .d = &c_dialect, .ctx = g, .fail = fail_expr};
+  kg_cexpr_printer p = {.b = &g->b, .d = &c_dialect, .ctx = g, .load = racc_load, .fail = fail_expr};
   kg_cexpr_put_expr(&p, e);
 }
 
@@ -84,6 +93,381 @@ static void put_block_items(cgen *g, const kg_irstmt *s, int ind) {
     put_stmt(g, s, ind);
 }
 
+/* The loop's pragmas and header up to its opening brace (the caller prints the body and the closing brace).
+ * -1 when the loop cannot be printed for the C target. */
+static int put_for_head(cgen *g, const kg_irstmt *s, int ind) {
+  kg_strbuf *b = &g->b;
+  int64_t ext = 0;
+  if (s->loop.kind == KG_LOOP_BOUND || s->loop.tag != KG_THREAD_NONE) {
+    cfail(g, "codegen c: stage %s: loop %s is bound to %s, which the C target cannot run",
+          s->loop.stage_name ? s->loop.stage_name : "?", s->loop.loop_name ? s->loop.loop_name : "?",
+          kg_thread_tag_names[s->loop.tag]);
+    return -1;
+  }
+  const char *v = s->loop.var->name;
+  int is_const = kg_ir_is_const(s->loop.extent, &ext), has_upper = kg_ir_const_upper(s->loop.extent, &ext);
+  if (!is_const) {
+    /* a tightened extent, computed once before the loop (OpenMP's canonical form needs an invariant bound);
+     * kg_n_<var> cannot clash: IR names never start with kg_ and loop variables are unique */
+    kg_strbuf_indent(b, ind);
+    kg_strbuf_printf(b, "const int64_t kg_n_%s = ", v);
+    put_expr(g, s->loop.extent);
+    kg_strbuf_puts(b, ";\n");
+  }
+  switch (s->loop.kind) {
+    case KG_LOOP_PARALLEL:
+      kg_strbuf_indent(b, ind);
+      kg_strbuf_puts(b, "#pragma omp parallel for\n");
+      break;
+    case KG_LOOP_VECTORIZED:
+      kg_strbuf_indent(b, ind);
+      if (contains_loop(s->loop.body)) kg_strbuf_puts(b, "/* vectorize: not applied, the body has loops */\n");
+      else kg_strbuf_puts(b, "#pragma omp simd\n");
+      break;
+    case KG_LOOP_UNROLLED:
+      kg_strbuf_indent(b, ind);
+      kg_strbuf_printf(b, "#pragma GCC unroll %lld\n",
+                       (long long)(has_upper ? (ext < 64 ? (ext < 1 ? 1 : ext) : 64) : 8));
+      break;
+    default: break;
+  }
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_printf(b, "for (int64_t %s = 0; %s < ", v, v);
+  if (is_const) put_expr(g, s->loop.extent);
+  else kg_strbuf_printf(b, "kg_n_%s", v);
+  kg_strbuf_printf(b, "; %s++) { /* %s.%s */\n", v, s->loop.stage_name ? s->loop.stage_name : "?",
+                   s->loop.loop_name ? s->loop.loop_name : "?");
+  return 0;
+}
+
+/* ---- register accumulation ----
+ * gcc keeps an accumulator in registers only when it is a small array indexed by constants once the inner loops
+ * are unrolled; an accumulation into a larger buffer (a tile-sized local region, or an output) around which a
+ * reduction loop runs is loaded and stored on every iteration, whatever the aliasing. So a loop L whose body is a
+ * nest of constant loops around one store buf[idx] = f(buf[idx], ...), with idx independent of L and injective
+ * in the nest's variables (an affine function of them with distinct values), is printed as
+ *   float kg_accN[size];  nest: kg_accN[slot] = buf[idx];
+ *   L { nest: kg_accN[slot] = f(kg_accN[slot], ...) }   nest: buf[idx] = kg_accN[slot];
+ * where slot numbers the nest's iterations. Each element sees the same operations in the same order, so results
+ * are bit-identical. L's body may also start with a chain of up to RACC_MAX_RED serial loops (more reduction
+ * loops: c, r, s of a convolution around its register tile) that idx does not use; they stay inside L, and the
+ * accumulator lives across all of them rather than being reloaded around the innermost one. */
+#define RACC_MAX_DEPTH 8
+#define RACC_MAX_SIZE 512
+#define RACC_MAX_RED 3
+
+typedef struct racc {
+  const kg_irstmt *loop, *store;
+  const kg_irstmt *nest[RACC_MAX_DEPTH]; /* the nest's loops, outermost first */
+  int depth;
+  int64_t ext[RACC_MAX_DEPTH];
+  int64_t size;
+  const kg_irstmt *red[RACC_MAX_RED]; /* the serial loops between L and the nest, outermost first */
+  int nred, want_red;
+  unsigned char *dep; /* variables that depend on L's variable (LETs of the nest that use it) */
+} racc;
+
+/* Loads of buf in e whose index is not idx (idx NULL: every load of buf). */
+static int other_loads(const kg_irexpr *e, const kg_buffer *buf, const kg_irexpr *idx) {
+  if (!e) return 0;
+  switch (e->kind) {
+    case KG_IRE_LOAD:
+      if (e->load.buf == buf && !(idx && kg_bounds_expr_equal(e->load.index, idx))) return 1;
+      return other_loads(e->load.index, buf, idx);
+    case KG_IRE_BINARY: return other_loads(e->bin.a, buf, idx) || other_loads(e->bin.b, buf, idx);
+    case KG_IRE_UNARY:
+    case KG_IRE_CAST: return other_loads(e->bin.a, buf, idx);
+    case KG_IRE_CALL:
+      for (int i = 0; i < e->call.n; i++)
+        if (other_loads(e->call.args[i], buf, idx)) return 1;
+      return 0;
+    case KG_IRE_SELECT:
+      return other_loads(e->sel.c, buf, idx) || other_loads(e->sel.a, buf, idx) || other_loads(e->sel.b, buf, idx);
+    default: return 0;
+  }
+}
+
+static int has_load(const kg_irexpr *e) {
+  switch (e->kind) {
+    case KG_IRE_LOAD: return 1;
+    case KG_IRE_BINARY: return has_load(e->bin.a) || has_load(e->bin.b);
+    case KG_IRE_UNARY:
+    case KG_IRE_CAST: return has_load(e->bin.a);
+    case KG_IRE_CALL:
+      for (int i = 0; i < e->call.n; i++)
+        if (has_load(e->call.args[i])) return 1;
+      return 0;
+    case KG_IRE_SELECT: return has_load(e->sel.c) || has_load(e->sel.a) || has_load(e->sel.b);
+    default: return 0;
+  }
+}
+
+/* Linear form of e in the nest's variables: coef[k] for nest loop k; lin[v * RACC_MAX_DEPTH + k] holds the forms
+ * of the nest's LETs (valid where linok[v]). 0 when e is not affine in them (terms free of them are ignored). */
+typedef struct racc_lin {
+  const racc *ra;
+  int64_t *lin;
+  unsigned char *linok, *nestdep; /* nestdep: nest loop variables and the LETs that use them */
+  int nvars;
+} racc_lin;
+
+static int lin_form(const racc_lin *L, const kg_irexpr *e, int64_t *coef) {
+  for (int k = 0; k < RACC_MAX_DEPTH; k++) coef[k] = 0;
+  switch (e->kind) {
+    case KG_IRE_INT: return 1;
+    case KG_IRE_VAR: {
+      int id = e->var->id;
+      for (int k = 0; k < L->ra->depth; k++)
+        if (L->ra->nest[k]->loop.var == e->var) {
+          coef[k] = 1;
+          return 1;
+        }
+      if (id < L->nvars && L->nestdep[id]) {
+        if (!L->linok[id]) return 0;
+        memcpy(coef, &L->lin[(size_t)id * RACC_MAX_DEPTH], sizeof(int64_t) * RACC_MAX_DEPTH);
+      }
+      return 1;
+    }
+    case KG_IRE_BINARY:
+      if (e->ty == KG_TY_INT && (e->bin.op == KG_OP_ADD || e->bin.op == KG_OP_SUB || e->bin.op == KG_OP_MUL)) {
+        int64_t ca[RACC_MAX_DEPTH], cb[RACC_MAX_DEPTH], c = 0;
+        if (!lin_form(L, e->bin.a, ca) || !lin_form(L, e->bin.b, cb)) return 0;
+        int za = 1, zb = 1;
+        for (int k = 0; k < RACC_MAX_DEPTH; k++) za &= ca[k] == 0, zb &= cb[k] == 0;
+        if (e->bin.op != KG_OP_MUL) {
+          for (int k = 0; k < RACC_MAX_DEPTH; k++) coef[k] = e->bin.op == KG_OP_ADD ? ca[k] + cb[k] : ca[k] - cb[k];
+          return 1;
+        }
+        if (za && zb) return 1;
+        if (za && kg_ir_is_const(e->bin.a, &c))
+          for (int k = 0; k < RACC_MAX_DEPTH; k++) coef[k] = c * cb[k];
+        else if (zb && kg_ir_is_const(e->bin.b, &c))
+          for (int k = 0; k < RACC_MAX_DEPTH; k++) coef[k] = c * ca[k];
+        else
+          return 0;
+        return 1;
+      }
+      /* fall through */
+    default:
+      return !kg_ir_uses_marked(e, L->nestdep, L->nvars);
+  }
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Is the store's index injective over the nest's iterations? */
+static int racc_injective(const racc *ra, const int64_t *coef) {
+  int64_t vals[RACC_MAX_SIZE];
+  for (int64_t n = 0; n < ra->size; n++) {
+    int64_t r = n, v = 0;
+    for (int k = ra->depth - 1; k >= 0; k--) {
+      v += coef[k] * (r % ra->ext[k]);
+      r /= ra->ext[k];
+    }
+    vals[n] = v;
+  }
+  qsort(vals, (size_t)ra->size, sizeof vals[0], cmp_i64);
+  for (int64_t n = 1; n < ra->size; n++)
+    if (vals[n] == vals[n - 1]) return 0;
+  return 1;
+}
+
+/* The items of a loop body: a SEQ's items, or the statement itself. */
+static int body_items(const kg_irstmt *s, const kg_irstmt *const **items) {
+  if (s->kind == KG_IRS_SEQ) {
+    *items = (const kg_irstmt *const *)s->seq.items;
+    return s->seq.n;
+  }
+  *items = NULL;
+  return 1;
+}
+
+/* Walks the nest under L: LETs and comments, then one constant loop or the store. Marks dependences as it goes.
+ * 0 when the body is not such a nest. */
+static int racc_walk(cgen *g, racc *ra, racc_lin *L, const kg_irstmt *s) {
+  const kg_irstmt *const *items;
+  int n = body_items(s, &items);
+  for (int i = 0; i < n; i++) {
+    const kg_irstmt *x = items ? items[i] : s;
+    int last = i == n - 1;
+    switch (x->kind) {
+      case KG_IRS_COMMENT: break;
+      case KG_IRS_LET: {
+        int id = x->let.var->id;
+        if (id >= g->nvars || has_load(x->let.value)) return 0;
+        if (kg_ir_uses_marked(x->let.value, ra->dep, g->nvars)) ra->dep[id] = 1;
+        if (kg_ir_uses_marked(x->let.value, L->nestdep, g->nvars)) {
+          L->nestdep[id] = 1;
+          L->linok[id] = (unsigned char)lin_form(L, x->let.value, &L->lin[(size_t)id * RACC_MAX_DEPTH]);
+        }
+        break;
+      }
+      case KG_IRS_FOR: {
+        int64_t ext;
+        if (ra->depth == 0 && ra->nred < ra->want_red) {
+          if (!last || x->loop.kind != KG_LOOP_SERIAL || x->loop.tag != KG_THREAD_NONE || x->loop.var->id >= g->nvars)
+            return 0;
+          ra->red[ra->nred++] = x;
+          ra->dep[x->loop.var->id] = 1;
+          return racc_walk(g, ra, L, x->loop.body);
+        }
+        if (!last || ra->depth >= RACC_MAX_DEPTH || !kg_ir_is_const(x->loop.extent, &ext) || ext < 1 ||
+            x->loop.tag != KG_THREAD_NONE ||
+            !(x->loop.kind == KG_LOOP_SERIAL || x->loop.kind == KG_LOOP_UNROLLED || x->loop.kind == KG_LOOP_VECTORIZED))
+          return 0;
+        if (ra->size * ext > RACC_MAX_SIZE) return 0;
+        ra->size *= ext;
+        ra->ext[ra->depth] = ext;
+        ra->nest[ra->depth++] = x;
+        if (x->loop.var->id >= g->nvars) return 0;
+        L->nestdep[x->loop.var->id] = 1;
+        return racc_walk(g, ra, L, x->loop.body);
+      }
+      case KG_IRS_STORE:
+        if (!last) return 0;
+        ra->store = x;
+        return 1;
+      default: return 0;
+    }
+  }
+  return 0;
+}
+
+static int racc_find(cgen *g, const kg_irstmt *loop, int want_red, racc *ra) {
+  memset(ra, 0, sizeof *ra);
+  ra->want_red = want_red;
+  if (!(loop->loop.kind == KG_LOOP_SERIAL || loop->loop.kind == KG_LOOP_UNROLLED) || loop->loop.tag != KG_THREAD_NONE ||
+      loop->loop.var->id >= g->nvars || !contains_loop(loop->loop.body))
+    return 0;
+  int64_t ext;
+  if (kg_ir_is_const(loop->loop.extent, &ext) && ext < 2) return 0;
+  ra->loop = loop;
+  ra->size = 1;
+  size_t nv = (size_t)g->nvars;
+  unsigned char *marks = kg_xrealloc(NULL, 3 * nv);
+  memset(marks, 0, 3 * nv);
+  int64_t *lin = kg_xrealloc(NULL, sizeof(int64_t) * RACC_MAX_DEPTH * nv);
+  racc_lin L = {ra, lin, marks + nv, marks + 2 * nv, g->nvars};
+  ra->dep = marks;
+  ra->dep[loop->loop.var->id] = 1;
+  int ok = racc_walk(g, ra, &L, loop->loop.body) && ra->depth > 0 && ra->nred == want_red;
+  const kg_irstmt *st = ra->store;
+  int64_t coef[RACC_MAX_DEPTH];
+  ok = ok && !st->store.buf->is_input && st->store.buf->scope != KG_SCOPE_SHARED &&
+       !kg_ir_uses_marked(st->store.index, ra->dep, g->nvars) && !other_loads(st->store.index, st->store.buf, NULL) &&
+       !other_loads(st->store.value, st->store.buf, st->store.index) && lin_form(&L, st->store.index, coef) &&
+       racc_injective(ra, coef);
+  free(lin);
+  if (!ok) {
+    free(marks);
+    ra->dep = NULL;
+  }
+  return ok;
+}
+
+static int racc_load(void *ctx, kg_strbuf *b, const kg_irexpr *e) {
+  cgen *g = ctx;
+  if (!g->racc_store || e->load.buf != g->racc_store->store.buf ||
+      !kg_bounds_expr_equal(e->load.index, g->racc_store->store.index))
+    return 0;
+  kg_strbuf_puts(b, g->racc_slot);
+  return 1;
+}
+
+enum { RACC_LOAD, RACC_MAIN, RACC_STORE };
+
+static int racc_is_red(const racc *ra, const kg_irstmt *loop) {
+  for (int i = 0; i < ra->nred; i++)
+    if (ra->red[i] == loop) return 1;
+  return 0;
+}
+
+/* The body of ra's loop in one of the three forms: the accumulator loaded, updated, stored back. */
+static void put_racc_nest(cgen *g, const racc *ra, const kg_irstmt *s, int mode, int ind) {
+  kg_strbuf *b = &g->b;
+  const kg_irstmt *const *items;
+  int n = body_items(s, &items);
+  for (int i = 0; i < n && !g->failed; i++) {
+    const kg_irstmt *x = items ? items[i] : s;
+    switch (x->kind) {
+      case KG_IRS_LET:
+        if (mode == RACC_MAIN || !ra->dep[x->let.var->id]) put_stmt(g, x, ind);
+        break;
+      case KG_IRS_FOR:
+        if (mode != RACC_MAIN && racc_is_red(ra, x)) {
+          /* a reduction loop between L and the nest: only its body, in a scope of its own for the LETs */
+          kg_strbuf_indent(b, ind);
+          kg_strbuf_puts(b, "{\n");
+          put_racc_nest(g, ra, x->loop.body, mode, ind + 1);
+          kg_strbuf_indent(b, ind);
+          kg_strbuf_puts(b, "}\n");
+          break;
+        }
+        if (put_for_head(g, x, ind)) return;
+        put_racc_nest(g, ra, x->loop.body, mode, ind + 1);
+        kg_strbuf_indent(b, ind);
+        kg_strbuf_puts(b, "}\n");
+        break;
+      case KG_IRS_STORE:
+        kg_strbuf_indent(b, ind);
+        if (mode == RACC_STORE) {
+          kg_strbuf_printf(b, "%s[", x->store.buf->name);
+          put_expr(g, x->store.index);
+          kg_strbuf_printf(b, "] = %s;\n", g->racc_slot);
+        } else if (mode == RACC_LOAD) {
+          kg_strbuf_printf(b, "%s = %s[", g->racc_slot, x->store.buf->name);
+          put_expr(g, x->store.index);
+          kg_strbuf_puts(b, "];\n");
+        } else {
+          kg_strbuf_printf(b, "%s = ", g->racc_slot);
+          g->racc_store = x;
+          put_expr(g, x->store.value);
+          g->racc_store = NULL;
+          kg_strbuf_puts(b, ";\n");
+        }
+        break;
+      default: break; /* comments */
+    }
+  }
+}
+
+static void put_racc(cgen *g, racc *ra, int ind) {
+  kg_strbuf *b = &g->b;
+  int id = g->nracc++;
+  kg_strbuf slot;
+  kg_strbuf_init(&slot);
+  kg_strbuf_printf(&slot, "kg_acc%d[", id);
+  int64_t stride = 1;
+  for (int k = ra->depth - 1; k >= 0; k--) {
+    kg_strbuf_printf(&slot, "%s%s * %lld", k == ra->depth - 1 ? "" : " + ", ra->nest[k]->loop.var->name,
+                     (long long)stride);
+    stride *= ra->ext[k];
+  }
+  kg_strbuf_puts(&slot, "]");
+  char *saved = g->racc_slot;
+  g->racc_slot = kg_strbuf_take(&slot);
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_printf(b, "{ /* kg_acc%d: %lld floats, register accumulator of %s around loop %s */\n", id,
+                   (long long)ra->size, ra->store->store.buf->name, ra->loop->loop.loop_name ? ra->loop->loop.loop_name : "?");
+  kg_strbuf_indent(b, ind + 1);
+  kg_strbuf_printf(b, "float kg_acc%d[%lld];\n", id, (long long)ra->size);
+  put_racc_nest(g, ra, ra->loop->loop.body, RACC_LOAD, ind + 1);
+  if (!put_for_head(g, ra->loop, ind + 1)) {
+    put_racc_nest(g, ra, ra->loop->loop.body, RACC_MAIN, ind + 2);
+    kg_strbuf_indent(b, ind + 1);
+    kg_strbuf_puts(b, "}\n");
+  }
+  put_racc_nest(g, ra, ra->loop->loop.body, RACC_STORE, ind + 1);
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_puts(b, "}\n");
+  free(g->racc_slot);
+  g->racc_slot = saved;
+  free(ra->dep);
+}
+
 static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
   kg_strbuf *b = &g->b;
   if (g->failed) return;
@@ -104,46 +488,14 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       break;
     }
     case KG_IRS_FOR: {
-      int64_t ext = 0;
-      if (s->loop.kind == KG_LOOP_BOUND || s->loop.tag != KG_THREAD_NONE) {
-        cfail(g, "codegen c: stage %s: loop %s is bound to %s, which the C target cannot run",
-              s->loop.stage_name ? s->loop.stage_name : "?", s->loop.loop_name ? s->loop.loop_name : "?",
-              kg_thread_tag_names[s->loop.tag]);
-        return;
+      racc ra;
+      int found = 0;
+      for (int red = 0; red <= RACC_MAX_RED && !found; red++) found = racc_find(g, s, red, &ra);
+      if (found) {
+        put_racc(g, &ra, ind);
+        break;
       }
-      const char *v = s->loop.var->name;
-      int is_const = kg_ir_is_const(s->loop.extent, &ext), has_upper = kg_ir_const_upper(s->loop.extent, &ext);
-      if (!is_const) {
-        /* a tightened extent, computed once before the loop (OpenMP's canonical form needs an invariant bound);
-         * kg_n_<var> cannot clash: IR names never start with kg_ and loop variables are unique */
-        kg_strbuf_indent(b, ind);
-        kg_strbuf_printf(b, "const int64_t kg_n_%s = ", v);
-        put_expr(g, s->loop.extent);
-        kg_strbuf_puts(b, ";\n");
-      }
-      switch (s->loop.kind) {
-        case KG_LOOP_PARALLEL:
-          kg_strbuf_indent(b, ind);
-          kg_strbuf_puts(b, "#pragma omp parallel for\n");
-          break;
-        case KG_LOOP_VECTORIZED:
-          kg_strbuf_indent(b, ind);
-          if (contains_loop(s->loop.body)) kg_strbuf_puts(b, "/* vectorize: not applied, the body has loops */\n");
-          else kg_strbuf_puts(b, "#pragma omp simd\n");
-          break;
-        case KG_LOOP_UNROLLED:
-          kg_strbuf_indent(b, ind);
-          kg_strbuf_printf(b, "#pragma GCC unroll %lld\n",
-                           (long long)(has_upper ? (ext < 64 ? (ext < 1 ? 1 : ext) : 64) : 8));
-          break;
-        default: break;
-      }
-      kg_strbuf_indent(b, ind);
-      kg_strbuf_printf(b, "for (int64_t %s = 0; %s < ", v, v);
-      if (is_const) put_expr(g, s->loop.extent);
-      else kg_strbuf_printf(b, "kg_n_%s", v);
-      kg_strbuf_printf(b, "; %s++) { /* %s.%s */\n", v, s->loop.stage_name ? s->loop.stage_name : "?",
-                       s->loop.loop_name ? s->loop.loop_name : "?");
+      if (put_for_head(g, s, ind)) return;
       put_block_items(g, s->loop.body, ind + 1);
       kg_strbuf_indent(b, ind);
       kg_strbuf_puts(b, "}\n");
@@ -226,21 +578,76 @@ static const char prelude[] =
     "#include <math.h>\n"
     "#include <stdint.h>\n"
     "#include <stdlib.h>\n"
+    "#include <string.h>\n"
     "\n"
     "/* Region buffers are written under guards that the compiler cannot relate to the guards of their reads. */\n"
     "#if defined(__GNUC__) && !defined(__clang__)\n"
     "#pragma GCC diagnostic ignored \"-Wmaybe-uninitialized\"\n"
     "#pragma GCC diagnostic ignored \"-Wuninitialized\"\n"
     "#endif\n"
+    "/* gcc's default on AVX-512 machines is 256-bit vectors; the register tiles of tuned schedules count on 512. */\n"
+    "#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)\n"
+    "#pragma GCC target(\"prefer-vector-width=512\")\n"
+    "#endif\n"
+    "/* gcc's partial redundancy elimination, when exp's argument reads a loop-invariant element (x - m[i] in\n"
+    " * softmax), leaves the loop in a shape it does not vectorize (a non-empty latch, or kg_expf's selects as\n"
+    " * branches). */\n"
+    "#if defined(__GNUC__) && !defined(__clang__)\n"
+    "#pragma GCC optimize(\"no-tree-pre\")\n"
+    "#endif\n"
     "\n"
+    "/* Branch-free for the divisors indices have (positive constants): a branch here, which gcc cannot remove when\n"
+    " * it does not know the sign of a (OpenMP's chunk bounds), stops it from unrolling and vectorizing the loops\n"
+    " * around. */\n"
     "static inline int64_t kg_floordiv(int64_t a, int64_t b) {\n"
-    "  int64_t q = a / b;\n"
-    "  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;\n"
+    "  return b > 0 ? (a >= 0 ? a : a - b + 1) / b : a / b - ((a % b != 0) & (((a % b) ^ b) < 0));\n"
     "}\n"
     "static inline int64_t kg_floormod(int64_t a, int64_t b) {\n"
     "  int64_t r = a % b;\n"
-    "  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n"
+    "  return b > 0 ? (r < 0 ? r + b : r) : r + b * ((r != 0) & ((r ^ b) < 0));\n"
     "}\n"
+    "/* exp must vectorize in every loop, reductions included. glibc's libmvec (which libm.so pulls in) has simd\n"
+    " * variants of expf and logf: declared so, and const (kernels never read errno; without it gcc takes the call\n"
+    " * for a memory clobber in functions that hold local arrays). Elsewhere, or with KG_NO_LIBMVEC, an inline exp\n"
+    " * (Cephes' polynomial, within 1 ulp of libm over the whole float range; NaN, +-inf and subnormal results as\n"
+    " * libm) that is plain arithmetic, about a third slower than libmvec's. */\n"
+    "#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && \\\n"
+    "    !defined(KG_NO_LIBMVEC)\n"
+    "__attribute__((simd(\"notinbranch\"), const)) float expf(float);\n"
+    "__attribute__((simd(\"notinbranch\"), const)) float logf(float);\n"
+    "#else\n"
+    "static inline float kg_expf(float x) {\n"
+    "  float xc = x > -104.0f ? x : -104.0f; /* NaN: -104, restored at the end */\n"
+    "  xc = xc < 89.0f ? xc : 89.0f;\n"
+    "  float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */\n"
+    "  float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;\n"
+    "  float p = 1.9875691500e-4f;\n"
+    "  p = p * r + 1.3981999507e-3f;\n"
+    "  p = p * r + 8.3334519073e-3f;\n"
+    "  p = p * r + 4.1665795894e-2f;\n"
+    "  p = p * r + 1.6666665459e-1f;\n"
+    "  p = p * r + 5.0000001201e-1f;\n"
+    "  float y = p * (r * r) + r + 1.0f;\n"
+    "  /* 2^n in two factors: n reaches -150 (subnormal results) and 128 (overflow to inf) */\n"
+    "  int32_t ni = (int32_t)n, n1 = ni >> 1, n2 = ni - n1;\n"
+    "  uint32_t b1 = (uint32_t)(n1 + 127) << 23, b2 = (uint32_t)(n2 + 127) << 23;\n"
+    "  float s1, s2;\n"
+    "  memcpy(&s1, &b1, sizeof s1);\n"
+    "  memcpy(&s2, &b2, sizeof s2);\n"
+    "  y = y * s1 * s2;\n"
+    "  return x == x ? y : x;\n"
+    "}\n"
+    "#define expf kg_expf\n"
+    "#endif\n"
+    "/* Root temporaries persist between calls: a fresh mapping of a large buffer costs a page fault and the zeroing\n"
+    " * of every page, which can exceed the work of the pass that writes it (softmax's e: 64 MB, twice as slow). A\n"
+    " * call takes its cached buffer (atomically, so concurrent calls each get their own) and gives it back; the\n"
+    " * library's destructor frees what is cached. */\n"
+    "static inline float *kg_ws_take(float **slot, size_t n) {\n"
+    "  float *p = __atomic_exchange_n(slot, (float *)0, __ATOMIC_ACQUIRE);\n"
+    "  return p ? p : (float *)malloc(sizeof(float) * n);\n"
+    "}\n"
+    "static inline void kg_ws_give(float **slot, float *p) { free(__atomic_exchange_n(slot, p, __ATOMIC_ACQ_REL)); }\n"
     "static inline float kg_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }\n"
     "static inline float kg_rsqrt(float x) { return 1.0f / sqrtf(x); }\n"
     "static inline float kg_maxf(float a, float b) { return a > b ? a : b; }\n"
@@ -253,6 +660,7 @@ int kg_codegen_c(const kg_lowered *f, const char *fn_name, char **out, char *err
   memset(&g, 0, sizeof g);
   g.err = err;
   g.errlen = errlen;
+  g.nvars = f->n_vars;
   kg_strbuf_init(&g.b);
   *out = NULL;
   if (err && errlen) err[0] = 0;
@@ -263,6 +671,12 @@ int kg_codegen_c(const kg_lowered *f, const char *fn_name, char **out, char *err
   kg_strbuf *b = &g.b;
   kg_strbuf_printf(b, "/* generated by kgen: %s */\n", f->name ? f->name : "?");
   kg_strbuf_puts(b, prelude);
+  if (f->ntemps) {
+    for (int i = 0; i < f->ntemps; i++) kg_strbuf_printf(b, "static float *kg_ws_%s;\n", f->temps[i]->name);
+    kg_strbuf_puts(b, "__attribute__((destructor)) static void kg_ws_release(void) {\n");
+    for (int i = 0; i < f->ntemps; i++) kg_strbuf_printf(b, "  free(kg_ws_%s);\n", f->temps[i]->name);
+    kg_strbuf_puts(b, "}\n\n");
+  }
   kg_strbuf_printf(b, "void %s(", fn_name);
   for (int i = 0; i < f->nparams; i++)
     kg_strbuf_printf(b, "%s%sfloat *restrict %s", i ? ", " : "", f->params[i]->is_input ? "const " : "",
@@ -279,18 +693,20 @@ int kg_codegen_c(const kg_lowered *f, const char *fn_name, char **out, char *err
   kg_strbuf_puts(b, ") {\n");
   for (int i = 0; i < f->nparams; i++) kg_strbuf_printf(b, "  (void)%s;\n", f->params[i]->name);
   for (int i = 0; i < f->ntemps; i++)
-    kg_strbuf_printf(b, "  float *restrict %s = (float *)malloc(sizeof(float) * (size_t)%lld);\n", f->temps[i]->name,
+    kg_strbuf_printf(b, "  float *restrict %s = kg_ws_take(&kg_ws_%s, %lld);\n", f->temps[i]->name, f->temps[i]->name,
                      (long long)(f->temps[i]->size > 0 ? f->temps[i]->size : 1));
   if (f->ntemps) {
     /* allocation failure: give up before computing anything (see the file comment) */
     kg_strbuf_puts(b, "  if (");
     for (int i = 0; i < f->ntemps; i++) kg_strbuf_printf(b, "%s!%s", i ? " || " : "", f->temps[i]->name);
     kg_strbuf_puts(b, ") {\n");
-    for (int i = 0; i < f->ntemps; i++) kg_strbuf_printf(b, "    free(%s);\n", f->temps[i]->name);
+    for (int i = 0; i < f->ntemps; i++)
+      kg_strbuf_printf(b, "    kg_ws_give(&kg_ws_%s, %s);\n", f->temps[i]->name, f->temps[i]->name);
     kg_strbuf_puts(b, "    return;\n  }\n");
   }
   put_block_items(&g, f->body, 1);
-  for (int i = 0; i < f->ntemps; i++) kg_strbuf_printf(b, "  free(%s);\n", f->temps[i]->name);
+  for (int i = 0; i < f->ntemps; i++)
+    kg_strbuf_printf(b, "  kg_ws_give(&kg_ws_%s, %s);\n", f->temps[i]->name, f->temps[i]->name);
   kg_strbuf_puts(b, "}\n\n");
 
   kg_strbuf_printf(b, "void %s_args(float **args) {\n  (void)args;\n  %s(", fn_name, fn_name);

@@ -26,6 +26,13 @@
  *   runtime/pipeline.h kg_pipeline_build / verify / time: the C path above in one call each, in process
  *   runtime/measure.h  the measurement harness: a batch of candidates built in parallel, run one at a time in a
  *                      worker process (faults and hangs become statuses), verified, timed
+ *   tlog/tlog.h        tuning logs: one msgpack record per measured candidate, appended under a lock; a reader
+ *                      that keeps every intact record; kg_tlog_show (`kgen show`)
+ *   costmodel/features.h, costmodel/model.h
+ *                      a fixed-length feature vector from a candidate's lowered IR; the XGBoost cost model
+ *   search/space.h     the search space: sketches derived by rules (CPU, GPU) and the knobs that annotate them
+ *   search/tune.h      kg_tune: evolutionary search guided by the cost model, several workloads sharing a trial
+ *                      budget, every measurement logged, resumable from the log
  *
  * Errors come in four kinds: user input (a kg_diag "FILE:LINE:COL: error:" with the source line and a caret),
  * an illegal schedule step (kg_schedule_apply returns -1 with a message naming the primitive, the stage and the
@@ -49,4 +56,9 @@
 #include "../runtime/cuda.h"
 #include "../runtime/emu.h"
 #include "../runtime/measure.h"
+#include "../tlog/tlog.h"
+#include "../costmodel/features.h"
+#include "../costmodel/model.h"
+#include "../search/space.h"
+#include "../search/tune.h"
 #endif

@@ -80,6 +80,7 @@ struct kg_measurer {
   int sock;
   int starts;
   kg_wire req, rep;
+  double build_s, run_s; /* wall time spent in each phase of kg_measure_batch, over its life */
 };
 
 void kg_measure_result_free(kg_measure_result *r) {
@@ -94,6 +95,13 @@ void kg_measure_result_free(kg_measure_result *r) {
 kg_runner kg_measurer_runner(const kg_measurer *m) { return m->runner; }
 const char *kg_measurer_device(const kg_measurer *m) { return m->device; }
 const char *kg_measurer_arch(const kg_measurer *m) { return m->arch; }
+const kg_gpu_limits *kg_measurer_limits(const kg_measurer *m) {
+  return m->runner == KG_RUNNER_CPU ? NULL : &m->limits;
+}
+void kg_measurer_phase_times(const kg_measurer *m, double *build_s, double *run_s) {
+  *build_s = m->build_s;
+  *run_s = m->run_s;
+}
 int kg_measurer_worker_starts(const kg_measurer *m) { return m->starts; }
 
 /* ---- messages ---- */
@@ -719,10 +727,14 @@ void kg_measure_batch(kg_measurer *m, const kg_candidate *c, int n, kg_measure_r
   }
   int threads = m->o.build_threads > 0 ? m->o.build_threads : omp_get_num_procs();
   if (threads > n) threads = n;
+  double t0 = kg_now_s();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (int i = 0; i < n; i++) build_one(m, &c[i], &b[i], &out[i]);
+  double t1 = kg_now_s();
   for (int i = 0; i < n; i++)
     if (b[i].ok) run_one(m, &b[i], &out[i]);
+  m->build_s += t1 - t0;
+  m->run_s += kg_now_s() - t1;
   for (int i = 0; i < n; i++) built_free(&b[i]);
   free(b);
 }

@@ -81,6 +81,10 @@ kg_runner kg_measurer_runner(const kg_measurer *m);
  * "CUDA emulator"), arch ("sm_90", or the CPU's ISA such as "x86-64"), and compiler versions. */
 const char *kg_measurer_device(const kg_measurer *m);
 const char *kg_measurer_arch(const kg_measurer *m);
+/* CUDA: the limits candidates are checked against (the device's, or the arch's on the emulator); NULL on C. */
+const kg_gpu_limits *kg_measurer_limits(const kg_measurer *m);
+/* Wall seconds kg_measure_batch has spent building (in parallel) and running (in the worker), over all batches. */
+void kg_measurer_phase_times(const kg_measurer *m, double *build_s, double *run_s);
 /* How many times the worker was (re)started, for tests. */
 int kg_measurer_worker_starts(const kg_measurer *m);
 void kg_measurer_free(kg_measurer *m);

@@ -24,16 +24,21 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
-#include "ir.h"
-#include "sched_impl.h"
+#include "gpu_rules.h"
 #include "../base/rng.h"
 #include "../base/xalloc.h"
 
 /* Footprint limits the drawn schedules keep: 48 KB of static shared memory per block, and per-thread register
  * arrays small enough to stay in registers. */
-#define GPU_MAX_SHARED_FLOATS 12288
-#define GPU_MAX_LOCAL_FLOATS 256
 #define GPU_MAX_THREADS 1024
+static const kg_gpu_budget random_budget = {
+    .threads = GPU_MAX_THREADS,
+    .block = {GPU_MAX_THREADS, GPU_MAX_THREADS, 64},
+    .grid = {INT32_MAX, 65535, 65535},
+    .shared_floats = 12288,
+    .local_array = 256,
+    .local_total = 512,
+};
 #define GPU_ATTEMPTS 8
 
 typedef struct grng {
@@ -98,158 +103,13 @@ typedef struct mapping {
 } mapping;
 
 typedef struct gctx {
-  kg_schedule *s; /* the scratch schedule */
+  kg_gpu_build b; /* on the scratch schedule */
   grng *r;
-  int failed;
   mapping maps[64];
   int nmaps;
 } gctx;
 
-/* ---- steps on the scratch schedule; a failed step fails the whole draw ---- */
-
-static int step(gctx *g, kg_step_kind kind, const char *stage, const char **names, int nnames, int64_t i0,
-                int64_t i1, int nints) {
-  if (g->failed) return -1;
-  kg_step st;
-  memset(&st, 0, sizeof st);
-  st.kind = kind;
-  st.stage = stage;
-  for (int i = 0; i < nnames && i < KG_STEP_MAX_NAMES; i++) st.names[i] = names[i];
-  st.nnames = nnames;
-  st.ints[0] = i0;
-  st.ints[1] = i1;
-  st.nints = nints;
-  char err[512];
-  if (kg_schedule_apply(g->s, &st, err, sizeof err) != 0) g->failed = 1;
-  return g->failed ? -1 : 0;
-}
-
-/* split: returns the outer loop (*inner the inner one), NULL on failure. */
-static kg_iter *split(gctx *g, kg_sstage *st, kg_iter *it, int64_t f, kg_iter **inner) {
-  *inner = NULL;
-  if (!it || step(g, KG_STEP_SPLIT, st->name, &it->name, 1, f, 0, 1)) return NULL;
-  *inner = it->split_inner;
-  return it->split_outer;
-}
-
-static kg_iter *fuse(gctx *g, kg_sstage *st, kg_iter *a, kg_iter *b) {
-  if (!a || !b) {
-    g->failed = 1;
-    return NULL;
-  }
-  const char *n[2] = {a->name, b->name};
-  if (step(g, KG_STEP_FUSE, st->name, n, 2, 0, 0, 0)) return NULL;
-  return a->fused_into;
-}
-
-static void annotate(gctx *g, kg_step_kind kind, kg_sstage *st, kg_iter *it, kg_thread_tag tag) {
-  if (!it) {
-    g->failed = 1;
-    return;
-  }
-  const char *n[2] = {it->name, kg_thread_tag_names[tag]};
-  step(g, kind, st->name, n, kind == KG_STEP_BIND ? 2 : 1, 0, 0, 0);
-}
-
-static void reorder(gctx *g, kg_sstage *st, kg_iter **order, int n) {
-  if (n < 2) return;
-  if (n > KG_STEP_MAX_NAMES) {
-    g->failed = 1;
-    return;
-  }
-  const char *names[KG_STEP_MAX_NAMES];
-  int same = 1;
-  for (int i = 0; i < n; i++) {
-    if (!order[i]) {
-      g->failed = 1;
-      return;
-    }
-    names[i] = order[i]->name;
-    if (i) same &= kg_sstage_leaf_index(st, order[i - 1]) < kg_sstage_leaf_index(st, order[i]);
-  }
-  if (!same) step(g, KG_STEP_REORDER, st->name, names, n, 0, 0, 0);
-}
-
-static void compute_at(gctx *g, kg_sstage *p, const kg_sstage *c, kg_iter *it) {
-  if (!it) {
-    g->failed = 1;
-    return;
-  }
-  const char *n[2] = {c->name, it->name};
-  step(g, KG_STEP_COMPUTE_AT, p->name, n, 2, 0, 0, 0);
-}
-
-static kg_sstage *cache(gctx *g, kg_step_kind kind, const char *what, const char *scope, const kg_sstage *reader) {
-  const char *n[2] = {scope, reader ? reader->name : NULL};
-  if (step(g, kind, what, n, kind == KG_STEP_CACHE_READ ? 2 : 1, 0, 0, 0)) return NULL;
-  /* the created stage is the newest one with that origin */
-  kg_stage_origin o = kind == KG_STEP_CACHE_READ ? KG_ORIGIN_CACHE_READ : KG_ORIGIN_CACHE_WRITE;
-  kg_sstage *best = NULL;
-  for (int i = 0; i < g->s->nstages; i++) {
-    kg_sstage *x = g->s->stages[i];
-    if (x->origin == o && (!best || x->out->id > best->out->id)) best = x;
-  }
-  return best;
-}
-
 /* ---- the structures ---- */
-
-/* Does e use index variable iv? */
-static int ivar_used(const kg_expr *e, const kg_ivar *iv) {
-  if (!e) return 0;
-  switch (e->kind) {
-    case KG_EXPR_IVAR: return e->var.iv == iv;
-    case KG_EXPR_READ:
-      for (int i = 0; i < e->read.n; i++)
-        if (ivar_used(e->read.idx[i], iv)) return 1;
-      return 0;
-    case KG_EXPR_UNARY:
-    case KG_EXPR_BINARY: return ivar_used(e->op.a, iv) || ivar_used(e->op.b, iv);
-    case KG_EXPR_CALL:
-      for (int i = 0; i < e->call.n; i++)
-        if (ivar_used(e->call.args[i], iv)) return 1;
-      return 0;
-    default: return 0;
-  }
-}
-
-/* The distinct tensors st's body reads, with whether some read leaves out a spatial axis of st (the data is reused
- * across that axis, so staging it in shared memory pays). */
-static void collect_reads(const kg_sstage *st, const kg_expr *e, kg_tensor **t, int *reuse, int *n, int max) {
-  if (!e) return;
-  switch (e->kind) {
-    case KG_EXPR_READ: {
-      int k = 0;
-      while (k < *n && t[k] != e->read.tensor) k++;
-      if (k == *n && *n < max && e->read.tensor) {
-        t[k] = e->read.tensor;
-        reuse[k] = 0;
-        (*n)++;
-      }
-      if (k < *n)
-        for (int a = 0; a < st->nax; a++) reuse[k] |= !ivar_used(e, st->ax[a]);
-      for (int i = 0; i < e->read.n; i++) collect_reads(st, e->read.idx[i], t, reuse, n, max);
-      break;
-    }
-    case KG_EXPR_UNARY:
-    case KG_EXPR_BINARY:
-      collect_reads(st, e->op.a, t, reuse, n, max);
-      collect_reads(st, e->op.b, t, reuse, n, max);
-      break;
-    case KG_EXPR_CALL:
-      for (int i = 0; i < e->call.n; i++) collect_reads(st, e->call.args[i], t, reuse, n, max);
-      break;
-    default: break;
-  }
-}
-
-static int has_reuse(const kg_sstage *st) {
-  kg_tensor *t[16];
-  int reuse[16], n = 0, any = 0;
-  collect_reads(st, st->body, t, reuse, &n, 16);
-  for (int i = 0; i < n; i++) any |= reuse[i];
-  return any;
-}
 
 /* The reduction loops of st (its leaves that are reductions) split and ordered: the outer parts, then the inner
  * parts and unsplit ones; spatial leaves after the reductions stay innermost when spatial_inner (else they go
@@ -264,18 +124,18 @@ static kg_iter *tile_reductions(gctx *g, kg_sstage *st, int first_free, int must
     if (st->leaves[l]->is_reduce) red[nred++] = st->leaves[l];
     else spat[ns++] = st->leaves[l];
   }
-  for (int k = 0; k < nred && !g->failed; k++) {
+  for (int k = 0; k < nred && !g->b.failed; k++) {
     kg_iter *it = red[k];
     int64_t f = draw_rtile(g->r, it->extent);
     if (f >= 2 && f < it->extent && ((must_split && k == 0) || chance(g->r, 45))) {
-      kg_iter *in, *o = split(g, st, it, f, &in);
+      kg_iter *in, *o = kg_gpu_split(&g->b, st, it, f, &in);
       outer[no++] = o;
       inner[ni++] = in;
     } else {
       inner[ni++] = it;
     }
   }
-  if (g->failed) return NULL;
+  if (g->b.failed) return NULL;
   kg_iter *order[3 * KG_STEP_MAX_NAMES];
   int n = 0;
   if (!spatial_inner)
@@ -285,66 +145,41 @@ static kg_iter *tile_reductions(gctx *g, kg_sstage *st, int first_free, int must
   if (spatial_inner)
     for (int k = 0; k < ns; k++) order[n++] = spat[k];
   if (n > KG_STEP_MAX_NAMES) {
-    g->failed = 1;
+    g->b.failed = 1;
     return NULL;
   }
   /* the loops from first_free on take their slots in this order */
-  if (n >= 2) reorder(g, st, order, n);
-  for (int k = 0; k < ni && !g->failed; k++)
-    if (inner[k]->extent <= 16 && chance(g->r, 30)) annotate(g, KG_STEP_UNROLL, st, inner[k], KG_THREAD_NONE);
+  if (n >= 2) kg_gpu_reorder(&g->b, st, order, n);
+  for (int k = 0; k < ni && !g->b.failed; k++)
+    if (inner[k]->extent <= 16 && chance(g->r, 30)) kg_gpu_annotate(&g->b, KG_STEP_UNROLL, st, inner[k], KG_THREAD_NONE);
   return no ? outer[no - 1] : NULL;
 }
 
-/* A cooperative fetch: stage sh (a shared copy) with its loops fused and split over exactly tx x ty threads. A
- * vectorized part is split off the innermost axis before fusing, so its accesses stay contiguous (and aligned
- * when the row length allows) in the printed index. */
-static void cooperative_fetch(gctx *g, kg_sstage *sh, int64_t tx, int64_t ty) {
-  kg_iter *in;
-  if (sh->nleaves == 0) return; /* a scalar: one thread stores it */
-  if (chance(g->r, 35)) {
-    split(g, sh, sh->leaves[sh->nleaves - 1], chance(g->r, 50) ? 2 : 4, &in);
-    annotate(g, KG_STEP_VECTORIZE, sh, in, KG_THREAD_NONE);
-  }
-  if (g->failed) return;
-  /* the loops outside the vector part */
-  int n = sh->nleaves - (sh->leaves[sh->nleaves - 1]->kind == KG_LOOP_VECTORIZED);
-  kg_iter *f = sh->leaves[0];
-  for (int k = 1; k < n && !g->failed; k++) f = fuse(g, sh, sh->leaves[0], sh->leaves[1]);
-  if (g->failed) return;
-  if (tx > 1) {
-    kg_iter *o = split(g, sh, f, tx, &in);
-    annotate(g, KG_STEP_BIND, sh, in, KG_THREAD_THREAD_X);
-    f = o;
-  }
-  if (ty > 1) {
-    kg_iter *o = split(g, sh, f, ty, &in);
-    annotate(g, KG_STEP_BIND, sh, in, KG_THREAD_THREAD_Y);
-    (void)o;
-  }
-}
+/* The vector width of a cooperative fetch: none mostly, else 2 or 4. */
+static int64_t fetch_vector(grng *r) { return chance(r, 35) ? (chance(r, 50) ? 2 : 4) : 1; }
 
 /* A per-thread stage st (computed at a thread loop of a stage mapped with tx x ty threads): its reductions tiled,
  * some inputs staged in shared memory at the reduction's outer loop, its innermost loop sometimes unrolled. */
 static void per_thread_stage(gctx *g, kg_sstage *st, int64_t tx, int64_t ty) {
   int want_shared = st->nrax > 0 && chance(g->r, 75);
   kg_iter *ko = st->nrax > 0 ? tile_reductions(g, st, 0, want_shared, chance(g->r, 80)) : NULL;
-  if (g->failed) return;
+  if (g->b.failed) return;
   /* its region's extents are known only when lowered, so no vectorizing here */
   kg_iter *last = st->nleaves ? st->leaves[st->nleaves - 1] : NULL;
   if (last && last->kind == KG_LOOP_SERIAL && !last->is_reduce && chance(g->r, 30))
-    annotate(g, KG_STEP_UNROLL, st, last, KG_THREAD_NONE);
-  if (!ko || g->failed) return;
+    kg_gpu_annotate(&g->b, KG_STEP_UNROLL, st, last, KG_THREAD_NONE);
+  if (!ko || g->b.failed) return;
   kg_tensor *t[16];
   int reuse[16], n = 0;
-  collect_reads(st, st->body, t, reuse, &n, 16);
-  for (int k = 0; k < n && !g->failed; k++) {
-    const kg_sstage *prod = kg_sched_stage_of_tensor(g->s, t[k]);
+  kg_gpu_collect_reads(st, st->body, t, reuse, &n, 16);
+  for (int k = 0; k < n && !g->b.failed; k++) {
+    const kg_sstage *prod = kg_sched_stage_of_tensor(g->b.s, t[k]);
     if (prod && prod->attach != KG_ATTACH_ROOT) continue;
     if (!chance(g->r, reuse[k] ? 80 : 35)) continue;
-    kg_sstage *sh = cache(g, KG_STEP_CACHE_READ, t[k]->name, "shared", st);
+    kg_sstage *sh = kg_gpu_cache(&g->b, KG_STEP_CACHE_READ, t[k]->name, "shared", st);
     if (!sh) return;
-    compute_at(g, sh, st, ko);
-    cooperative_fetch(g, sh, tx, ty);
+    kg_gpu_compute_at(&g->b, sh, st, ko);
+    kg_gpu_cooperative_fetch(&g->b, sh, tx, ty, fetch_vector(g->r));
   }
 }
 
@@ -352,7 +187,7 @@ static void per_thread_stage(gctx *g, kg_sstage *st, int64_t tx, int64_t ty) {
  * each thread (else st must have none left to place). Records the mapping for the stages computed inside. */
 static mapping *map_root(gctx *g, kg_sstage *st, int with_red, int want_tiled) {
   if (g->nmaps >= 64) {
-    g->failed = 1;
+    g->b.failed = 1;
     return NULL;
   }
   mapping *m = &g->maps[g->nmaps++];
@@ -373,13 +208,13 @@ static mapping *map_root(gctx *g, kg_sstage *st, int with_red, int want_tiled) {
   if (!tiled) {
     m->fused = nax >= 2;
     kg_iter *f = st->leaves[0];
-    for (int d = 1; d < nax && !g->failed; d++) f = fuse(g, st, st->leaves[0], st->leaves[1]);
-    if (g->failed) return NULL;
+    for (int d = 1; d < nax && !g->b.failed; d++) f = kg_gpu_fuse(&g->b, st, st->leaves[0], st->leaves[1]);
+    if (g->b.failed) return NULL;
     int64_t in_f = draw_inner(g->r, f->extent);
     int64_t t = draw_threads(g->r, (f->extent + in_f - 1) / in_f, cap);
     kg_iter *ti = NULL, *ii = NULL;
-    kg_iter *b = t * in_f > 1 ? split(g, st, f, t * in_f, &ti) : f;
-    if (ti && in_f > 1) ti = split(g, st, ti, in_f, &ii);
+    kg_iter *b = t * in_f > 1 ? kg_gpu_split(&g->b, st, f, t * in_f, &ti) : f;
+    if (ti && in_f > 1) ti = kg_gpu_split(&g->b, st, ti, in_f, &ii);
     blocks[nb++] = b;
     if (ti) {
       threads[nt] = ti;
@@ -393,7 +228,7 @@ static mapping *map_root(gctx *g, kg_sstage *st, int with_red, int want_tiled) {
     for (int d = 0; d < nax; d++) roots[d] = st->roots[d];
     kg_iter *tpart[KG_MAX_DIMS] = {0};
     int64_t tcount[KG_MAX_DIMS];
-    for (int d = 0; d < nax && !g->failed; d++) {
+    for (int d = 0; d < nax && !g->b.failed; d++) {
       kg_iter *it = roots[d];
       int is_t = d == tax[0] || d == tax[1];
       int64_t in_f = draw_inner(g->r, it->extent);
@@ -406,14 +241,14 @@ static mapping *map_root(gctx *g, kg_sstage *st, int with_red, int want_tiled) {
         kg_iter *ti = NULL, *ii = NULL;
         /* sometimes a virtual-thread level outside the threads of the last axis (an unrolled serial loop) */
         int64_t v = d == tax[0] && it->extent > 2 * t * in_f && chance(g->r, 15) ? (chance(g->r, 50) ? 2 : 4) : 1;
-        kg_iter *b = v * t * in_f > 1 ? split(g, st, it, v * t * in_f, &ti) : it;
-        if (ti && v > 1) vth = split(g, st, ti, t * in_f, &ti);
-        if (ti && in_f > 1) ti = split(g, st, ti, in_f, &ii);
+        kg_iter *b = v * t * in_f > 1 ? kg_gpu_split(&g->b, st, it, v * t * in_f, &ti) : it;
+        if (ti && v > 1) vth = kg_gpu_split(&g->b, st, ti, t * in_f, &ti);
+        if (ti && in_f > 1) ti = kg_gpu_split(&g->b, st, ti, in_f, &ii);
         blocks[nb++] = b;
         tpart[d] = ti;
         if (ii) inner[ni++] = ii;
       } else if (in_f > 1 && it->extent > in_f) {
-        kg_iter *ii, *b = split(g, st, it, in_f, &ii);
+        kg_iter *ii, *b = kg_gpu_split(&g->b, st, it, in_f, &ii);
         blocks[nb++] = b;
         inner[ni++] = ii;
       } else {
@@ -430,7 +265,7 @@ static mapping *map_root(gctx *g, kg_sstage *st, int with_red, int want_tiled) {
       text[nt++] = tcount[tax[0]];
     }
   }
-  if (g->failed) return NULL;
+  if (g->b.failed) return NULL;
   /* order: blocks, the virtual threads, threads, (reductions), inner parts (spatial_inner) */
   kg_iter *order[KG_STEP_MAX_NAMES + 4];
   int n = 0;
@@ -439,47 +274,47 @@ static mapping *map_root(gctx *g, kg_sstage *st, int with_red, int want_tiled) {
   for (int k = 0; k < nt; k++) order[n++] = threads[k];
   for (int k = 0; k < ni; k++) order[n++] = inner[k];
   if (n > KG_STEP_MAX_NAMES) {
-    g->failed = 1;
+    g->b.failed = 1;
     return NULL;
   }
-  reorder(g, st, order, n);
+  kg_gpu_reorder(&g->b, st, order, n);
   /* fuse the block parts (now the first nb leaves) into one loop, or two for blockIdx.y / .x */
   int two = nb >= 2 && chance(g->r, 35);
   kg_iter *bx = NULL, *by = NULL;
   if (two) {
     by = st->leaves[0];
-    for (int k = 1; k < nb - 1 && !g->failed; k++) by = fuse(g, st, st->leaves[0], st->leaves[1]);
+    for (int k = 1; k < nb - 1 && !g->b.failed; k++) by = kg_gpu_fuse(&g->b, st, st->leaves[0], st->leaves[1]);
     bx = st->leaves[1];
-    if (!g->failed && by->extent > 65535) two = 0, bx = fuse(g, st, by, bx), by = NULL;
+    if (!g->b.failed && by->extent > 65535) two = 0, bx = kg_gpu_fuse(&g->b, st, by, bx), by = NULL;
   } else {
     bx = st->leaves[0];
-    for (int k = 1; k < nb && !g->failed; k++) bx = fuse(g, st, st->leaves[0], st->leaves[1]);
+    for (int k = 1; k < nb && !g->b.failed; k++) bx = kg_gpu_fuse(&g->b, st, st->leaves[0], st->leaves[1]);
   }
-  if (g->failed) return NULL;
+  if (g->b.failed) return NULL;
   if (bx->extent > INT32_MAX) {
-    g->failed = 1;
+    g->b.failed = 1;
     return NULL;
   }
-  annotate(g, KG_STEP_BIND, st, bx, KG_THREAD_BLOCK_X);
-  if (by) annotate(g, KG_STEP_BIND, st, by, KG_THREAD_BLOCK_Y);
-  if (vth) annotate(g, KG_STEP_BIND, st, vth, KG_THREAD_VTHREAD);
+  kg_gpu_annotate(&g->b, KG_STEP_BIND, st, bx, KG_THREAD_BLOCK_X);
+  if (by) kg_gpu_annotate(&g->b, KG_STEP_BIND, st, by, KG_THREAD_BLOCK_Y);
+  if (vth) kg_gpu_annotate(&g->b, KG_STEP_BIND, st, vth, KG_THREAD_VTHREAD);
   /* threads: (y, x), or fused into x */
   if (nt == 2 && chance(g->r, 25)) {
-    kg_iter *f = fuse(g, st, threads[0], threads[1]);
+    kg_iter *f = kg_gpu_fuse(&g->b, st, threads[0], threads[1]);
     threads[0] = f;
     text[0] *= text[1];
     nt = 1;
   }
   if (nt == 2) {
-    annotate(g, KG_STEP_BIND, st, threads[0], KG_THREAD_THREAD_Y);
-    annotate(g, KG_STEP_BIND, st, threads[1], KG_THREAD_THREAD_X);
+    kg_gpu_annotate(&g->b, KG_STEP_BIND, st, threads[0], KG_THREAD_THREAD_Y);
+    kg_gpu_annotate(&g->b, KG_STEP_BIND, st, threads[1], KG_THREAD_THREAD_X);
     m->ty = text[0];
     m->tx = text[1];
   } else if (nt == 1) {
-    annotate(g, KG_STEP_BIND, st, threads[0], KG_THREAD_THREAD_X);
+    kg_gpu_annotate(&g->b, KG_STEP_BIND, st, threads[0], KG_THREAD_THREAD_X);
     m->tx = text[0];
   }
-  if (g->failed) return NULL;
+  if (g->b.failed) return NULL;
   int first_free = kg_sstage_leaf_index(st, nt ? threads[nt - 1] : vth ? vth : bx) + 1;
   if (nt) m->attach[m->nattach++] = threads[nt - 1];
   if (with_red && st->nrax) {
@@ -490,13 +325,13 @@ static mapping *map_root(gctx *g, kg_sstage *st, int with_red, int want_tiled) {
   } else {
     for (int k = 0; k < ni && m->nattach < 8; k++) m->attach[m->nattach++] = inner[k];
   }
-  if (g->failed) return NULL;
+  if (g->b.failed) return NULL;
   /* the innermost per-thread loop: unrolled or vectorized (width 2 or 4) sometimes */
   kg_iter *last = st->leaves[st->nleaves - 1];
   if (ni && last == inner[ni - 1] && last->kind == KG_LOOP_SERIAL) {
     int x = below(g->r, 10);
-    if (x < 4 && (last->extent == 2 || last->extent == 4)) annotate(g, KG_STEP_VECTORIZE, st, last, KG_THREAD_NONE);
-    else if (x < 7) annotate(g, KG_STEP_UNROLL, st, last, KG_THREAD_NONE);
+    if (x < 4 && (last->extent == 2 || last->extent == 4)) kg_gpu_annotate(&g->b, KG_STEP_VECTORIZE, st, last, KG_THREAD_NONE);
+    else if (x < 7) kg_gpu_annotate(&g->b, KG_STEP_UNROLL, st, last, KG_THREAD_NONE);
   }
   return m;
 }
@@ -505,21 +340,21 @@ static mapping *map_root(gctx *g, kg_sstage *st, int with_red, int want_tiled) {
  * thread loop, with its inputs staged in shared memory. */
 static void tiled_reduction(gctx *g, kg_sstage *st) {
   if (chance(g->r, 65)) {
-    kg_sstage *loc = cache(g, KG_STEP_CACHE_WRITE, st->name, "local", NULL);
+    kg_sstage *loc = kg_gpu_cache(&g->b, KG_STEP_CACHE_WRITE, st->name, "local", NULL);
     if (!loc) return;
     mapping *m = map_root(g, st, 0, 1);
     if (!m || !m->nattach || m->fused) {
-      g->failed = 1;
+      g->b.failed = 1;
       return;
     }
     kg_iter *at = m->attach[chance(g->r, 80) ? 0 : below(g->r, m->nattach)];
     if (at->kind == KG_LOOP_VECTORIZED) at = m->attach[0];
-    compute_at(g, loc, st, at);
+    kg_gpu_compute_at(&g->b, loc, st, at);
     per_thread_stage(g, loc, m->tx, m->ty);
     return;
   }
   mapping *m = map_root(g, st, 1, 0);
-  if (!m || g->failed || st->nrax == 0) return;
+  if (!m || g->b.failed || st->nrax == 0) return;
   /* shared staging at the outermost reduction loop's outer part, when it was split */
   int R = -1;
   for (int l = 0; l < st->nleaves && R < 0; l++)
@@ -528,15 +363,15 @@ static void tiled_reduction(gctx *g, kg_sstage *st) {
   kg_iter *ko = st->leaves[R];
   kg_tensor *t[16];
   int reuse[16], n = 0;
-  collect_reads(st, st->body, t, reuse, &n, 16);
-  for (int k = 0; k < n && !g->failed; k++) {
+  kg_gpu_collect_reads(st, st->body, t, reuse, &n, 16);
+  for (int k = 0; k < n && !g->b.failed; k++) {
     if (!chance(g->r, reuse[k] ? 75 : 30)) continue;
-    const kg_sstage *prod = kg_sched_stage_of_tensor(g->s, t[k]);
+    const kg_sstage *prod = kg_sched_stage_of_tensor(g->b.s, t[k]);
     if (prod && prod->attach != KG_ATTACH_ROOT) continue;
-    kg_sstage *sh = cache(g, KG_STEP_CACHE_READ, t[k]->name, "shared", st);
+    kg_sstage *sh = kg_gpu_cache(&g->b, KG_STEP_CACHE_READ, t[k]->name, "shared", st);
     if (!sh) return;
-    compute_at(g, sh, st, ko);
-    cooperative_fetch(g, sh, m->tx, m->ty);
+    kg_gpu_compute_at(&g->b, sh, st, ko);
+    kg_gpu_cooperative_fetch(&g->b, sh, m->tx, m->ty, fetch_vector(g->r));
   }
 }
 
@@ -546,32 +381,32 @@ static void cross_thread(gctx *g, kg_sstage *st) {
   kg_iter *sp = NULL;
   if (st->nax > 0) {
     sp = st->leaves[0];
-    for (int d = 1; d < st->nax && !g->failed; d++) sp = fuse(g, st, st->leaves[0], st->leaves[1]);
+    for (int d = 1; d < st->nax && !g->b.failed; d++) sp = kg_gpu_fuse(&g->b, st, st->leaves[0], st->leaves[1]);
   }
   int first_red = st->nax > 0 ? 1 : 0;
   kg_iter *red = st->leaves[first_red];
-  while (st->nleaves > first_red + 1 && !g->failed) red = fuse(g, st, st->leaves[first_red], st->leaves[first_red + 1]);
-  if (g->failed) return;
+  while (st->nleaves > first_red + 1 && !g->b.failed) red = kg_gpu_fuse(&g->b, st, st->leaves[first_red], st->leaves[first_red + 1]);
+  if (g->b.failed) return;
   int64_t t = draw_threads(g->r, red->extent, 512);
   if (t < 2) t = 2;
   int64_t rows = sp && sp->extent > 1 && chance(g->r, 25) ? (chance(g->r, 50) ? 2 : 4) : 1;
   if (sp) {
     if (rows > 1) {
-      kg_iter *ri, *ro = split(g, st, sp, rows, &ri);
-      annotate(g, KG_STEP_BIND, st, ro, KG_THREAD_BLOCK_X);
-      annotate(g, KG_STEP_BIND, st, ri, KG_THREAD_THREAD_Y);
+      kg_iter *ri, *ro = kg_gpu_split(&g->b, st, sp, rows, &ri);
+      kg_gpu_annotate(&g->b, KG_STEP_BIND, st, ro, KG_THREAD_BLOCK_X);
+      kg_gpu_annotate(&g->b, KG_STEP_BIND, st, ri, KG_THREAD_THREAD_Y);
     } else {
-      annotate(g, KG_STEP_BIND, st, sp, KG_THREAD_BLOCK_X);
+      kg_gpu_annotate(&g->b, KG_STEP_BIND, st, sp, KG_THREAD_BLOCK_X);
     }
   }
-  kg_iter *ri, *ro = split(g, st, red, t, &ri);
-  annotate(g, KG_STEP_BIND, st, ri, KG_THREAD_THREAD_X);
-  if (g->failed) return;
+  kg_iter *ri, *ro = kg_gpu_split(&g->b, st, red, t, &ri);
+  kg_gpu_annotate(&g->b, KG_STEP_BIND, st, ri, KG_THREAD_THREAD_X);
+  if (g->b.failed) return;
   if (chance(g->r, 25)) {
     kg_iter *o[2] = {ri, ro};
-    reorder(g, st, o, 2);
+    kg_gpu_reorder(&g->b, st, o, 2);
   }
-  if (ro->extent <= 16 && chance(g->r, 25)) annotate(g, KG_STEP_UNROLL, st, ro, KG_THREAD_NONE);
+  if (ro->extent <= 16 && chance(g->r, 25)) kg_gpu_annotate(&g->b, KG_STEP_UNROLL, st, ro, KG_THREAD_NONE);
 }
 
 /* rfactor, then either a cross-thread reduction over the partials (computed per thread at the bound loop) or
@@ -582,18 +417,18 @@ static void rfactor_reduction(gctx *g, kg_sstage *st, int two_kernels) {
     if (st->roots[st->nax + j]->extent > st->roots[st->nax + k]->extent && chance(g->r, 70)) k = j;
   kg_iter *it = st->roots[st->nax + k];
   if (it->extent < 2) {
-    g->failed = 1;
+    g->b.failed = 1;
     return;
   }
   int64_t f = draw_threads(g->r, it->extent, it->extent < 256 ? it->extent : 256);
   if (f < 2) f = 2;
-  if (step(g, KG_STEP_RFACTOR, st->name, &it->name, 1, f, 0, 1)) return;
+  if (kg_gpu_step(&g->b, KG_STEP_RFACTOR, st->name, &it->name, 1, f, 0, 1)) return;
   kg_sstage *rf = NULL;
-  for (int i = 0; i < g->s->nstages; i++)
-    if (g->s->stages[i]->origin == KG_ORIGIN_RFACTOR && (!rf || g->s->stages[i]->out->id > rf->out->id))
-      rf = g->s->stages[i];
+  for (int i = 0; i < g->b.s->nstages; i++)
+    if (g->b.s->stages[i]->origin == KG_ORIGIN_RFACTOR && (!rf || g->b.s->stages[i]->out->id > rf->out->id))
+      rf = g->b.s->stages[i];
   if (!rf) {
-    g->failed = 1;
+    g->b.failed = 1;
     return;
   }
   if (two_kernels) {
@@ -604,15 +439,15 @@ static void rfactor_reduction(gctx *g, kg_sstage *st, int two_kernels) {
   kg_iter *sp = NULL;
   if (st->nax > 0) {
     sp = st->leaves[0];
-    for (int d = 1; d < st->nax && !g->failed; d++) sp = fuse(g, st, st->leaves[0], st->leaves[1]);
-    annotate(g, KG_STEP_BIND, st, sp, KG_THREAD_BLOCK_X);
+    for (int d = 1; d < st->nax && !g->b.failed; d++) sp = kg_gpu_fuse(&g->b, st, st->leaves[0], st->leaves[1]);
+    kg_gpu_annotate(&g->b, KG_STEP_BIND, st, sp, KG_THREAD_BLOCK_X);
   }
   kg_iter *ki = st->leaves[st->nleaves - 1];
-  annotate(g, KG_STEP_BIND, st, ki, KG_THREAD_THREAD_X);
-  compute_at(g, rf, st, ki);
-  if (g->failed) return;
+  kg_gpu_annotate(&g->b, KG_STEP_BIND, st, ki, KG_THREAD_THREAD_X);
+  kg_gpu_compute_at(&g->b, rf, st, ki);
+  if (g->b.failed) return;
   kg_iter *last = rf->leaves[rf->nleaves - 1];
-  if (last->kind == KG_LOOP_SERIAL && chance(g->r, 25)) annotate(g, KG_STEP_UNROLL, rf, last, KG_THREAD_NONE);
+  if (last->kind == KG_LOOP_SERIAL && chance(g->r, 25)) kg_gpu_annotate(&g->b, KG_STEP_UNROLL, rf, last, KG_THREAD_NONE);
 }
 
 static const mapping *mapping_of(const gctx *g, const kg_sstage *st) {
@@ -623,7 +458,7 @@ static const mapping *mapping_of(const gctx *g, const kg_sstage *st) {
 
 /* One program stage: inline it, compute it per thread inside its consumer, or give it a kernel. */
 static void schedule_stage(gctx *g, kg_sstage *st) {
-  if (st->attach != KG_ATTACH_ROOT || !kg_sched_untransformed(st) || kg_sched_attached_at(g->s, st, NULL)) return;
+  if (st->attach != KG_ATTACH_ROOT || !kg_sched_untransformed(st) || kg_sched_attached_at(g->b.s, st, NULL)) return;
   if (!st->is_output && st->red == KG_RED_NONE && chance(g->r, 55)) {
     /* inlining is refused when nothing reads the stage or an attachment would break: then try the others */
     kg_step in;
@@ -631,17 +466,17 @@ static void schedule_stage(gctx *g, kg_sstage *st) {
     in.kind = KG_STEP_COMPUTE_INLINE;
     in.stage = st->name;
     char err[256];
-    if (kg_schedule_apply(g->s, &in, err, sizeof err) == 0) return;
+    if (kg_schedule_apply(g->b.s, &in, err, sizeof err) == 0) return;
   }
   if (!st->is_output && chance(g->r, st->red == KG_RED_NONE ? 35 : 30)) {
     const kg_sstage *cons = NULL;
-    if (kg_sched_consumers(g->s, st, NULL, &cons, 1) == 1) {
+    if (kg_sched_consumers(g->b.s, st, NULL, &cons, 1) == 1) {
       const mapping *m = mapping_of(g, cons);
       if (m && m->nattach && !m->fused && cons->attach == KG_ATTACH_ROOT) {
         /* not inside a vectorized loop, which could then not print as vector accesses */
         kg_iter *at = m->attach[chance(g->r, 70) ? 0 : below(g->r, m->nattach)];
         if (at->kind == KG_LOOP_VECTORIZED) at = m->attach[0];
-        compute_at(g, st, cons, at);
+        kg_gpu_compute_at(&g->b, st, cons, at);
         per_thread_stage(g, st, m->tx, m->ty);
         return;
       }
@@ -652,7 +487,7 @@ static void schedule_stage(gctx *g, kg_sstage *st) {
     return;
   }
   int x = below(g->r, 100);
-  if (has_reuse(st)) {
+  if (kg_gpu_has_reuse(st)) {
     if (x < 70) tiled_reduction(g, st);
     else if (x < 85) cross_thread(g, st);
     else if (x < 92) rfactor_reduction(g, st, 0);
@@ -664,110 +499,6 @@ static void schedule_stage(gctx *g, kg_sstage *st) {
     else if (x < 80) tiled_reduction(g, st);
     else map_root(g, st, 1, 0);
   }
-}
-
-/* ---- the launch rules, checked on the lowered program ---- */
-
-typedef struct vcheck {
-  const kg_schedule *s;
-  int64_t maxext[KG_THREAD_COUNT];
-  int64_t shared, local;
-  int bad;
-} vcheck;
-
-static void max_extents(vcheck *v, const kg_irstmt *st) {
-  if (!st || v->bad) return;
-  switch (st->kind) {
-    case KG_IRS_SEQ:
-      for (int i = 0; i < st->seq.n; i++) max_extents(v, st->seq.items[i]);
-      break;
-    case KG_IRS_FOR: {
-      int64_t e;
-      if (st->loop.tag != KG_THREAD_NONE) {
-        if (!kg_ir_is_const(st->loop.extent, &e)) v->bad = 1;
-        else if (e > v->maxext[st->loop.tag]) v->maxext[st->loop.tag] = e;
-      }
-      max_extents(v, st->loop.body);
-      break;
-    }
-    case KG_IRS_IF:
-      max_extents(v, st->cond.then);
-      max_extents(v, st->cond.otherwise);
-      break;
-    case KG_IRS_ALLOC: max_extents(v, st->alloc.body); break;
-    default: break;
-  }
-}
-
-/* Is loop (stage, name) a per-thread stage's loop, or a reduction loop? */
-static int loop_is(const vcheck *v, const kg_irstmt *st, int want_reduce) {
-  const kg_sstage *x = st->loop.stage_name ? kg_schedule_find_stage(v->s, st->loop.stage_name) : NULL;
-  if (!x) return 0;
-  if (!want_reduce) return x->scope == KG_SCOPE_LOCAL || (x->scope == KG_SCOPE_GLOBAL && x->attach == KG_ATTACH_AT);
-  const kg_iter *it = st->loop.loop_name ? kg_sstage_find_iter(x, st->loop.loop_name) : NULL;
-  return it && it->is_reduce;
-}
-
-static void check_nest(vcheck *v, const kg_irstmt *st, int guarded) {
-  if (!st || v->bad) return;
-  switch (st->kind) {
-    case KG_IRS_SEQ:
-      for (int i = 0; i < st->seq.n; i++) check_nest(v, st->seq.items[i], guarded);
-      break;
-    case KG_IRS_FOR: {
-      int g = guarded;
-      if (kg_thread_tag_is_thread(st->loop.tag)) {
-        int64_t e = 0;
-        kg_ir_is_const(st->loop.extent, &e);
-        if (e < v->maxext[st->loop.tag]) g = 1;
-        if (loop_is(v, st, 0)) v->bad = 1; /* a bound loop in a per-thread stage */
-        if (loop_is(v, st, 1) && g) v->bad = 1; /* a cross-thread reduction under a guard */
-      }
-      check_nest(v, st->loop.body, g);
-      break;
-    }
-    case KG_IRS_IF:
-      check_nest(v, st->cond.then, 1);
-      check_nest(v, st->cond.otherwise, 1);
-      break;
-    case KG_IRS_ALLOC:
-      if (st->alloc.buf->scope == KG_SCOPE_SHARED) v->shared += st->alloc.buf->size;
-      if (st->alloc.buf->scope == KG_SCOPE_LOCAL) {
-        v->local += st->alloc.buf->size;
-        if (st->alloc.buf->size > GPU_MAX_LOCAL_FLOATS) v->bad = 1;
-      }
-      check_nest(v, st->alloc.body, guarded);
-      break;
-    case KG_IRS_BARRIER:
-    case KG_IRS_ALLREDUCE:
-      if (guarded) v->bad = 1;
-      break;
-    default: break;
-  }
-}
-
-/* 0 when every kernel of sc's lowered program obeys the launch rules. */
-static int launchable(const kg_schedule *sc) {
-  kg_arena a;
-  kg_arena_init(&a);
-  char err[512];
-  kg_lowered *f = kg_lower(sc, KG_TARGET_CUDA, &a, err, sizeof err);
-  int ok = f != NULL;
-  for (int k = 0; ok && k < f->body->seq.n; k++) {
-    vcheck v;
-    memset(&v, 0, sizeof v);
-    v.s = sc;
-    for (int t = 0; t < KG_THREAD_COUNT; t++) v.maxext[t] = 1;
-    max_extents(&v, f->body->seq.items[k]);
-    check_nest(&v, f->body->seq.items[k], 0);
-    int64_t threads = v.maxext[KG_THREAD_THREAD_X] * v.maxext[KG_THREAD_THREAD_Y] * v.maxext[KG_THREAD_THREAD_Z];
-    if (v.bad || threads > GPU_MAX_THREADS || v.maxext[KG_THREAD_THREAD_Z] > 64 ||
-        v.maxext[KG_THREAD_BLOCK_X] > INT32_MAX || v.maxext[KG_THREAD_BLOCK_Y] > 65535 ||
-        v.maxext[KG_THREAD_BLOCK_Z] > 65535 || v.shared > GPU_MAX_SHARED_FLOATS || v.local > 2 * GPU_MAX_LOCAL_FLOATS)
-      ok = 0;
-  }
-  kg_arena_free(&a);
-  return ok ? 0 : -1;
 }
 
 /* A scratch copy of s: a new schedule with s's trace replayed. */
@@ -793,13 +524,14 @@ void kg_sched_random_gpu(kg_schedule *s, uint64_t seed, int nsteps) {
     if (!sc) break;
     gctx g;
     memset(&g, 0, sizeof g);
-    g.s = sc;
+    g.b.s = sc;
     g.r = &r;
-    for (int i = n0 - 1; i >= 0 && !g.failed; i--) {
+    for (int i = n0 - 1; i >= 0 && !g.b.failed; i--) {
       kg_sstage *st = kg_schedule_find_stage(sc, names[i]);
       if (st) schedule_stage(&g, st);
     }
-    int ok = !g.failed && launchable(sc) == 0;
+    char why[512];
+    int ok = !g.b.failed && kg_gpu_launchable(sc, &random_budget, why, sizeof why) == 0;
     if (ok) {
       /* the scratch copy started from s's state, so every step applies to s as well */
       char err[512];

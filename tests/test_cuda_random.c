@@ -149,30 +149,10 @@ int main(void) {
       CHECKF(cd->emu_rc == 0, CTX "emulator build failed:\n%s\nsource:\n%s" TAIL, CTXA,
              cd->emu.log ? cd->emu.log : "(no log)", x->prog.source, TAILA);
       if (cd->emu_rc == 0) {
-        int nargs = p->ninputs + p->noutputs + x->prog.ntemps;
-        float **args = calloc((size_t)nargs, sizeof *args);
-        for (int k = 0; k < p->ninputs; k++) args[k] = wl.d.inputs[k];
-        for (int k = 0; k < p->noutputs; k++) args[p->ninputs + k] = wl.d.outputs[k];
-        for (int k = 0; k < x->prog.ntemps; k++) {
-          size_t n = (size_t)(x->prog.temp_elems[k] > 0 ? x->prog.temp_elems[k] : 1);
-          args[p->ninputs + p->noutputs + k] = malloc(n * sizeof(float));
-          /* temporaries start as NaN so that a kernel reading what no kernel wrote fails */
-          for (size_t e = 0; e < n; e++) args[p->ninputs + p->noutputs + k][e] = __builtin_nanf("");
-        }
-        kg_data_poison(&wl.d, p);
         char rerr[1024];
-        int ran = kg_emu_run_program(&cd->emu, &x->prog, args, rerr, sizeof rerr) == 0;
-        CHECKF(ran, CTX "emulator run failed: %s\nsource:\n%s" TAIL, CTXA, rerr, x->prog.source, TAILA);
-        if (ran) {
-          kg_verify_result v = kg_verify(p, &wl.d, 1e-4);
-          CHECKF(v.ok, CTX "%s max_rel_err=%g\nsource:\n%s" TAIL, CTXA, v.msg, v.max_rel_err, x->prog.source,
-                 TAILA);
-          good &= v.ok;
-        } else {
-          good = 0;
-        }
-        for (int k = 0; k < x->prog.ntemps; k++) free(args[p->ninputs + p->noutputs + k]);
-        free(args);
+        int ok = kg_test_emu_verify(&cd->emu, &x->prog, &wl, rerr, sizeof rerr);
+        CHECKF(ok, CTX "emulator: %s\nsource:\n%s" TAIL, CTXA, rerr, x->prog.source, TAILA);
+        good &= ok;
       } else {
         good = 0;
       }

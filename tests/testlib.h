@@ -11,6 +11,7 @@
 #include "../schedule/sched.h"
 #include "../schedule/ir.h"
 #include "../codegen/codegen.h"
+#include "../runtime/emu.h"
 #include "../runtime/verify.h"
 #include "testutil.h"
 
@@ -173,6 +174,33 @@ static inline void kg_test_workload_free(kg_test_workload *w) {
   kg_data_free(&w->d);
   kg_program_free(w->p);
   w->p = NULL;
+}
+
+/* Runs prog (built for the emulator as m) on w's inputs and verifies the outputs against the reference (1e-4).
+ * Temporaries start as NaN and outputs are poisoned, so reading what no kernel wrote fails. 1 when verified; else
+ * 0 with the reason in err (the emulator's error, or the verification message). */
+static inline int kg_test_emu_verify(const kg_emu_module *m, const kg_cuda_program *prog, kg_test_workload *w,
+                                     char *err, size_t errlen) {
+  const kg_program *p = w->p;
+  int nargs = p->ninputs + p->noutputs + prog->ntemps;
+  float **args = calloc((size_t)nargs, sizeof *args);
+  for (int k = 0; k < p->ninputs; k++) args[k] = w->d.inputs[k];
+  for (int k = 0; k < p->noutputs; k++) args[p->ninputs + k] = w->d.outputs[k];
+  for (int k = 0; k < prog->ntemps; k++) {
+    size_t n = (size_t)(prog->temp_elems[k] > 0 ? prog->temp_elems[k] : 1);
+    float *t = args[p->ninputs + p->noutputs + k] = malloc(n * sizeof(float));
+    for (size_t e = 0; e < n; e++) t[e] = __builtin_nanf("");
+  }
+  kg_data_poison(&w->d, p);
+  int ok = kg_emu_run_program(m, prog, args, err, errlen) == 0;
+  if (ok) {
+    kg_verify_result v = kg_verify(p, &w->d, 1e-4);
+    if (!v.ok) snprintf(err, errlen, "%s max_rel_err=%g", v.msg, v.max_rel_err);
+    ok = v.ok;
+  }
+  for (int k = 0; k < prog->ntemps; k++) free(args[p->ninputs + p->noutputs + k]);
+  free(args);
+  return ok;
 }
 
 /* One random CUDA schedule of a workload, drawn, lowered and printed. test_gpu_random reruns test_cuda_random's

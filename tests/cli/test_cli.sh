@@ -3,18 +3,7 @@
 # caret, `kgen run` output lines, --save/--load as .npy files, --schedule and --random-schedule.
 # Every run names --target c: on a machine with a GPU the default (auto) would pick CUDA.
 set -u
-K=${KGEN:-build/kgen}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-expect() { # expect STATUS DESCRIPTION -- command...
-  local want=$1 what=$2; shift 3
-  "$@" >"$T/out" 2>"$T/err"; local rc=$?
-  if [ $rc -ne "$want" ]; then echo "FAIL ($what): exit $rc, want $want: $*"; cat "$T/out" "$T/err" | head -20; fail=1; fi
-}
-has() { # has FILE PATTERN DESCRIPTION
-  grep -qE -- "$2" "$T/$1" || { echo "FAIL ($3): '$2' not in $1:"; head -20 "$T/$1"; fail=1; }
-}
+. "$(dirname "$0")/common.inc"
 
 expect 2 "no command" -- $K
 expect 2 "unknown command" -- $K frobnicate x.te

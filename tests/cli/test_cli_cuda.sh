@@ -3,18 +3,7 @@
 # 3 when a GPU run finds no device. Runs without a GPU (the emulator stands in); on a machine with a GPU the
 # no-device checks are skipped.
 set -u
-K=${KGEN:-build/kgen}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-expect() { # expect STATUS DESCRIPTION -- command...
-  local want=$1 what=$2; shift 3
-  "$@" >"$T/out" 2>"$T/err"; local rc=$?
-  if [ $rc -ne "$want" ]; then echo "FAIL ($what): exit $rc, want $want: $*"; cat "$T/out" "$T/err" | head -20; fail=1; fi
-}
-has() { # has FILE PATTERN DESCRIPTION
-  grep -qE -- "$2" "$T/$1" || { echo "FAIL ($3): '$2' not in $1:"; head -30 "$T/$1"; fail=1; }
-}
+. "$(dirname "$0")/common.inc"
 MM="matmul -D M=33 -D N=20 -D K=17"
 
 # usage errors

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# valgrind over the CLI: parse/check, lowering of random schedules, and a run (generated code compiled for a
-# baseline x86-64 since valgrind does not decode AVX-512). Definite leaks and memory errors fail; libgomp's
-# thread pool is "possibly lost" by design. Skipped for sanitizer builds (valgrind and ASan do not mix).
+# valgrind over the CLI: parse/check, lowering of random schedules, a run (generated code compiled for a
+# baseline x86-64 since valgrind does not decode AVX-512) and `show` on a tuning log. Definite leaks and memory
+# errors fail; libgomp's thread pool is "possibly lost" by design. Skipped for sanitizer builds (valgrind and
+# ASan do not mix).
 set -u
 K=${KGEN:-build/kgen}
 case "$K" in */san/*) echo "skip: sanitizer build"; exit 0;; esac
@@ -18,4 +19,11 @@ valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definit
 rm -f /tmp/kg_vg_bad.te
 KGEN_CFLAGS=-march=x86-64-v2 vg $K run --target c conv2d -D N=1 -D C=2 -D H=7 -D W=6 -D F=3 --random-schedule 4 --min-repeat-ms 1 \
   || { echo "FAIL: valgrind run"; fail=1; }
+# the tuning-log reader on a real log (the tuner itself cannot run under valgrind: its measurement worker
+# re-executes /proc/self/exe, which under valgrind is valgrind's own launcher)
+VL=$(mktemp -d)
+$K tune --target c matmul -D M=24 -D N=20 -D K=16 --trials 6 --per-round 3 --population 16 --min-repeat-ms 1 \
+  --log "$VL/v.kglog" --quiet >/dev/null 2>&1 || { echo "FAIL: tune for the valgrind log"; fail=1; }
+vg $K show "$VL/v.kglog" || { echo "FAIL: valgrind show"; fail=1; }
+rm -rf "$VL"
 exit $fail

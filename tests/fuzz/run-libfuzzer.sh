@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes one target with libFuzzer (clang -fsanitize=fuzzer; Debian's libclang-rt-14-dev provides it):
-#   tests/fuzz/run-libfuzzer.sh [check|trace] [SECONDS]      (default: check, 60 s)
+#   tests/fuzz/run-libfuzzer.sh [check|trace|tlog] [SECONDS]      (default: check, 60 s)
 # check: the parser and checker (tests/fuzz_check.c); trace: the trace reader, the primitives and lowering
-# (tests/fuzz_trace.c). Seeds: tests/fuzz/NAME-corpus (left untouched); new inputs go to build/fuzz/NAME-work;
+# (tests/fuzz_trace.c); tlog: the tuning-log reader (tests/fuzz_tlog.c). Seeds: tests/fuzz/NAME-corpus (left untouched); new inputs go to build/fuzz/NAME-work;
 # a crashing input is written to build/fuzz/NAME-crash-* -- fix the bug, then copy the input into
 # tests/fuzz/NAME-corpus so `make test` replays it.
 set -eu
@@ -12,11 +12,16 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$root/build/fuzz
 mkdir -p "$out/$name-work"
 CC=${FUZZ_CC:-clang}
-srcs="$root/tests/fuzz_$name.c"
-for f in "$root"/base/*.c "$root"/te/*.c "$root"/schedule/*.c "$root"/codegen/*.c; do srcs="$srcs $f"; done
+# The whole library (the log reader needs the status and step tables of runtime/ and schedule/), with the
+# Makefile's generated sources: run `make` once first.
+[ -f "$root/build/gen/cuda_emu_header.c" ] || make -C "$root" >/dev/null
+srcs="$root/tests/fuzz_$name.c $root/build/gen/cuda_emu_header.c $root/build/gen/reserved_macros.c"
+for m in base te schedule codegen runtime tlog costmodel search; do
+  for f in "$root/$m"/*.c; do srcs="$srcs $f"; done
+done
 # shellcheck disable=SC2086
-$CC -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -I"$root" $srcs -lm -o "$out/fuzz_$name"
+$CC -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fopenmp \
+  -I"$root" -I"$root/include" $srcs -lxgboost -lmsgpackc -lm -ldl -lpthread -o "$out/fuzz_$name"
 # Tokens of the language, so that mutations speak it.
 cat > "$out/te.dict" <<'DICT'
 "def"

@@ -1,0 +1,22 @@
+/* The CLI's shared helpers (cli/util.c) and its commands in files of their own. */
+#ifndef KG_CLI_H
+#define KG_CLI_H
+#include <stddef.h>
+#include <stdint.h>
+#include "kgen.h"
+
+#define MAX_BINDINGS 64
+
+int cli_parse_u64(const char *s, uint64_t *v);            /* 0, or -1 when s is not a decimal number */
+int cli_parse_binding(const char *s, kg_binding *b);     /* NAME=VALUE; 0 or -1 */
+char *cli_read_file(const char *path, size_t *len);     /* NULL with errno */
+/* A bare name (no '/', no ".te", not a file) resolves into the workload library. Caller frees. */
+char *cli_resolve_program(const char *arg);
+/* Resolves and reads a program's text (*path: the resolved path, caller frees both); prints why on failure. */
+char *cli_read_program(const char *file, char **path, size_t *len);
+/* Loads and checks a program; prints the error and returns NULL on failure. */
+kg_program *cli_load_program(const char *file, const char *def, const kg_binding *b, int nb);
+
+int cli_tune(int argc, char **argv); /* kgen tune ...: exit status */
+int cli_show(int argc, char **argv); /* kgen show ...: exit status */
+#endif

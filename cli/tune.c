@@ -1,0 +1,258 @@
+/* `kgen tune` and `kgen show`: argument parsing and printing around search/tune.h and tlog/tlog.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cli.h"
+#include "../base/strbuf.h"
+#include "../search/tune.h"
+#include "../tlog/tlog.h"
+
+#define MAX_WORKLOADS 32
+
+static int tune_usage(const char *fmt, const char *arg) {
+  fprintf(stderr, "kgen tune: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr,
+          "\nusage: kgen tune FILE.te|NAME [-D NAME=VALUE]... [FILE.te|NAME [-D ...]]... [--target auto|cuda|c]\n"
+          "                 [--trials N] [--log FILE] [--seed S] [--model xgb|random] [--emulate] [--arch sm_XX]\n"
+          "                 [--population N] [--generations N] [--per-round N] [--timeout S]\n"
+          "                 [--min-repeat-ms MS] [--best-out FILE] [--def NAME] [--quiet]\n");
+  return 2;
+}
+
+typedef struct workload {
+  const char *file;
+  kg_binding b[MAX_BINDINGS];
+  int nb;
+} workload;
+
+static void fmt_time(char *buf, size_t len, double s) {
+  if (s <= 0) snprintf(buf, len, "-");
+  else if (s < 1e-3) snprintf(buf, len, "%.2f us", s * 1e6);
+  else if (s < 1) snprintf(buf, len, "%.3f ms", s * 1e3);
+  else snprintf(buf, len, "%.3f s", s);
+}
+
+static void print_summary(const kg_tune_task *tasks, const kg_tune_report *rep, const char *target,
+                          const char *log_path) {
+  for (int i = 0; i < rep->ntasks; i++) {
+    const kg_tune_task_result *r = &rep->tasks[i];
+    char d[32], b[32];
+    fmt_time(d, sizeof d, r->default_s);
+    fmt_time(b, sizeof b, r->best_s);
+    printf("%s on %s:\n", tasks[i].label, target);
+    printf("  trials: %d this run (%d failed), %d from the log\n", r->trials, r->failed, r->loaded);
+    if (r->default_s > 0) printf("  default schedule: %s\n", d);
+    if (r->best_s > 0) {
+      printf("  best: %s (%.2f GFLOP/s, %.2f GB/s)", b, r->best_gflops, r->best_gbps);
+      if (r->default_s > 0) printf(", %.2fx the default schedule", r->default_s / r->best_s);
+      printf("%s%s\n", r->best_sketch ? ", sketch " : "", r->best_sketch ? r->best_sketch : "");
+      char *text = kg_trace_to_text(&r->best_trace);
+      printf("  trace (%d steps):\n", r->best_trace.nsteps);
+      for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) printf("    %s\n", line);
+      free(text);
+    } else {
+      printf("  best: none (no candidate ran correctly)\n");
+    }
+  }
+  printf("time: %.1f s (build %.1f s, measure %.1f s, search and model %.1f s), %d rounds\n", rep->elapsed_s,
+         rep->build_s, rep->measure_s, rep->search_s, rep->rounds);
+  if (log_path) printf("log: %s (model: %s.model)\n", log_path, log_path);
+}
+
+int cli_tune(int argc, char **argv) {
+  workload wl[MAX_WORKLOADS];
+  int nwl = 0;
+  kg_binding global[MAX_BINDINGS];
+  int nglobal = 0;
+  kg_tune_opts o;
+  memset(&o, 0, sizeof o);
+  o.seed = 1;
+  o.measure.target = KG_TARGET_C;
+  int target_auto = 1, quiet = 0;
+  const char *log_path = NULL, *best_out = NULL, *def = NULL;
+  char default_log[512];
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i];
+    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+    uint64_t n;
+#define NEED_VAL()                                                        \
+  do {                                                                    \
+    if (!val) return tune_usage("option %s needs a value", a);            \
+    i++;                                                                  \
+  } while (0)
+    if (!strcmp(a, "-D")) {
+      NEED_VAL();
+      kg_binding *dst = nwl ? &wl[nwl - 1].b[wl[nwl - 1].nb] : &global[nglobal];
+      int *cnt = nwl ? &wl[nwl - 1].nb : &nglobal;
+      if (*cnt >= MAX_BINDINGS || cli_parse_binding(val, dst)) return tune_usage("bad size binding '%s'", val);
+      (*cnt)++;
+    } else if (!strcmp(a, "--target")) {
+      NEED_VAL();
+      if (!strcmp(val, "c")) o.measure.target = KG_TARGET_C, target_auto = 0;
+      else if (!strcmp(val, "cuda")) o.measure.target = KG_TARGET_CUDA, target_auto = 0;
+      else if (!strcmp(val, "auto")) target_auto = 1;
+      else return tune_usage("unknown target '%s' (c, cuda, auto)", val);
+    } else if (!strcmp(a, "--trials")) {
+      NEED_VAL();
+      if (cli_parse_u64(val, &n) || n < 1 || n > 1000000) return tune_usage("bad trial count '%s'", val);
+      o.trials = (int)n;
+    } else if (!strcmp(a, "--population") || !strcmp(a, "--generations") || !strcmp(a, "--per-round")) {
+      NEED_VAL();
+      if (cli_parse_u64(val, &n) || n < 1 || n > 100000) return tune_usage("bad count '%s'", val);
+      if (!strcmp(a, "--population")) o.population = (int)n;
+      else if (!strcmp(a, "--generations")) o.generations = (int)n;
+      else o.per_round = (int)n;
+    } else if (!strcmp(a, "--log")) {
+      NEED_VAL();
+      log_path = val;
+    } else if (!strcmp(a, "--best-out")) {
+      NEED_VAL();
+      best_out = val;
+    } else if (!strcmp(a, "--def")) {
+      NEED_VAL();
+      def = val;
+    } else if (!strcmp(a, "--seed")) {
+      NEED_VAL();
+      if (cli_parse_u64(val, &o.seed)) return tune_usage("bad seed '%s'", val);
+    } else if (!strcmp(a, "--model")) {
+      NEED_VAL();
+      if (!strcmp(val, "xgb")) o.model = KG_MODEL_XGB;
+      else if (!strcmp(val, "random")) o.model = KG_MODEL_RANDOM;
+      else return tune_usage("unknown model '%s' (xgb, random)", val);
+    } else if (!strcmp(a, "--emulate")) {
+      o.measure.emulate = 1;
+      o.measure.target = KG_TARGET_CUDA;
+      target_auto = 0;
+    } else if (!strcmp(a, "--arch")) {
+      NEED_VAL();
+      kg_gpu_limits lim;
+      if (kg_gpu_limits_for_arch(val, &lim)) return tune_usage("unknown arch '%s' (e.g. sm_86, sm_90)", val);
+      o.measure.arch = val;
+    } else if (!strcmp(a, "--timeout") || !strcmp(a, "--min-repeat-ms")) {
+      NEED_VAL();
+      char *end;
+      double x = strtod(val, &end);
+      if (*end || !(x > 0) || x > 1e6) return tune_usage("bad value '%s'", val);
+      if (!strcmp(a, "--timeout")) o.measure.timeout_s = x;
+      else o.measure.min_repeat_s = x / 1000;
+    } else if (!strcmp(a, "--quiet")) {
+      quiet = 1;
+    } else if (a[0] == '-') {
+      return tune_usage("unknown option '%s'", a);
+    } else {
+      if (nwl >= MAX_WORKLOADS) return tune_usage("too many workloads (at most 32), at '%s'", a);
+      wl[nwl].file = a;
+      wl[nwl].nb = 0;
+      nwl++;
+    }
+#undef NEED_VAL
+  }
+  if (nwl == 0) return tune_usage("%s", "missing workload (FILE.te or a library NAME)");
+  if (o.measure.emulate && !target_auto && o.measure.target != KG_TARGET_CUDA)
+    return tune_usage("%s", "--emulate goes with --target cuda");
+  char why[512];
+  if (target_auto) o.measure.target = kg_cuda_probe(why, sizeof why) ? KG_TARGET_CUDA : KG_TARGET_C;
+  else if (o.measure.target == KG_TARGET_CUDA && !o.measure.emulate && !kg_cuda_probe(why, sizeof why)) {
+    fprintf(stderr, "kgen: cannot tune on a GPU: %s (try --emulate, or --target c)\n", why);
+    return 3;
+  }
+  if (o.measure.arch && o.measure.target != KG_TARGET_CUDA) return tune_usage("%s", "--arch goes with CUDA");
+
+  kg_program *progs[MAX_WORKLOADS] = {0};
+  kg_tune_task tasks[MAX_WORKLOADS];
+  kg_strbuf labels[MAX_WORKLOADS];
+  int rc = 0, nprog = 0;
+  for (int i = 0; i < nwl && rc == 0; i++, nprog++) {
+    kg_binding all[2 * MAX_BINDINGS];
+    int n = 0;
+    for (int k = 0; k < nglobal; k++) all[n++] = global[k];
+    for (int k = 0; k < wl[i].nb; k++) all[n++] = wl[i].b[k];
+    progs[i] = cli_load_program(wl[i].file, def, all, n);
+    kg_strbuf_init(&labels[i]);
+    if (!progs[i]) {
+      rc = 1;
+      continue;
+    }
+    kg_strbuf_puts(&labels[i], progs[i]->def->name);
+    for (int k = 0; k < progs[i]->nsizes; k++)
+      kg_strbuf_printf(&labels[i], " %s=%lld", progs[i]->sizes[k].name, (long long)progs[i]->sizes[k].value);
+    tasks[i].prog = progs[i];
+    tasks[i].label = labels[i].s;
+  }
+  if (rc == 0) {
+    const char *tname = o.measure.target == KG_TARGET_CUDA ? (o.measure.emulate ? "emulator" : "cuda") : "c";
+    if (!log_path) {
+      snprintf(default_log, sizeof default_log, "%s.%s.kglog", progs[0]->def->name, tname);
+      log_path = default_log;
+    }
+    o.log_path = log_path;
+    if (!quiet) {
+      o.progress = stderr;
+      o.progress_inplace = isatty(2);
+      fprintf(stderr, "tuning %d workload%s on %s, %d trials, model %s, seed %llu, log %s\n", nwl,
+              nwl == 1 ? "" : "s", tname, o.trials > 0 ? o.trials : 64, o.model == KG_MODEL_XGB ? "xgb" : "random",
+              (unsigned long long)o.seed, log_path);
+    }
+    kg_tune_report rep;
+    char err[2048];
+    int trc = kg_tune(tasks, nwl, &o, &rep, err, sizeof err);
+    if (rep.log_skipped_parts)
+      fprintf(stderr, "kgen: warning: the log had %d corrupt part%s (%zu bytes), skipped\n", rep.log_skipped_parts,
+              rep.log_skipped_parts == 1 ? "" : "s", rep.log_skipped_bytes);
+    if (trc) {
+      fprintf(stderr, "kgen: tune: %s\n", err);
+      rc = 1;
+    }
+    print_summary(tasks, &rep, tname, log_path);
+    if (best_out && rep.ntasks > 0 && rep.tasks[0].best_s > 0) {
+      char *text = kg_trace_to_text(&rep.tasks[0].best_trace);
+      FILE *f = fopen(best_out, "w");
+      if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+        fprintf(stderr, "kgen: cannot write '%s': %s\n", best_out, strerror(errno));
+        rc = 1;
+      }
+      free(text);
+    }
+    kg_tune_report_free(&rep);
+  }
+  for (int i = 0; i < nprog; i++) {
+    kg_program_free(progs[i]);
+    kg_strbuf_free(&labels[i]);
+  }
+  return rc;
+}
+
+int cli_show(int argc, char **argv) {
+  const char *path = NULL;
+  int best = 0;
+  for (int i = 2; i < argc; i++) {
+    if (!strcmp(argv[i], "--best")) best = 1;
+    else if (argv[i][0] == '-' || path) {
+      fprintf(stderr, "kgen show: unexpected argument '%s'\nusage: kgen show LOG [--best]\n", argv[i]);
+      return 2;
+    } else path = argv[i];
+  }
+  if (!path) {
+    fprintf(stderr, "kgen show: missing LOG\nusage: kgen show LOG [--best]\n");
+    return 2;
+  }
+  kg_tlog log;
+  kg_tlog_init(&log);
+  char err[512];
+  int missing = 0;
+  if (kg_tlog_read(&log, path, &missing, err, sizeof err) || missing) {
+    fprintf(stderr, "kgen: cannot read '%s': %s\n", path, missing ? strerror(ENOENT) : err);
+    kg_tlog_free(&log);
+    return 1;
+  }
+  kg_strbuf b;
+  kg_strbuf_init(&b);
+  kg_tlog_show(&b, &log, best);
+  fputs(b.s ? b.s : "", stdout);
+  kg_strbuf_free(&b);
+  kg_tlog_free(&log);
+  return 0;
+}

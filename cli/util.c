@@ -1,0 +1,110 @@
+/* Helpers the CLI's commands share: numbers, size bindings, files, the workload library. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "cli.h"
+#include "../base/strbuf.h"
+
+int cli_parse_u64(const char *s, uint64_t *v) {
+  if (!s || !*s) return -1;
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(s, &end, 10);
+  if (errno || *end || s[0] == '-') return -1;
+  *v = x;
+  return 0;
+}
+
+int cli_parse_binding(const char *s, kg_binding *b) {
+  const char *eq = strchr(s, '=');
+  if (!eq || eq == s) return -1;
+  static char names[MAX_BINDINGS][128];
+  static int used;
+  if (used >= MAX_BINDINGS || (size_t)(eq - s) >= sizeof names[0]) return -1;
+  memcpy(names[used], s, (size_t)(eq - s));
+  names[used][eq - s] = 0;
+  char *end;
+  errno = 0;
+  if (!(eq[1] == '-' || (eq[1] >= '0' && eq[1] <= '9'))) return -1; /* strtoll would skip blanks */
+  long long v = strtoll(eq + 1, &end, 10);
+  if (errno || *end || end == eq + 1) return -1;
+  b->name = names[used++];
+  b->value = v;
+  return 0;
+}
+
+char *cli_read_file(const char *path, size_t *len) {
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    errno = EISDIR;
+    return NULL;
+  }
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  kg_strbuf b;
+  kg_strbuf_init(&b);
+  char chunk[65536];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) kg_strbuf_putn(&b, chunk, n);
+  fclose(f);
+  *len = b.len;
+  return kg_strbuf_take(&b);
+}
+
+/* A bare name (no '/', no ".te") that is not a file resolves into the workload library: $KGEN_LIB, else
+ * te/lib beside the executable's build folder, else ./te/lib. */
+char *cli_resolve_program(const char *arg) {
+  struct stat st;
+  if (strchr(arg, '/') || strstr(arg, ".te") || stat(arg, &st) == 0) return strdup(arg);
+  char path[PATH_MAX + 64];
+  const char *env = getenv("KGEN_LIB");
+  if (env) {
+    snprintf(path, sizeof path, "%s/%s.te", env, arg);
+    return strdup(path);
+  }
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = 0;
+    for (int up = 0; up < 3; up++) {
+      char *slash = strrchr(exe, '/');
+      if (!slash) break;
+      *slash = 0;
+      snprintf(path, sizeof path, "%s/te/lib/%s.te", exe, arg);
+      if (stat(path, &st) == 0) return strdup(path);
+    }
+  }
+  snprintf(path, sizeof path, "te/lib/%s.te", arg);
+  return strdup(path);
+}
+
+char *cli_read_program(const char *file, char **path, size_t *len) {
+  *path = cli_resolve_program(file);
+  char *text = cli_read_file(*path, len);
+  if (!text) {
+    fprintf(stderr, "kgen: cannot read '%s': %s\n", *path, strerror(errno));
+    free(*path);
+    *path = NULL;
+  }
+  return text;
+}
+
+kg_program *cli_load_program(const char *file, const char *def, const kg_binding *b, int nb) {
+  char *path;
+  size_t len;
+  char *text = cli_read_program(file, &path, &len);
+  if (!text) return NULL;
+  kg_arena diag_arena;
+  kg_arena_init(&diag_arena);
+  kg_diag diag = {0};
+  kg_program *p = kg_program_load(path, text, len, def, b, nb, &diag, &diag_arena);
+  if (!p) fputs(diag.msg ? diag.msg : "kgen: error: cannot load program\n", stderr);
+  kg_arena_free(&diag_arena);
+  free(text);
+  free(path);
+  return p;
+}

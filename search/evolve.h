@@ -1,0 +1,44 @@
+/* One round of evolutionary search over a space (internal to search/; the tuner in tune.c drives it).
+ *
+ * Requires: a model (trained or not) and a predicate telling which trace texts were measured already. When the
+ * model is untrained or random, evolution would follow noise, so the round is a random sample instead (Ansor does
+ * the same until the model has data). */
+#ifndef KG_EVOLVE_H
+#define KG_EVOLVE_H
+#include "space.h"
+#include "../costmodel/features.h"
+#include "../costmodel/model.h"
+
+typedef struct kg_evolve_opts {
+  int population;       /* >= 1 */
+  int generations;      /* >= 0 */
+  double mutation_prob; /* in [0, 1]: mutation, else crossover */
+  double eps;           /* share of the picks drawn at random, in [0, 1] */
+} kg_evolve_opts;
+
+/* A picked candidate: its point, its trace text (malloc'd) and the model's score. */
+typedef struct kg_evolve_pick {
+  kg_point pt;
+  char *trace_text;
+  float score;
+  int random;           /* an eps-greedy pick (or the model was untrained) */
+  float features[KG_NFEATURES];
+} kg_evolve_pick;
+
+/* Whether a trace text was measured before (or is already picked). */
+typedef int (*kg_seen_fn)(void *ctx, const char *trace_text);
+
+/* Picks up to npicks distinct candidates not seen before. seeds (nseeds points, e.g. the best measured) join the
+ * initial population. Deterministic in *rng (advanced). Returns the number of picks (fewer when the space runs
+ * dry). Counts in *nrealized / *nfailed how many points were realized and how many failed to (dropped). */
+int kg_evolve_round(const kg_space *sp, kg_model *model, const kg_point *seeds, int nseeds, kg_seen_fn seen,
+                    void *ctx, const kg_evolve_opts *o, uint64_t *rng, kg_evolve_pick *picks, int npicks,
+                    int *nrealized, int *nfailed);
+void kg_evolve_picks_free(kg_evolve_pick *picks, int n);
+
+/* Mutation and crossover of points (exposed for tests). mutate changes one or two knobs of in (a TILE knob
+ * mostly to a neighbouring value); crossover takes each knob from a or b (same sketch); -1 when a and b come
+ * from different sketches. */
+void kg_point_mutate(const kg_space *sp, const kg_point *in, uint64_t *rng, kg_point *out);
+int kg_point_crossover(const kg_point *a, const kg_point *b, uint64_t *rng, kg_point *out);
+#endif

@@ -1,0 +1,520 @@
+/* CPU sketch rules (Ansor-like), for the C target with OpenMP.
+ *
+ * Stages are classified from the program's structure:
+ *   - heavy: a reduction with data reuse (some read does not use every spatial axis: matmul, conv, batch_matmul,
+ *     attention's products); these get multi-level tiling of a "row" spatial axis and the innermost spatial axis
+ *     (outer tile fused and parallel, register tile unrolled x vectorized), and either
+ *       cpu/tile-cw: the accumulation in a register-tile sized buffer (cache_write local, or for a non-output
+ *                    stage its computation at its consumer's register tile), every reduction inside it, or
+ *       cpu/tile-rk: the accumulation straight into the stage's tensor, the first reduction axis split so that its
+ *                    outer part runs outside the register tile (cache blocking), optionally with the operand that
+ *                    the vector lanes read packed (cache_read local) at that level. codegen/c.c keeps such an
+ *                    accumulation in registers around the inner reduction loop;
+ *   - light reductions (no reuse: softmax rows, norms, reduce_rows): parallel rows; when not an output, computed
+ *     at the row loop of its only consumer so that a row is reused from cache (cpu/rows); an rf knob rfactors
+ *     the innermost reduction into vector lanes of partial results (a serial float sum does not vectorize);
+ *   - elementwise: inlined into their readers when not outputs (or, by a CHOICE knob, kept at root); at root:
+ *     outer spatial loops fused for parallelism, the innermost split by a VECTOR knob and vectorized.
+ * cpu/simple (parallel + vectorize, producers inlined where legal) exists for every program and always realizes.
+ * Register tiles (ri rows x rj columns: whole vectors, or a short axis whole) are rejected when their accumulators
+ * would not fit in the vector registers; cache tiles are counted in register tiles (ti, tj: powers of two), so a
+ * cache tile never ends in a partial register tile except at the loop's end.
+ * Stages are visited from the outputs back to the inputs, so a producer sees how its consumer was tiled.
+ *
+ * Requires: realize receives a fresh default schedule of the space's program. */
+#include <stdio.h>
+#include <string.h>
+#include "space.h"
+
+#define MAX_STAGES 64
+/* f32 lanes of a vector register (AVX-512), and the register tile's accumulator vectors that fit in the 32 vector
+ * registers next to its operands (a broadcast row value and the column vectors) */
+#define VEC_LANES 16
+#define MAX_ACC_VECTORS 24
+
+typedef enum { CLS_ELEM, CLS_LIGHT, CLS_HEAVY } stage_class;
+
+/* The first read in e (depth first) that pred accepts; NULL when none. Every question the rules ask of a body is
+ * about its reads. */
+typedef int (*read_pred)(const kg_expr *read, const void *a, const void *b);
+
+static const kg_expr *find_read(const kg_expr *e, read_pred pred, const void *a, const void *b) {
+  if (!e) return NULL;
+  const kg_expr *r = NULL;
+  switch (e->kind) {
+    case KG_EXPR_READ: return pred(e, a, b) ? e : NULL;
+    case KG_EXPR_UNARY:
+    case KG_EXPR_BINARY: return (r = find_read(e->op.a, pred, a, b)) ? r : find_read(e->op.b, pred, a, b);
+    case KG_EXPR_CALL:
+      for (int i = 0; i < e->call.n && !r; i++) r = find_read(e->call.args[i], pred, a, b);
+      return r;
+    default: return NULL;
+  }
+}
+
+static int read_uses(const kg_expr *read, const kg_ivar *v) {
+  for (int i = 0; i < read->read.n; i++)
+    if (kg_expr_uses_ivar(read->read.idx[i], v)) return 1;
+  return 0;
+}
+
+/* a read that does not use spatial axis a: it is reused across a */
+static int pred_without(const kg_expr *read, const void *a, const void *b) {
+  (void)b;
+  return !read_uses(read, a);
+}
+
+/* a read along the innermost axis b that the row axis a does not index */
+static int pred_vector(const kg_expr *read, const void *a, const void *b) {
+  return read_uses(read, b) && !read_uses(read, a);
+}
+
+static int pred_tensor(const kg_expr *read, const void *a, const void *b) {
+  (void)b;
+  return read->read.tensor == a;
+}
+
+static int read_without(const kg_expr *e, const kg_ivar *v) { return find_read(e, pred_without, v, NULL) != NULL; }
+
+static int reads_tensor(const kg_expr *e, const kg_tensor *t) { return find_read(e, pred_tensor, t, NULL) != NULL; }
+
+static stage_class classify(const kg_sstage *st) {
+  if (st->nrax == 0) return CLS_ELEM;
+  /* one spatial axis (matvec) leaves no register tile to reuse a value across */
+  if (st->nax >= 2)
+    for (int a = 0; a < st->nax; a++)
+      if (st->roots[a]->extent > 1 && read_without(st->body, st->ax[a])) return CLS_HEAVY;
+  return CLS_LIGHT;
+}
+
+/* The tensor the vector lanes of a heavy stage read along its innermost axis and that the row axis does not
+ * index: the operand worth packing (B of a matmul). NULL when none. */
+static const kg_tensor *vector_operand(const kg_expr *e, const kg_ivar *row, const kg_ivar *last) {
+  const kg_expr *r = find_read(e, pred_vector, row, last);
+  return r ? r->read.tensor : NULL;
+}
+
+typedef enum { SK_SIMPLE, SK_TILE_CW, SK_TILE_RK, SK_ROWS } sketch_kind;
+
+typedef struct rz {
+  kg_schedule *s;
+  const kg_sketch *sk;
+  const kg_point *pt;
+  char *err;
+  size_t errlen;
+  int failed;
+} rz;
+
+/* The point's value of knob name (def when the sketch has no such knob). */
+static int64_t knob(const rz *z, const char *stage, const char *what, int64_t def) {
+  char name[256];
+  snprintf(name, sizeof name, "%s.%s", stage, what);
+  for (int i = 0; i < z->sk->nknobs; i++)
+    if (!strcmp(z->sk->knobs[i].name, name)) return z->pt->knobs[i];
+  return def;
+}
+
+/* Applies a step; a failed step fails the realization unless optional (then it is skipped). 0 when applied. */
+static int apply(rz *z, int optional, kg_step_kind kind, const char *stage, const char *const *names, int nnames,
+                 int64_t f) {
+  if (z->failed) return -1;
+  kg_step st;
+  memset(&st, 0, sizeof st);
+  st.kind = kind;
+  st.stage = stage;
+  for (int i = 0; i < nnames; i++) st.names[i] = names[i];
+  st.nnames = nnames;
+  st.ints[0] = f;
+  st.nints = kind == KG_STEP_SPLIT || kind == KG_STEP_RFACTOR;
+  char err[512];
+  if (kg_schedule_apply(z->s, &st, err, sizeof err) == 0) return 0;
+  if (!optional) {
+    z->failed = 1;
+    snprintf(z->err, z->errlen, "%s: %s", z->sk->name, err);
+  }
+  return -1;
+}
+
+static kg_iter *split(rz *z, kg_sstage *st, kg_iter *it, int64_t f, kg_iter **inner) {
+  *inner = NULL;
+  if (!it || apply(z, 0, KG_STEP_SPLIT, st->name, &it->name, 1, f)) return NULL;
+  *inner = it->split_inner;
+  return it->split_outer;
+}
+
+static kg_iter *fuse(rz *z, kg_sstage *st, kg_iter *a, kg_iter *b) {
+  const char *n[2] = {a->name, b->name};
+  if (apply(z, 0, KG_STEP_FUSE, st->name, n, 2, 0)) return NULL;
+  return a->fused_into;
+}
+
+static void annotate(rz *z, kg_step_kind kind, kg_sstage *st, kg_iter *it) {
+  if (it) apply(z, 0, kind, st->name, &it->name, 1, 0);
+}
+
+/* Reorders st's leaves to order (n of them, all leaves). */
+static void reorder(rz *z, kg_sstage *st, kg_iter **order, int n) {
+  const char *names[KG_STEP_MAX_NAMES];
+  int same = 1;
+  if (n < 2 || n > KG_STEP_MAX_NAMES) return;
+  for (int i = 0; i < n; i++) {
+    names[i] = order[i]->name;
+    same &= st->leaves[i] == order[i];
+  }
+  if (!same) apply(z, 0, KG_STEP_REORDER, st->name, names, n, 0);
+}
+
+static int compute_at(rz *z, int optional, kg_sstage *p, const kg_sstage *c, kg_iter *it) {
+  const char *n[2] = {c->name, it->name};
+  return apply(z, optional, KG_STEP_COMPUTE_AT, p->name, n, 2, 0);
+}
+
+/* Fuses leading spatial leaves of st until the fused loop has at least 64 iterations (or the next leaf is not
+ * spatial), then makes it parallel. Requires st at root. */
+static kg_iter *parallel_outer(rz *z, kg_sstage *st, int maxfuse) {
+  if (st->nleaves == 0) return NULL;
+  kg_iter *p = st->leaves[0];
+  for (int k = 1; k < maxfuse && p->extent < 64 && st->nleaves > 1 && !st->leaves[1]->is_reduce &&
+                         st->leaves[1]->kind == KG_LOOP_SERIAL && !z->failed;
+       k++)
+    p = fuse(z, st, p, st->leaves[1]);
+  if (p && !p->is_reduce) annotate(z, KG_STEP_PARALLEL, st, p);
+  return p;
+}
+
+/* A root stage in the generic way: parallel outer loops, the innermost spatial axis split by the stage's vector
+ * knob and vectorized when it is the innermost loop. */
+static void generic_root(rz *z, kg_sstage *st) {
+  int64_t vec = knob(z, st->name, "vec", 1);
+  kg_iter *last = st->nleaves ? st->leaves[st->nleaves - 1] : NULL;
+  if (last && !last->is_reduce && vec > 1 && last->extent > 1 && (st->nleaves > 1 || last->extent > vec)) {
+    kg_iter *in;
+    split(z, st, last, vec, &in);
+    annotate(z, KG_STEP_VECTORIZE, st, in);
+  }
+  if (st->nleaves && !(st->nleaves == 1 && st->leaves[0]->kind == KG_LOOP_VECTORIZED)) parallel_outer(z, st, 3);
+}
+
+/* A light reduction's innermost reduction loop split by the stage's rf knob into that many partial results
+ * (stage x.rf, whose last spatial axis, the lanes, becomes its innermost loop, vectorized): the serial
+ * accumulation chain becomes a vector one. x then combines the lanes. Returns x.rf (NULL: knob 1 or not
+ * applicable); the caller attaches it at x's loop once x is placed. Requires x's loops untransformed. */
+static kg_sstage *rfactor_lanes(rz *z, kg_sstage *x) {
+  int64_t f = knob(z, x->name, "rf", 1);
+  if (f < 2 || x->nrax == 0 || x->roots[x->nax + x->nrax - 1]->extent < f) return NULL;
+  if (apply(z, 1, KG_STEP_RFACTOR, x->name, &x->roots[x->nax + x->nrax - 1]->name, 1, f)) return NULL;
+  char nm[256];
+  snprintf(nm, sizeof nm, "%s.rf", x->name);
+  kg_sstage *rf = kg_schedule_find_stage(z->s, nm);
+  if (!rf || rf->nax < 1) return NULL;
+  kg_iter *ord[KG_STEP_MAX_NAMES];
+  int n = 0;
+  for (int a = 0; a < rf->nax - 1 && n < KG_STEP_MAX_NAMES; a++) ord[n++] = rf->roots[a];
+  for (int r = 0; r < rf->nrax && n < KG_STEP_MAX_NAMES; r++) ord[n++] = rf->roots[rf->nax + r];
+  if (n < KG_STEP_MAX_NAMES) ord[n++] = rf->roots[rf->nax - 1];
+  if (n == rf->nleaves) reorder(z, rf, ord, n);
+  annotate(z, KG_STEP_VECTORIZE, rf, rf->roots[rf->nax - 1]);
+  return z->failed ? NULL : rf;
+}
+
+/* The first stage after st that reads it directly and is not inlined (stages are in execution order). */
+static kg_sstage *first_reader(const kg_schedule *s, const kg_sstage *st) {
+  for (int i = st->id + 1; i < s->nstages; i++)
+    if (s->stages[i]->attach != KG_ATTACH_INLINE && reads_tensor(s->stages[i]->body, st->out)) return s->stages[i];
+  return NULL;
+}
+
+/* For a heavy stage that is not an output: its elementwise consumer of the same shape, which carries its tiles
+ * (the accumulation then runs at the consumer's register tile, the epilogue fused). NULL when there is none. */
+static kg_sstage *epilogue_of(const kg_schedule *s, const kg_sstage *h) {
+  if (h->is_output) return NULL;
+  kg_sstage *c = first_reader(s, h);
+  if (!c || c->nrax || c->nax != h->nax) return NULL;
+  for (int i = c->id + 1; i < s->nstages; i++)
+    if (reads_tensor(s->stages[i]->body, h->out)) return NULL;
+  for (int a = 0; a < h->nax; a++)
+    if (c->roots[a]->extent != h->roots[a]->extent) return NULL;
+  return c;
+}
+
+/* Heavy stage h tiled for registers and cache. */
+static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
+  kg_schedule *s = z->s;
+  int nax = h->nax, last = nax - 1;
+  int row = nax >= 2 ? (int)knob(z, h->name, "row", nax - 2) : -1;
+  /* the cache tiles are whole multiples of the register tile (a remainder inside a cache tile would put a guard
+   * in the unrolled register tile); both capped at their loop's extent */
+  int64_t ri = knob(z, h->name, "ri", 1), rj = knob(z, h->name, "rj", 1);
+  int64_t rext = row >= 0 ? h->roots[row]->extent : 1, lext = h->roots[last]->extent;
+  if (ri > rext) ri = rext;
+  if (rj > lext) rj = lext;
+  if (row >= 0 && ri * ((rj + VEC_LANES - 1) / VEC_LANES) > MAX_ACC_VECTORS) {
+    z->failed = 1;
+    snprintf(z->err, z->errlen, "%s: stage %s: a %lldx%lld register tile spills", z->sk->name, h->name,
+             (long long)ri, (long long)rj);
+    return;
+  }
+  int64_t ti = ri * knob(z, h->name, "ti", 1), tj = rj * knob(z, h->name, "tj", 1);
+  if (ti > rext) ti = rext;
+  if (tj > lext) tj = lext;
+  /* o: the stage whose loops carry the tiles; a: where the accumulation runs */
+  kg_sstage *o = h, *a = h;
+  if (kind == SK_TILE_CW) {
+    kg_sstage *c = epilogue_of(s, h);
+    if (c) {
+      o = c;
+    } else {
+      if (apply(z, 0, KG_STEP_CACHE_WRITE, h->name, (const char *[]){"local"}, 1, 0)) return;
+      char nm[256];
+      snprintf(nm, sizeof nm, "%s.local", h->name);
+      a = kg_schedule_find_stage(s, nm);
+    }
+    if (!a) {
+      z->failed = 1;
+      return;
+    }
+  }
+  /* o's spatial loops: others, row.o, last.o | row.i.o, last.i.o | row.i.i, last.i.i */
+  kg_iter *ord[KG_STEP_MAX_NAMES];
+  int n = 0;
+  kg_iter *ro = NULL, *rio = NULL, *rii = NULL, *lo, *lio, *lii, *t;
+  kg_iter *roots[16];
+  for (int i = 0; i < o->nax && i < 16; i++) roots[i] = o->roots[i];
+  if (row >= 0) {
+    ro = split(z, o, roots[row], ti, &t);
+    rio = split(z, o, t, ri, &rii);
+  }
+  lo = split(z, o, roots[last], tj, &t);
+  lio = split(z, o, t, rj, &lii);
+  if (z->failed) return;
+  for (int i = 0; i < o->nax; i++)
+    if (i != row && i != last) ord[n++] = roots[i];
+  int nouter = n;
+  if (ro) ord[n++] = ro;
+  ord[n++] = lo;
+  kg_iter *ko = NULL, *ki = NULL;
+  if (kind == SK_TILE_RK) {
+    /* the first reduction axis split; its outer part between the cache tile and the register tile */
+    int64_t kb = knob(z, h->name, "kb", 1);
+    ko = split(z, o, o->roots[o->nax], kb, &ki);
+    if (z->failed) return;
+    ord[n++] = ko;
+  }
+  if (rio) ord[n++] = rio;
+  ord[n++] = lio;
+  if (kind == SK_TILE_RK) {
+    ord[n++] = ki;
+    for (int r = 1; r < o->nrax; r++) ord[n++] = o->roots[o->nax + r];
+  }
+  if (rii) ord[n++] = rii;
+  ord[n++] = lii;
+  if (n != o->nleaves || n > KG_STEP_MAX_NAMES) {
+    z->failed = 1;
+    snprintf(z->err, z->errlen, "%s: stage %s: unexpected loops", z->sk->name, o->name);
+    return;
+  }
+  reorder(z, o, ord, n);
+  /* parallel: the leading loops fused (others, row.o, last.o) */
+  kg_iter *p = ord[0];
+  int nfuse = (int)knob(z, h->name, "fuse", 2);
+  for (int k = 1; k < nouter + 2 && k <= nfuse && ord[k] != ko && !z->failed; k++) p = fuse(z, o, p, ord[k]);
+  annotate(z, KG_STEP_PARALLEL, o, p);
+  if (kind == SK_TILE_RK) {
+    if (knob(z, h->name, "pack", 0) && row >= 0) {
+      const kg_tensor *vt = vector_operand(h->body, h->ax[row], h->ax[last]);
+      if (vt) {
+        const char *names[2] = {"local", h->name};
+        if (!apply(z, 0, KG_STEP_CACHE_READ, vt->name, names, 2, 0)) {
+          char nm[256];
+          snprintf(nm, sizeof nm, "%s.local", vt->name);
+          kg_sstage *pk = kg_schedule_find_stage(s, nm);
+          if (pk) {
+            compute_at(z, 0, pk, o, ko);
+            kg_iter *pl = pk->leaves[pk->nleaves - 1];
+            if (!z->failed) annotate(z, KG_STEP_VECTORIZE, pk, pl);
+          }
+        }
+      }
+    }
+    if (rii && knob(z, h->name, "unroll", 1) > 1) annotate(z, KG_STEP_UNROLL, o, rii);
+    annotate(z, KG_STEP_VECTORIZE, o, lii);
+    return;
+  }
+  /* the accumulation at the register tile: other spatial axes, reductions, row (unrolled), last (vectorized) */
+  annotate(z, KG_STEP_VECTORIZE, o, lii);
+  compute_at(z, 0, a, o, lio);
+  if (z->failed) return;
+  n = 0;
+  for (int i = 0; i < a->nax; i++)
+    if (i != row && i != last) ord[n++] = a->roots[i];
+  for (int r = 0; r < a->nrax; r++) ord[n++] = a->roots[a->nax + r];
+  if (row >= 0) ord[n++] = a->roots[row];
+  ord[n++] = a->roots[last];
+  reorder(z, a, ord, n);
+  if (row >= 0 && knob(z, h->name, "unroll", 1) > 1) annotate(z, KG_STEP_UNROLL, a, a->roots[row]);
+  annotate(z, KG_STEP_VECTORIZE, a, a->roots[last]);
+}
+
+static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char *err, size_t errlen) {
+  rz z = {s, sk, pt, err, errlen, 0};
+  sketch_kind kind = (sketch_kind)(intptr_t)sk->data;
+  int nst = s->nstages < MAX_STAGES ? s->nstages : MAX_STAGES;
+  kg_sstage *st[MAX_STAGES];
+  unsigned char skip[MAX_STAGES] = {0}; /* epilogues that their heavy producer tiles */
+  for (int i = 0; i < nst; i++) {
+    st[i] = s->stages[i];
+    kg_sstage *c = classify(st[i]) == CLS_HEAVY ? epilogue_of(s, st[i]) : NULL;
+    if (c && c->id < MAX_STAGES) skip[c->id] = 1;
+  }
+  /* outputs back to inputs */
+  for (int i = nst - 1; i >= 0 && !z.failed; i--) {
+    kg_sstage *x = st[i];
+    if (x->attach != KG_ATTACH_ROOT || !kg_schedule_find_stage(s, x->name)) continue;
+    stage_class c = classify(x);
+    if (kind == SK_TILE_CW && skip[x->id]) continue;
+    if (c == CLS_ELEM && !x->is_output) {
+      if (knob(&z, x->name, "root", 0) == 0 && !apply(&z, 1, KG_STEP_COMPUTE_INLINE, x->name, NULL, 0, 0)) continue;
+      generic_root(&z, x);
+      continue;
+    }
+    if (c == CLS_HEAVY && (kind == SK_TILE_CW || kind == SK_TILE_RK)) {
+      /* a consumer already tiled for it (cw of a non-output stage) has attached it */
+      tile_heavy(&z, x, kind);
+      continue;
+    }
+    kg_sstage *rf = c == CLS_LIGHT && kind != SK_SIMPLE ? rfactor_lanes(&z, x) : NULL;
+    if (c == CLS_LIGHT && !x->is_output && kind != SK_SIMPLE) {
+      kg_sstage *cons = first_reader(s, x);
+      if (cons && cons->attach == KG_ATTACH_ROOT && cons->nleaves > 0 && cons->leaves[0]->kind == KG_LOOP_PARALLEL &&
+          !compute_at(&z, 1, x, cons, cons->leaves[0])) {
+        if (rf) compute_at(&z, 0, rf, x, x->leaves[0]);
+        continue;
+      }
+    }
+    generic_root(&z, x);
+    if (rf && x->nleaves) compute_at(&z, 0, rf, x, x->leaves[0]);
+  }
+  if (z.failed) return -1;
+  return 0;
+}
+
+/* Knob values. Register rows: what an unrolled row tile can be; register columns: whole vectors. The cache tiles
+ * are counted in register tiles, in powers of two. */
+static const int64_t vec_values[] = {1, 4, 8, 16, 32, 64};
+static const int64_t reg_row_values[] = {1, 2, 3, 4, 6, 8, 12, 16};
+static const int64_t tile_mult_values[] = {1, 2, 4, 8, 16, 32, 64};
+static const int64_t rfactor_values[] = {1, 16, 32};
+
+/* Powers of two from lo up to min(extent, cap), and min(extent, cap) itself. */
+static int pow2_values(int64_t extent, int64_t lo, int64_t cap, int64_t *out) {
+  int64_t hi = extent < cap ? extent : cap;
+  int n = 0;
+  for (int64_t v = lo; v < hi && n < KG_KNOB_MAX_VALUES - 1; v *= 2) out[n++] = v;
+  out[n++] = hi;
+  return n;
+}
+
+/* Register-tile columns along an axis of the given extent: whole vectors up to 64 lanes; the extent itself when
+ * it is at most 64 (a short axis in one tile), or half a vector when that divides it (no remainder loop). */
+static int vector_col_values(int64_t extent, int64_t *out) {
+  int n = 0;
+  if (extent % (VEC_LANES / 2) == 0 && extent % VEC_LANES) out[n++] = VEC_LANES / 2;
+  for (int64_t v = VEC_LANES; v <= 4 * VEC_LANES && v <= extent; v += VEC_LANES) out[n++] = v;
+  if (extent <= 4 * VEC_LANES && extent % VEC_LANES && extent != VEC_LANES / 2) out[n++] = extent;
+  return n;
+}
+
+/* Cache-tile multipliers (register tiles per cache tile) that keep the tile within extent for a register tile
+ * of at least minreg. */
+static int mult_values(int64_t extent, int64_t minreg, int64_t *out) {
+  int n = 0;
+  for (size_t i = 0; i < sizeof tile_mult_values / sizeof tile_mult_values[0]; i++)
+    if (tile_mult_values[i] == 1 || tile_mult_values[i] * minreg <= extent) out[n++] = tile_mult_values[i];
+  return n;
+}
+
+static void add_knob(kg_sketch *sk, kg_knob_kind kind, const char *stage, const char *what, const int64_t *v, int n) {
+  char name[256];
+  snprintf(name, sizeof name, "%s.%s", stage, what);
+  kg_sketch_add_knob(sk, kind, name, v, n);
+}
+
+static void add_vec_knob(kg_sketch *sk, const kg_sstage *st) {
+  const kg_iter *last = st->roots[st->nax ? st->nax - 1 : 0];
+  int64_t v[8];
+  int n = 0;
+  for (size_t i = 0; i < sizeof vec_values / sizeof vec_values[0]; i++)
+    if (vec_values[i] == 1 || vec_values[i] <= 2 * last->extent) v[n++] = vec_values[i];
+  if (st->nax && st->nrax == 0) add_knob(sk, KG_KNOB_VECTOR, st->name, "vec", v, n);
+}
+
+static void add_heavy_knobs(kg_sketch *sk, const kg_sstage *h, sketch_kind kind) {
+  int nax = h->nax, last = nax - 1;
+  int64_t v[KG_KNOB_MAX_VALUES];
+  if (nax >= 2) {
+    int n = 0;
+    for (int a = 0; a < nax - 1; a++)
+      if (h->roots[a]->extent > 1) v[n++] = a;
+    if (!n) v[n++] = nax - 2;
+    add_knob(sk, KG_KNOB_CHOICE, h->name, "row", v, n);
+    int64_t rowmax = 1;
+    for (int a = 0; a < nax - 1; a++) rowmax = h->roots[a]->extent > rowmax ? h->roots[a]->extent : rowmax;
+    n = mult_values(rowmax, 1, v);
+    add_knob(sk, KG_KNOB_TILE, h->name, "ti", v, n);
+    n = 0;
+    for (size_t i = 0; i < sizeof reg_row_values / sizeof reg_row_values[0]; i++)
+      if (reg_row_values[i] <= rowmax) v[n++] = reg_row_values[i];
+    add_knob(sk, KG_KNOB_TILE, h->name, "ri", v, n);
+    add_knob(sk, KG_KNOB_UNROLL, h->name, "unroll", (const int64_t[]){1, 64}, 2);
+  }
+  int64_t le = h->roots[last]->extent;
+  int n = vector_col_values(le, v);
+  add_knob(sk, KG_KNOB_VECTOR, h->name, "rj", v, n);
+  n = mult_values(le, v[0], v);
+  add_knob(sk, KG_KNOB_TILE, h->name, "tj", v, n);
+  add_knob(sk, KG_KNOB_CHOICE, h->name, "fuse", (const int64_t[]){1, 2, 3}, 3);
+  if (kind == SK_TILE_RK) {
+    n = pow2_values(h->roots[nax]->extent, 8, 1024, v);
+    add_knob(sk, KG_KNOB_TILE, h->name, "kb", v, n);
+    add_knob(sk, KG_KNOB_CHOICE, h->name, "pack", (const int64_t[]){0, 1}, 2);
+  }
+}
+
+static void add_sketch(kg_space *sp, const kg_schedule *s, const char *name, sketch_kind kind) {
+  kg_sketch *sk = kg_space_add_sketch(sp, name, realize, (void *)(intptr_t)kind);
+  if (!sk) return;
+  for (int i = 0; i < s->nstages; i++) {
+    const kg_sstage *x = s->stages[i];
+    stage_class c = classify(x);
+    if (c == CLS_ELEM && !x->is_output && kind != SK_SIMPLE)
+      add_knob(sk, KG_KNOB_CHOICE, x->name, "root", (const int64_t[]){0, 1}, 2);
+    if (c == CLS_HEAVY && (kind == SK_TILE_CW || kind == SK_TILE_RK)) add_heavy_knobs(sk, x, kind);
+    else add_vec_knob(sk, x);
+    if (c == CLS_LIGHT && kind != SK_SIMPLE) {
+      int64_t v[8];
+      int n = 0;
+      for (size_t k = 0; k < sizeof rfactor_values / sizeof rfactor_values[0]; k++)
+        if (rfactor_values[k] == 1 || rfactor_values[k] <= x->roots[x->nax + x->nrax - 1]->extent)
+          v[n++] = rfactor_values[k];
+      add_knob(sk, KG_KNOB_VECTOR, x->name, "rf", v, n);
+    }
+  }
+}
+
+int kg_sketches_cpu(kg_space *sp) {
+  kg_schedule *s = kg_schedule_new(sp->prog);
+  int before = sp->nsketches, heavy = 0, light = 0;
+  for (int i = 0; i < s->nstages; i++) {
+    stage_class c = classify(s->stages[i]);
+    heavy |= c == CLS_HEAVY;
+    light |= c == CLS_LIGHT && !s->stages[i]->is_output;
+  }
+  add_sketch(sp, s, "cpu/simple", SK_SIMPLE);
+  if (heavy) {
+    add_sketch(sp, s, "cpu/tile-cw", SK_TILE_CW);
+    add_sketch(sp, s, "cpu/tile-rk", SK_TILE_RK);
+  }
+  if (light) add_sketch(sp, s, "cpu/rows", SK_ROWS);
+  kg_schedule_free(s);
+  return sp->nsketches - before;
+}

@@ -1,0 +1,541 @@
+/* The tuner: tasks share a trial budget and one cost model; each round picks a task, evolves candidates for it,
+ * measures them, logs every result, retrains the model. See tune.h for the contract.
+ *
+ *   load the log (records of each task's workload and target) -> seen set, training rows, best so far
+ *   measure each task's default schedule (once per log)
+ *   loop: pick a task (round-robin warm-up, then the largest expected gain per trial)
+ *         evolve (search/evolve.c) -> picks not seen before
+ *         measure them (runtime/measure.h), append a record per result, fsync
+ *         retrain the model on every measured row, save it beside the log */
+#include "tune.h"
+#include <assert.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "evolve.h"
+#include "kgen.h"
+#include "../base/clock.h"
+#include "../base/strbuf.h"
+#include "../base/strset.h"
+#include "../base/xalloc.h"
+#include "../tlog/tlog.h"
+
+/* Rows the model learns from: one per measured candidate of a task. */
+typedef struct row {
+  float feat[KG_NFEATURES];
+  double median_s; /* 0: failed */
+} row;
+
+typedef struct task {
+  const kg_tune_task *t;
+  kg_measurer *m;
+  kg_space *sp;
+  kg_tlog_workload wl;
+  kg_tlog_target target;
+  kg_strset seen;       /* trace texts measured (this run or the log) */
+  row *rows;
+  int nrows, caprows;
+  kg_point *pts;        /* points of successful measurements, for seeding evolution */
+  double *pts_s;
+  int npts, cappts;
+  double best_s;        /* 0: none yet */
+  char *best_text;
+  const char *best_sketch;
+  double best_before;   /* best_s before this task's last round */
+  int last_trials;      /* trials in this task's last round */
+  int rounds, trials, loaded, failed, exhausted;
+  double default_s;
+  char *default_text;   /* the default schedule's trace text (empty on C, the naive GPU mapping on CUDA) */
+  char device_name[256], versions[512];
+} task;
+
+/* The measurer describes its device as "NAME (details: cores or SMs, compiler / driver / NVRTC versions)": the
+ * record keeps the name as its device and the details as its versions. */
+static void split_device(const char *desc, char *name, size_t nlen, char *versions, size_t vlen) {
+  const char *open = strstr(desc, " (");
+  size_t n = open ? (size_t)(open - desc) : strlen(desc);
+  snprintf(name, nlen, "%.*s", (int)n, desc);
+  versions[0] = 0;
+  if (open) {
+    size_t len = strlen(open + 2);
+    if (len > 0 && open[2 + len - 1] == ')') len--;
+    snprintf(versions, vlen, "%.*s", (int)len, open + 2);
+  }
+}
+
+static double wall_unix(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int seen_fn(void *ctx, const char *text) { return kg_strset_has(&((task *)ctx)->seen, text); }
+
+static void add_row(task *tk, const float *feat, double median_s) {
+  if (tk->nrows == tk->caprows) {
+    tk->caprows = tk->caprows ? tk->caprows * 2 : 256;
+    tk->rows = kg_xrealloc(tk->rows, sizeof *tk->rows * (size_t)tk->caprows);
+  }
+  row *r = &tk->rows[tk->nrows++];
+  memcpy(r->feat, feat, sizeof r->feat);
+  r->median_s = median_s;
+}
+
+static void add_point(task *tk, const kg_point *pt, double s) {
+  if (tk->npts == tk->cappts) {
+    tk->cappts = tk->cappts ? tk->cappts * 2 : 64;
+    tk->pts = kg_xrealloc(tk->pts, sizeof *tk->pts * (size_t)tk->cappts);
+    tk->pts_s = kg_xrealloc(tk->pts_s, sizeof *tk->pts_s * (size_t)tk->cappts);
+  }
+  tk->pts[tk->npts] = *pt;
+  tk->pts_s[tk->npts++] = s;
+}
+
+static void note_result(task *tk, double median_s, const char *text, const char *sketch) {
+  if (median_s <= 0 || (tk->best_s > 0 && median_s >= tk->best_s)) return;
+  tk->best_s = median_s;
+  free(tk->best_text);
+  size_t len = strlen(text) + 1;
+  tk->best_text = kg_xrealloc(NULL, len);
+  memcpy(tk->best_text, text, len);
+  tk->best_sketch = sketch;
+}
+
+/* The best measured points of tk (at most max), fastest first. */
+static int best_points(const task *tk, kg_point *out, int max) {
+  int n = 0;
+  int *idx = kg_xrealloc(NULL, sizeof(int) * (size_t)(tk->npts + 1));
+  for (int i = 0; i < tk->npts; i++) idx[n++] = i;
+  /* selection of the max fastest; npts is small (trials) so a partial selection sort is enough */
+  int k = n < max ? n : max;
+  for (int i = 0; i < k; i++) {
+    int b = i;
+    for (int j = i + 1; j < n; j++)
+      if (tk->pts_s[idx[j]] < tk->pts_s[idx[b]]) b = j;
+    int t = idx[i];
+    idx[i] = idx[b];
+    idx[b] = t;
+    out[i] = tk->pts[idx[i]];
+  }
+  free(idx);
+  return k;
+}
+
+/* Trains the model on every row of every task: label = the task's best time / the row's time (failed: 0). */
+static int retrain(kg_model *model, task *tasks, int ntasks, char *err, size_t errlen) {
+  int n = 0;
+  for (int i = 0; i < ntasks; i++) n += tasks[i].nrows;
+  if (n == 0) return 0;
+  float *x = kg_xrealloc(NULL, sizeof(float) * KG_NFEATURES * (size_t)n);
+  float *y = kg_xrealloc(NULL, sizeof(float) * (size_t)n);
+  int k = 0;
+  for (int i = 0; i < ntasks; i++) {
+    double best = 0;
+    for (int r = 0; r < tasks[i].nrows; r++) {
+      double t = tasks[i].rows[r].median_s;
+      if (t > 0 && (best == 0 || t < best)) best = t;
+    }
+    for (int r = 0; r < tasks[i].nrows; r++, k++) {
+      memcpy(x + (size_t)KG_NFEATURES * k, tasks[i].rows[r].feat, sizeof(float) * KG_NFEATURES);
+      y[k] = tasks[i].rows[r].median_s > 0 && best > 0 ? (float)(best / tasks[i].rows[r].median_s) : 0.0f;
+    }
+  }
+  int rc = kg_model_train(model, x, y, n, err, errlen);
+  free(x);
+  free(y);
+  return rc;
+}
+
+/* The record of one measurement. */
+static void fill_record(kg_tlog_record *r, const task *tk, const kg_trace *trace, const kg_measure_result *res,
+                        const kg_space *sp, const kg_point *pt) {
+  memset(r, 0, sizeof *r);
+  r->v = KG_TLOG_VERSION;
+  r->workload = tk->wl;
+  r->target = tk->target;
+  r->trace = *trace; /* borrowed: encoding only reads it */
+  r->status = kg_status_names[res->status];
+  r->msg = res->status == KG_STATUS_OK ? "" : res->msg;
+  r->times = res->status == KG_STATUS_OK ? res->times : NULL;
+  r->ntimes = res->status == KG_STATUS_OK ? res->runs : 0;
+  r->compile_s = res->compile_s;
+  r->flops = kg_program_flops(tk->t->prog);
+  r->bytes = kg_program_bytes(tk->t->prog);
+  r->time = wall_unix();
+  r->kgen = KGEN_VERSION;
+  if (pt) {
+    r->sketch = sp->sketches[pt->sketch].name;
+    r->nknobs = pt->nknobs < KG_TLOG_MAX_KNOBS ? pt->nknobs : KG_TLOG_MAX_KNOBS;
+    memcpy(r->knobs, pt->knobs, sizeof(int64_t) * (size_t)r->nknobs);
+  }
+}
+
+static int log_result(kg_tlog_writer *w, const task *tk, const kg_trace *trace, const kg_measure_result *res,
+                      const kg_point *pt, char *err, size_t errlen) {
+  if (!w) return 0;
+  kg_tlog_record r;
+  fill_record(&r, tk, trace, res, tk->sp, pt);
+  return kg_tlog_append(w, &r, err, errlen);
+}
+
+/* Whether a record of the log belongs to task tk (same workload identity, same target and device). */
+static int record_matches(const kg_tlog_record *r, const task *tk) {
+  return !strcmp(r->workload.hash, tk->wl.hash) && !strcmp(r->workload.name, tk->wl.name) &&
+         !strcmp(r->target.kind, tk->target.kind) && !strcmp(r->target.arch, tk->target.arch) &&
+         !strcmp(r->target.device, tk->target.device) && !strcmp(r->target.versions, tk->target.versions);
+}
+
+/* Loads tk's records from the log: seen texts, rows (features recomputed from the traces, in parallel), points
+ * when the record names a sketch of this space, and the best. */
+static void load_records(task *tk, const kg_tlog *log) {
+  int *idx = kg_xrealloc(NULL, sizeof(int) * (size_t)(log->n + 1));
+  int n = 0;
+  for (int i = 0; i < log->n; i++)
+    if (record_matches(&log->recs[i], tk)) idx[n++] = i;
+  float *feat = kg_xrealloc(NULL, sizeof(float) * KG_NFEATURES * (size_t)(n + 1));
+  int *ok = kg_xrealloc(NULL, sizeof(int) * (size_t)(n + 1));
+#pragma omp parallel for schedule(dynamic, 4)
+  for (int k = 0; k < n; k++) {
+    char err[256];
+    kg_schedule *s = kg_schedule_new(tk->t->prog);
+    ok[k] = kg_schedule_apply_trace(s, &log->recs[idx[k]].trace, err, sizeof err) == 0 &&
+            kg_features_extract(s, tk->sp->target, feat + (size_t)KG_NFEATURES * k) == 0;
+    kg_schedule_free(s);
+  }
+  for (int k = 0; k < n; k++) {
+    const kg_tlog_record *r = &log->recs[idx[k]];
+    char *text = kg_trace_to_text(&r->trace);
+    kg_strset_add(&tk->seen, text);
+    double med = kg_tlog_record_ok(r) ? kg_tlog_record_median(r) : 0;
+    if (ok[k]) add_row(tk, feat + (size_t)KG_NFEATURES * k, med);
+    int sk = r->sketch ? kg_space_find_sketch(tk->sp, r->sketch) : -1;
+    const char *skname = sk >= 0 ? tk->sp->sketches[sk].name : NULL;
+    if (sk >= 0 && med > 0) {
+      kg_point pt;
+      memset(&pt, 0, sizeof pt);
+      pt.sketch = sk;
+      pt.nknobs = r->nknobs;
+      memcpy(pt.knobs, r->knobs, sizeof(int64_t) * (size_t)r->nknobs);
+      if (kg_space_point_valid(tk->sp, &pt)) add_point(tk, &pt, med);
+    }
+    note_result(tk, med, text, skname);
+    if (!strcmp(text, tk->default_text) && med > 0) tk->default_s = med;
+    free(text);
+    tk->loaded++;
+  }
+  free(idx);
+  free(feat);
+  free(ok);
+}
+
+static kg_schedule *default_schedule(const task *tk) {
+  kg_schedule *s = kg_schedule_new(tk->t->prog);
+  if (tk->sp->target == KG_TARGET_CUDA) kg_schedule_gpu_default(s, 256);
+  return s;
+}
+
+/* Measures tk's default schedule (the naive GPU mapping on CUDA) unless the log holds it. */
+static int measure_default(task *tk, kg_tlog_writer *w, int *trials, char *err, size_t errlen) {
+  kg_schedule *s = default_schedule(tk);
+  const char *text = tk->default_text;
+  int rc = 0;
+  if (!kg_strset_has(&tk->seen, text)) {
+    kg_candidate c = {&s->trace, NULL};
+    kg_measure_result res;
+    kg_measure_batch(tk->m, &c, 1, &res);
+    rc = log_result(w, tk, &s->trace, &res, NULL, err, errlen);
+    float f[KG_NFEATURES];
+    double med = res.status == KG_STATUS_OK ? res.median_s : 0;
+    if (kg_features_extract(s, tk->sp->target, f) == 0) add_row(tk, f, med);
+    kg_strset_add(&tk->seen, text);
+    note_result(tk, med, text, NULL);
+    tk->default_s = med;
+    tk->trials++;
+    if (res.status != KG_STATUS_OK) tk->failed++;
+    (*trials)++;
+    kg_measure_result_free(&res);
+  }
+  kg_schedule_free(s);
+  return rc;
+}
+
+/* Ansor's task scheduler, for a sum of latencies: after each task's first round, the task with the largest
+ * expected latency drop per trial, mixing the drop seen in its last round (backward) with an optimistic forward
+ * estimate (its latency spread over the trials it has had). */
+static int pick_task(task *tasks, int ntasks) {
+  for (int i = 0; i < ntasks; i++)
+    if (!tasks[i].exhausted && tasks[i].rounds == 0) return i;
+  int best = -1;
+  double best_g = -1;
+  for (int i = 0; i < ntasks; i++) {
+    task *tk = &tasks[i];
+    if (tk->exhausted) continue;
+    double back = tk->last_trials > 0 && tk->best_before > 0 ? (tk->best_before - tk->best_s) / tk->last_trials : 0;
+    double fwd = tk->best_s > 0 ? tk->best_s / (tk->trials > 0 ? tk->trials : 1) : 1;
+    double g = 0.2 * back + 0.8 * fwd;
+    if (g > best_g) best_g = g, best = i;
+  }
+  return best;
+}
+
+static void fmt_time(char *buf, size_t len, double s) {
+  if (s <= 0) snprintf(buf, len, "-");
+  else if (s < 1e-3) snprintf(buf, len, "%.1f us", s * 1e6);
+  else if (s < 1) snprintf(buf, len, "%.3f ms", s * 1e3);
+  else snprintf(buf, len, "%.3f s", s);
+}
+
+/* GFLOP/s for arithmetic-heavy workloads, GB/s for memory-bound ones (fewer than 4 FLOPs per byte). */
+static void fmt_rate(char *buf, size_t len, const kg_program *p, double s) {
+  double flops = kg_program_flops(p), bytes = kg_program_bytes(p);
+  if (s <= 0) snprintf(buf, len, "-");
+  else if (bytes > 0 && flops / bytes < 4) snprintf(buf, len, "%.1f GB/s", bytes / s * 1e-9);
+  else snprintf(buf, len, "%.1f GFLOP/s", flops / s * 1e-9);
+}
+
+static void progress(const kg_tune_opts *o, const task *tk, int done, int total, double acc, double build_s,
+                     double measure_s, double search_s, double elapsed) {
+  if (!o->progress) return;
+  char t[32], r[32], a[16];
+  fmt_time(t, sizeof t, tk->best_s);
+  fmt_rate(r, sizeof r, tk->t->prog, tk->best_s);
+  if (acc >= 0) snprintf(a, sizeof a, "%.2f", acc);
+  else snprintf(a, sizeof a, "-");
+  double left = done > 0 ? elapsed / done * (total - done) : 0;
+  fprintf(o->progress,
+          "%s[%d/%d trials] %s: best %s (%s) | model acc %s | build %.0fs measure %.0fs search %.0fs | "
+          "elapsed %.0fs, ~%.0fs left%s",
+          o->progress_inplace ? "\r\033[K" : "", done, total, tk->t->label, t, r, a, build_s, measure_s, search_s,
+          elapsed, left, o->progress_inplace ? "" : "\n");
+  fflush(o->progress);
+}
+
+static void task_free(task *tk) {
+  kg_measurer_free(tk->m);
+  kg_space_free(tk->sp);
+  kg_strset_free(&tk->seen);
+  free(tk->rows);
+  free(tk->pts);
+  free(tk->pts_s);
+  free(tk->best_text);
+  free(tk->default_text);
+}
+
+static char *model_path(const char *log_path) {
+  size_t len = strlen(log_path) + 8;
+  char *p = kg_xrealloc(NULL, len);
+  snprintf(p, len, "%s.model", log_path);
+  return p;
+}
+
+/* One round for task tk: evolve, measure, log, learn. Returns 0, or -1 with err (the log failed). */
+static int run_round(task *tk, task *tasks, int ntasks, kg_model *model, kg_tlog_writer *w, const kg_tune_opts *o,
+                     int want, uint64_t *rng, kg_tune_report *rep, char *err, size_t errlen) {
+  double t0 = kg_now_s();
+  kg_evolve_opts eo = {o->population, o->generations, o->mutation_prob, o->eps};
+  int nseeds_max = o->population / 4 > 0 ? o->population / 4 : 1;
+  kg_point *seeds = kg_xrealloc(NULL, sizeof *seeds * (size_t)nseeds_max);
+  int nseeds = best_points(tk, seeds, nseeds_max);
+  kg_evolve_pick *picks = kg_xrealloc(NULL, sizeof *picks * (size_t)want);
+  int nrealized = 0, nfailed = 0;
+  int trained = kg_model_trained(model);
+  int n = kg_evolve_round(tk->sp, model, seeds, nseeds, seen_fn, tk, &eo, rng, picks, want, &nrealized, &nfailed);
+  free(seeds);
+  rep->search_s += kg_now_s() - t0;
+  tk->rounds++;
+  if (n == 0) {
+    tk->exhausted = 1;
+    free(picks);
+    return 0;
+  }
+  /* realize again for the traces (realization is deterministic; schedules are not kept through evolution) */
+  kg_schedule **s = kg_xrealloc(NULL, sizeof *s * (size_t)n);
+  kg_candidate *c = kg_xrealloc(NULL, sizeof *c * (size_t)n);
+  kg_measure_result *res = kg_xrealloc(NULL, sizeof *res * (size_t)n);
+  for (int i = 0; i < n; i++) {
+    char e[256];
+    s[i] = kg_space_realize(tk->sp, &picks[i].pt, e, sizeof e);
+    assert(s[i] && "realization is deterministic: a picked point realized before");
+    c[i].trace = &s[i]->trace;
+    c[i].source = NULL;
+  }
+  kg_measure_batch(tk->m, c, n, res);
+  tk->best_before = tk->best_s;
+  tk->last_trials = n;
+  int rc = 0;
+  float *score = kg_xrealloc(NULL, sizeof(float) * (size_t)n), *label = kg_xrealloc(NULL, sizeof(float) * (size_t)n);
+  int nscored = 0;
+  for (int i = 0; i < n && rc == 0; i++) {
+    double med = res[i].status == KG_STATUS_OK ? res[i].median_s : 0;
+    rc = log_result(w, tk, &s[i]->trace, &res[i], &picks[i].pt, err, errlen);
+    add_row(tk, picks[i].features, med);
+    kg_strset_add(&tk->seen, picks[i].trace_text);
+    if (med > 0) add_point(tk, &picks[i].pt, med);
+    note_result(tk, med, picks[i].trace_text, tk->sp->sketches[picks[i].pt.sketch].name);
+    if (res[i].status != KG_STATUS_OK) tk->failed++;
+    if (!picks[i].random) { /* random picks carry no prediction */
+      score[nscored] = picks[i].score;
+      label[nscored++] = med > 0 ? (float)(1.0 / med) : 0.0f;
+    }
+  }
+  tk->trials += n;
+  rep->trials += n;
+  rep->last_accuracy =
+      trained && kg_model_kind_of(model) == KG_MODEL_XGB ? kg_model_pair_accuracy(score, label, nscored) : -1;
+  if (rc == 0 && w) rc = kg_tlog_flush(w, err, errlen);
+  for (int i = 0; i < n; i++) {
+    kg_measure_result_free(&res[i]);
+    kg_schedule_free(s[i]);
+  }
+  free(score);
+  free(label);
+  free(s);
+  free(c);
+  free(res);
+  kg_evolve_picks_free(picks, n);
+  free(picks);
+  if (rc) return rc;
+  double t1 = kg_now_s();
+  if (kg_model_kind_of(model) == KG_MODEL_XGB) {
+    if (retrain(model, tasks, ntasks, err, errlen)) return -1;
+    if (o->log_path && kg_model_trained(model)) {
+      char *mp = model_path(o->log_path);
+      char e[512];
+      /* the model is a cache: a failure to save it costs retraining on resume, not data */
+      if (kg_model_save(model, mp, e, sizeof e) && o->progress) fprintf(o->progress, "kgen: warning: %s\n", e);
+      free(mp);
+    }
+  }
+  rep->search_s += kg_now_s() - t1;
+  return 0;
+}
+
+int kg_tune(const kg_tune_task *tasks_in, int ntasks, const kg_tune_opts *oin, kg_tune_report *rep, char *err,
+            size_t errlen) {
+  memset(rep, 0, sizeof *rep);
+  rep->last_accuracy = -1;
+  kg_tune_opts o = *oin;
+  if (o.trials <= 0) o.trials = 64;
+  if (o.population <= 0) o.population = o.measure.target == KG_TARGET_CUDA ? 2048 : 512;
+  if (o.generations <= 0) o.generations = 4;
+  if (o.per_round <= 0) o.per_round = 64;
+  if (o.eps == 0) o.eps = 0.05;
+  if (o.eps < 0) o.eps = 0;
+  if (o.mutation_prob <= 0) o.mutation_prob = 0.85;
+  double start = kg_now_s();
+  rep->ntasks = ntasks;
+  rep->tasks = kg_xrealloc(NULL, sizeof *rep->tasks * (size_t)(ntasks ? ntasks : 1));
+  memset(rep->tasks, 0, sizeof *rep->tasks * (size_t)(ntasks ? ntasks : 1));
+  for (int i = 0; i < ntasks; i++) kg_trace_init(&rep->tasks[i].best_trace);
+
+  kg_tlog log;
+  kg_tlog_init(&log);
+  kg_tlog_writer *w = NULL;
+  kg_model *model = NULL;
+  task *tasks = kg_xrealloc(NULL, sizeof *tasks * (size_t)(ntasks ? ntasks : 1));
+  memset(tasks, 0, sizeof *tasks * (size_t)(ntasks ? ntasks : 1));
+  int rc = -1, ntasks_made = 0;
+  uint64_t rng = o.seed ^ 0x6b67656e74756e65ull; /* "kgentune" */
+
+  if (o.log_path) {
+    if (kg_tlog_read(&log, o.log_path, NULL, err, errlen)) goto out;
+    rep->log_skipped_parts = log.skipped_parts;
+    rep->log_skipped_bytes = log.skipped_bytes;
+    if (!(w = kg_tlog_open(o.log_path, err, errlen))) goto out;
+  }
+  int model_loaded = 0;
+  if (o.model == KG_MODEL_XGB && o.log_path) {
+    char *mp = model_path(o.log_path), e[256];
+    if (access(mp, R_OK) == 0 && (model = kg_model_load(mp, o.seed, e, sizeof e))) model_loaded = 1;
+    free(mp);
+  }
+  if (!model) model = kg_model_new(o.model, o.seed);
+
+  for (int i = 0; i < ntasks; i++, ntasks_made++) {
+    task *tk = &tasks[i];
+    tk->t = &tasks_in[i];
+    kg_strset_init(&tk->seen);
+    char e[1024];
+    if (!(tk->m = kg_measurer_new(tk->t->prog, &o.measure, e, sizeof e))) {
+      snprintf(err, errlen, "%s: %s", tk->t->label, e);
+      ntasks_made++;
+      goto out;
+    }
+    tk->sp = kg_space_new(tk->t->prog, o.measure.target, kg_measurer_limits(tk->m));
+    kg_tlog_workload_of(tk->t->prog, &tk->wl);
+    tk->target.kind = o.measure.target == KG_TARGET_CUDA ? "cuda" : "c";
+    tk->target.arch = kg_measurer_arch(tk->m);
+    split_device(kg_measurer_device(tk->m), tk->device_name, sizeof tk->device_name, tk->versions,
+                 sizeof tk->versions);
+    tk->target.device = tk->device_name;
+    tk->target.versions = tk->versions;
+    tk->target.runner = kg_runner_names[kg_measurer_runner(tk->m)];
+    kg_schedule *ds = default_schedule(tk);
+    tk->default_text = kg_trace_to_text(&ds->trace);
+    kg_schedule_free(ds);
+    load_records(tk, &log);
+  }
+  if (!model_loaded && o.model == KG_MODEL_XGB && retrain(model, tasks, ntasks, err, errlen)) goto out;
+  int done = 0;
+  for (int i = 0; i < ntasks && !o.skip_default && done < o.trials; i++)
+    if (measure_default(&tasks[i], w, &done, err, errlen)) goto out;
+  if (w && kg_tlog_flush(w, err, errlen)) goto out;
+  rep->trials = done;
+  while (rep->trials < o.trials) {
+    int ti = pick_task(tasks, ntasks);
+    if (ti < 0) break; /* every space ran dry */
+    int want = o.per_round < o.trials - rep->trials ? o.per_round : o.trials - rep->trials;
+    if (run_round(&tasks[ti], tasks, ntasks, model, w, &o, want, &rng, rep, err, errlen)) goto out;
+    rep->rounds++;
+    double b, m;
+    rep->build_s = rep->measure_s = 0;
+    for (int i = 0; i < ntasks; i++) {
+      kg_measurer_phase_times(tasks[i].m, &b, &m);
+      rep->build_s += b;
+      rep->measure_s += m;
+    }
+    progress(&o, &tasks[ti], rep->trials, o.trials, rep->last_accuracy, rep->build_s, rep->measure_s, rep->search_s,
+             kg_now_s() - start);
+  }
+  if (o.progress && o.progress_inplace) fputc('\n', o.progress);
+  rc = 0;
+out:
+  for (int i = 0; i < ntasks_made && i < ntasks; i++) {
+    task *tk = &tasks[i];
+    kg_tune_task_result *tr = &rep->tasks[i];
+    tr->trials = tk->trials;
+    tr->loaded = tk->loaded;
+    tr->failed = tk->failed;
+    tr->default_s = tk->default_s;
+    tr->best_s = tk->best_s;
+    if (tk->best_s > 0) {
+      tr->best_gflops = kg_program_flops(tk->t->prog) / tk->best_s * 1e-9;
+      tr->best_gbps = kg_program_bytes(tk->t->prog) / tk->best_s * 1e-9;
+      char e[64];
+      kg_trace_parse(&tr->best_trace, "best", tk->best_text, strlen(tk->best_text), e, sizeof e);
+      tr->best_sketch = tk->best_sketch; /* points into the space: copied below before it is freed */
+      if (tk->best_sketch) {
+        size_t len = strlen(tk->best_sketch) + 1;
+        char *copy = kg_arena_alloc(&tr->best_trace.arena, len);
+        memcpy(copy, tk->best_sketch, len);
+        tr->best_sketch = copy;
+      }
+    }
+    task_free(tk);
+  }
+  free(tasks);
+  kg_model_free(model);
+  if (w) kg_tlog_close(w);
+  kg_tlog_free(&log);
+  rep->elapsed_s = kg_now_s() - start;
+  return rc;
+}
+
+void kg_tune_report_free(kg_tune_report *rep) {
+  for (int i = 0; i < rep->ntasks; i++) kg_trace_free(&rep->tasks[i].best_trace);
+  free(rep->tasks);
+  memset(rep, 0, sizeof *rep);
+}

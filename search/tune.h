@@ -1,0 +1,72 @@
+/* Tuning: evolutionary search over a program's search space, guided by the cost model, measuring the most
+ * promising candidates with the measurement harness and appending every measurement to the tuning log.
+ *
+ * One round (search/evolve.c), per task: a population of points (default 2048 on the GPU, 512 on the CPU) seeded
+ * from the best measured points and random samples, evolved for a few generations (mutation of tile sizes, unroll
+ * depths, vector widths and compute locations; crossover between points of one sketch), selected by the model's
+ * predicted score; the top candidates not measured before (by trace), plus eps-greedy random picks, are measured.
+ * The model is retrained after each round on every measured record of the target.
+ *
+ * Several tasks share the trial budget and one model (search/tune.c): a round-robin warm-up, then the task whose
+ * latency is expected to drop most per trial gets the next round (Ansor's gradient-based task scheduler).
+ *
+ * Resume: records of the same workload and target already in the log are loaded first; their traces are never
+ * measured again, they train the model, and the best of them seed the population. Records go out one by one as
+ * they are measured and the log is fsynced at the end of each round, so killing a tuner loses at most the round
+ * in flight. The model is saved beside the log (LOG.model) after each round and reloaded when tuning resumes. */
+#ifndef KG_TUNE_H
+#define KG_TUNE_H
+#include <stdint.h>
+#include <stdio.h>
+#include "../runtime/measure.h"
+#include "../costmodel/model.h"
+
+typedef struct kg_tune_task {
+  const kg_program *prog; /* the caller's, outlives the tuning */
+  const char *label;      /* for progress and the summary, e.g. "matmul M=1024 N=1024 K=1024" */
+} kg_tune_task;
+
+typedef struct kg_tune_opts {
+  kg_measure_opts measure; /* target, emulate, arch, timeouts, ... */
+  int trials;              /* new measurements this run, over all tasks (0: 64) */
+  const char *log_path;    /* NULL: no log, no resume */
+  uint64_t seed;           /* same seed, same candidates (given the same log and measurements) */
+  kg_model_kind model;
+  int population;          /* 0: 2048 on CUDA, 512 on C */
+  int generations;         /* 0: 4 */
+  int per_round;           /* measurements per round and task (0: 64) */
+  double eps;              /* share of random picks among the measured (<0: 0; 0: 0.05) */
+  double mutation_prob;    /* 0: 0.85 */
+  int skip_default;        /* do not measure the default schedule (tests) */
+  FILE *progress;          /* NULL: quiet. One line per round: trials, best time and GFLOP/s (GB/s), the model's
+                            * ranking accuracy on the round, build vs measure time, elapsed, remaining */
+  int progress_inplace;    /* rewrite the line in place (a terminal) instead of one line per round */
+} kg_tune_opts;
+
+typedef struct kg_tune_task_result {
+  int trials;              /* measured this run */
+  int loaded;              /* records of this task found in the log */
+  int failed;              /* measured this run with a status other than ok */
+  double default_s;        /* the default schedule's median (0 when not measured) */
+  double best_s;           /* best median, this run or the log (0: none) */
+  double best_gflops, best_gbps;
+  kg_trace best_trace;     /* the best record's trace */
+  const char *best_sketch; /* its sketch (NULL when it came from a log record without one) */
+} kg_tune_task_result;
+
+typedef struct kg_tune_report {
+  int ntasks;
+  kg_tune_task_result *tasks;
+  int trials, rounds;
+  double elapsed_s, build_s, measure_s, search_s;
+  double last_accuracy;    /* the model's pairwise ranking accuracy on the last round's measurements (-1: none) */
+  int log_skipped_parts;   /* corrupt parts skipped while loading the log */
+  size_t log_skipped_bytes;
+} kg_tune_report;
+
+/* Tunes the tasks (all on o->measure.target). 0, or -1 with err (no device, the log cannot be opened or
+ * written, ...). The report is filled in either case as far as tuning got; free it with kg_tune_report_free. */
+int kg_tune(const kg_tune_task *tasks, int ntasks, const kg_tune_opts *o, kg_tune_report *rep, char *err,
+            size_t errlen);
+void kg_tune_report_free(kg_tune_report *rep);
+#endif

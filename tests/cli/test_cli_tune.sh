@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# `kgen tune` and `kgen show`: usage errors, a short run on the C target with its summary, the log read back by
+# show (whole and --best), resuming from the log, a corrupt log, and the best trace written with --best-out
+# running and verifying with `kgen run`.
+set -u
+. "$(dirname "$0")/common.inc"
+
+expect 2 "tune without workload" -- $K tune --target c
+expect 2 "bad trials" -- $K tune matmul -D M=8 -D N=8 -D K=8 --target c --trials x
+expect 2 "bad model" -- $K tune matmul -D M=8 -D N=8 -D K=8 --target c --model forest
+expect 2 "unknown option" -- $K tune matmul --frob
+expect 1 "unbound size" -- $K tune matmul -D M=8 --target c --log "$T/x.kglog"
+has err "not bound" "the checker's message"
+expect 2 "show without log" -- $K show
+expect 1 "show a missing log" -- $K show "$T/none.kglog"
+
+L="$T/mm.kglog"
+expect 0 "short tuning" -- $K tune matmul -D M=64 -D N=48 -D K=40 --target c --trials 20 --per-round 10 \
+  --population 64 --min-repeat-ms 5 --log "$L" --seed 2 --best-out "$T/best.sched"
+has out "matmul M=64 K=40 N=48 on c" "summary header"
+has out "trials: 20 this run" "trial count"
+has out "default schedule: " "default time"
+has out "best: .*GFLOP/s" "best line"
+has out "log: $L" "where the log went"
+has err "\[20/20 trials\]" "progress line"
+[ -s "$L.model" ] || { echo "FAIL: no model beside the log"; fail=1; }
+expect 0 "best trace runs" -- $K run matmul -D M=64 -D N=48 -D K=40 --target c --schedule "$T/best.sched"
+has out "verify: ok" "the best schedule verifies"
+
+expect 0 "show" -- $K show "$L"
+has out "matmul" "workload named"
+has out "M=64" "sizes shown"
+has out "records: 20" "record count"
+expect 0 "show --best" -- $K show "$L" --best
+has out "ms|us" "a time"
+
+expect 0 "resume" -- $K tune matmul -D M=64 -D N=48 -D K=40 --target c --trials 5 --per-round 5 \
+  --population 64 --min-repeat-ms 5 --log "$L" --seed 2 --quiet
+has out "trials: 5 this run \(0 failed\), 20 from the log" "resumed from the log"
+
+# garbage appended: the tuner warns, keeps every intact record and goes on
+head -c 300 /dev/urandom >> "$L"
+expect 0 "resume after garbage" -- $K tune matmul -D M=64 -D N=48 -D K=40 --target c --trials 2 --per-round 2 \
+  --population 64 --min-repeat-ms 5 --log "$L" --quiet
+has err "corrupt part" "warning about the corrupt part"
+has out "25 from the log" "intact records kept"
+expect 0 "show a log with garbage" -- $K show "$L"
+has out "skipped" "show says what it skipped"
+
+# the CUDA target's search space, measured on the emulator (no GPU needed): every candidate verifies
+expect 0 "tuning on the emulator" -- $K tune matmul -D M=33 -D N=20 -D K=17 --emulate --trials 8 --per-round 4 \
+  --population 64 --log "$T/emu.kglog" --quiet
+has out "on emulator" "emulator named"
+has out "trials: 8 this run \(0 failed\)" "every emulated candidate ran correctly"
+expect 0 "show the emulator log" -- $K show "$T/emu.kglog"
+has out "records: 8 \(ok 8\)" "all ok"
+has out "sketch gpu/" "a GPU sketch won"
+if ! $K run matmul -D M=2 -D N=2 -D K=2 --target cuda >/dev/null 2>&1; then
+  expect 3 "tuning on a GPU without one" -- $K tune matmul -D M=8 -D N=8 -D K=8 --target cuda --log "$T/g.kglog"
+fi
+
+exit $fail

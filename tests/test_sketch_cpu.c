@@ -1,0 +1,238 @@
+/* The CPU sketch rules: every library workload (and bench/workloads/conv2d_3x3.te) gets sketches whose random
+ * points realize at a useful rate, realize deterministically, and whose schedules lower, print as C, compile and
+ * verify against the reference; knob values stay within their loops; matmul has a register-tiled sketch. */
+#include <stdio.h>
+#include "testlib.h"
+#include "../base/rng.h"
+#include "../base/strbuf.h"
+#include "../codegen/codegen.h"
+#include "../runtime/pipeline.h"
+#include "../search/space.h"
+
+#define DRAWS 40
+
+static int points_per_sketch(void) {
+  const char *e = getenv("KGEN_RANDOM_SCHEDULES");
+  int n = e ? atoi(e) / 10 : 3;
+  return n < 1 ? 1 : n;
+}
+
+/* Lowers, prints, compiles, runs and verifies s against w's reference. */
+static void check_runs(kg_test_workload *w, const kg_schedule *s, const char *what) {
+  kg_pipeline pl;
+  char err[4096];
+  int built = kg_pipeline_build(s, KG_TARGET_C, &pl, err, sizeof err) == 0;
+  char *t = kg_trace_to_text(&s->trace);
+  CHECKF(built, "%s: build failed: %s\ntrace:\n%s", what, err, t);
+  if (built) {
+    kg_verify_result v = kg_pipeline_verify(&pl, w->p, &w->d, 0);
+    CHECKF(v.ok, "%s: verify failed: %s\ntrace:\n%s", what, v.msg, t);
+  }
+  free(t);
+  kg_pipeline_free(&pl);
+}
+
+static void check_workload(const char *path, int npoints) {
+  kg_test_workload w;
+  if (kg_test_workload_load(&w, path) != 0) return;
+  kg_space *sp = kg_space_new(w.p, KG_TARGET_C, NULL);
+  CHECKF(sp->nsketches >= 1, "%s: no sketch", path);
+  CHECKF(kg_space_find_sketch(sp, "cpu/simple") >= 0, "%s: no cpu/simple sketch", path);
+  uint64_t rng = 12345;
+  for (int si = 0; si < sp->nsketches; si++) {
+    const kg_sketch *sk = &sp->sketches[si];
+    char what[512];
+    snprintf(what, sizeof what, "%s %s", path, sk->name);
+    /* TILE knobs: positive values; every knob has values */
+    for (int k = 0; k < sk->nknobs; k++) {
+      CHECKF(sk->knobs[k].nvalues >= 1, "%s: knob %s has no values", what, sk->knobs[k].name);
+      if (sk->knobs[k].kind == KG_KNOB_TILE || sk->knobs[k].kind == KG_KNOB_VECTOR)
+        for (int v = 0; v < sk->knobs[k].nvalues; v++)
+          CHECKF(sk->knobs[k].values[v] >= 1, "%s: knob %s value %lld", what, sk->knobs[k].name,
+                 (long long)sk->knobs[k].values[v]);
+    }
+    int realized = 0, run = 0;
+    char err[1024];
+    for (int d = 0; d < DRAWS; d++) {
+      kg_point pt;
+      kg_space_sample(sp, si, &rng, &pt);
+      kg_schedule *s = kg_space_realize(sp, &pt, err, sizeof err);
+      CHECKF(s || strcmp(sk->name, "cpu/simple"), "%s: %s", what, err);
+      if (!s) continue;
+      realized++;
+      /* deterministic: the same point gives the same trace */
+      kg_schedule *again = kg_space_realize(sp, &pt, err, sizeof err);
+      CHECKF(again != NULL, "%s: realized once, not twice", what);
+      if (again) {
+        char *a = kg_trace_to_text(&s->trace), *b = kg_trace_to_text(&again->trace);
+        CHECKF(!strcmp(a, b), "%s: same point, different traces:\n%s\nvs\n%s", what, a, b);
+        free(a);
+        free(b);
+        kg_schedule_free(again);
+      }
+      if (run < npoints) {
+        check_runs(&w, s, what);
+        run++;
+      }
+      kg_schedule_free(s);
+    }
+    CHECKF(realized * 10 >= DRAWS * 3, "%s: only %d of %d random points realize", what, realized, DRAWS);
+  }
+  kg_space_free(sp);
+  kg_test_workload_free(&w);
+}
+
+/* Does some realized point of sketch name at the given sizes contain every one of the steps? */
+static int sketch_has(const char *text, const char *sizes, const char *name, const char *const *steps, int nsteps) {
+  kg_program *p = kg_test_load_sizes(text, sizes);
+  if (!p) return 0;
+  kg_space *sp = kg_space_new(p, KG_TARGET_C, NULL);
+  int si = kg_space_find_sketch(sp, name), found = 0;
+  uint64_t rng = 99;
+  char err[512];
+  for (int d = 0; si >= 0 && d < 200 && !found; d++) {
+    kg_point pt;
+    kg_space_sample(sp, si, &rng, &pt);
+    kg_schedule *s = kg_space_realize(sp, &pt, err, sizeof err);
+    if (!s) continue;
+    char *t = kg_trace_to_text(&s->trace);
+    int all = 1;
+    for (int k = 0; k < nsteps; k++) all &= strstr(t, steps[k]) != NULL;
+    found = all;
+    free(t);
+    kg_schedule_free(s);
+  }
+  kg_space_free(sp);
+  kg_program_free(p);
+  return found;
+}
+
+/* The value of knob name in sketch sk (index), or -1. */
+static int knob_index(const kg_sketch *sk, const char *name) {
+  for (int k = 0; k < sk->nknobs; k++)
+    if (!strcmp(sk->knobs[k].name, name)) return k;
+  return -1;
+}
+
+/* Register and cache tiles of heavy stage st in every tiled sketch: register columns are whole or half vectors
+ * within the axis (or the whole axis), register rows within the largest row axis, cache multipliers that keep
+ * the smallest cache tile within its axis; a register tile too large for the vector registers fails to realize. */
+static void check_heavy_knobs(const char *text, const char *sizes, const char *st, int64_t rowmax, int64_t lext) {
+  kg_program *p = kg_test_load_sizes(text, sizes);
+  CHECK(p != NULL);
+  if (!p) return;
+  kg_space *sp = kg_space_new(p, KG_TARGET_C, NULL);
+  char name[64], err[512];
+  int tiled = 0;
+  for (int si = 0; si < sp->nsketches; si++) {
+    const kg_sketch *sk = &sp->sketches[si];
+    snprintf(name, sizeof name, "%s.rj", st);
+    int rj = knob_index(sk, name);
+    snprintf(name, sizeof name, "%s.ri", st);
+    int ri = knob_index(sk, name);
+    snprintf(name, sizeof name, "%s.tj", st);
+    int tj = knob_index(sk, name);
+    if (rj < 0 || ri < 0 || tj < 0) continue;
+    tiled++;
+    const kg_knob *kj = &sk->knobs[rj], *ki = &sk->knobs[ri], *kt = &sk->knobs[tj];
+    for (int v = 0; v < kj->nvalues; v++)
+      CHECKF(kj->values[v] <= lext && (kj->values[v] % 8 == 0 || kj->values[v] == lext), "%s: rj %lld (extent %lld)",
+             sk->name, (long long)kj->values[v], (long long)lext);
+    for (int v = 0; v < ki->nvalues; v++)
+      CHECKF(ki->values[v] <= rowmax, "%s: ri %lld", sk->name, (long long)ki->values[v]);
+    for (int v = 0; v < kt->nvalues; v++)
+      CHECKF(kt->values[v] == 1 || kt->values[v] * kj->values[0] <= lext, "%s: tj %lld", sk->name,
+             (long long)kt->values[v]);
+    /* the largest register tile: 16 rows of 64 columns need 64 accumulator vectors */
+    if (ki->values[ki->nvalues - 1] >= 16 && kj->values[kj->nvalues - 1] >= 64) {
+      kg_point pt;
+      uint64_t rng = 5;
+      kg_space_sample(sp, si, &rng, &pt);
+      pt.knobs[ri] = ki->values[ki->nvalues - 1];
+      pt.knobs[rj] = kj->values[kj->nvalues - 1];
+      kg_schedule *s = kg_space_realize(sp, &pt, err, sizeof err);
+      CHECKF(!s && strstr(err, "spills"), "%s: a 16x64 register tile realized", sk->name);
+      kg_schedule_free(s);
+    }
+  }
+  CHECKF(tiled == 2, "%d tiled sketches", tiled);
+  kg_space_free(sp);
+  kg_program_free(p);
+}
+
+/* The C code of program text at sizes under the given trace (NULL when it does not build). */
+static char *c_source(const char *text, const char *sizes, const char *trace) {
+  kg_program *p = kg_test_load_sizes(text, sizes);
+  if (!p) return NULL;
+  kg_schedule *s = kg_schedule_new(p);
+  kg_trace tr;
+  kg_trace_init(&tr);
+  char err[1024], *src = NULL;
+  kg_arena la;
+  kg_arena_init(&la);
+  kg_lowered *lw = kg_trace_parse(&tr, "test", trace, strlen(trace), err, sizeof err) ||
+                           kg_schedule_apply_trace(s, &tr, err, sizeof err)
+                       ? NULL
+                       : kg_lower(s, KG_TARGET_C, &la, err, sizeof err);
+  if (!lw || kg_codegen_c(lw, "kgen_entry", &src, err, sizeof err)) fprintf(stderr, "c_source: %s\n", err);
+  kg_arena_free(&la);
+  kg_trace_free(&tr);
+  kg_schedule_free(s);
+  kg_program_free(p);
+  return src;
+}
+
+int main(void) {
+  int npoints = points_per_sketch();
+  char *files[KG_TEST_MAX_WORKLOADS];
+  int nlib = 0, n = kg_test_list_workloads(files, KG_TEST_MAX_WORKLOADS, &nlib);
+  for (int i = 0; i < n; i++)
+    if (!strncmp(files[i], "te/lib/", 7)) check_workload(files[i], npoints);
+  check_workload("bench/workloads/conv2d_3x3.te", npoints);
+  kg_test_free_workloads(files, n);
+
+  static const char *const cw[] = {"cache_write C local", "parallel C", "vectorize C.local", "compute_at C.local C"};
+  CHECK(sketch_has(KG_TEST_MATMUL, "M=64 N=64 K=64", "cpu/tile-cw", cw, 4));
+  static const char *const rk[] = {"cache_read B local C", "compute_at B.local C k.o", "unroll C", "vectorize C"};
+  CHECK(sketch_has(KG_TEST_MATMUL, "M=64 N=64 K=64", "cpu/tile-rk", rk, 4));
+  static const char *const rows[] = {"compute_at Y.r0 Y", "parallel Y", "vectorize Y"};
+  CHECK(sketch_has(KG_TEST_SOFTMAX, "N=16 D=64", "cpu/rows", rows, 3));
+  /* the portable inline exp that replaces libmvec's elsewhere: softmax and attention (whose exp is inlined
+   * into a reduction) still verify (the caller's own compiler flags kept) */
+  const char *cf = getenv("KGEN_CFLAGS");
+  char *saved = cf ? strdup(cf) : NULL, flags[1024];
+  snprintf(flags, sizeof flags, "%s -DKG_NO_LIBMVEC", saved ? saved : "");
+  setenv("KGEN_CFLAGS", flags, 1);
+  check_workload("te/lib/softmax.te", npoints);
+  check_workload("te/lib/attention.te", npoints);
+  if (saved) setenv("KGEN_CFLAGS", saved, 1);
+  else unsetenv("KGEN_CFLAGS");
+  free(saved);
+
+  /* light reductions: partial results in vector lanes, computed at the reduction's row */
+  static const char *const rf[] = {"rfactor Y.r0 j2", "compute_at Y.r0.rf Y.r0", "vectorize Y.r0.rf j2.i",
+                                   "rfactor m j"};
+  CHECK(sketch_has(KG_TEST_SOFTMAX, "N=16 D=64", "cpu/rows", rf, 4));
+
+  check_heavy_knobs(KG_TEST_MATMUL, "M=64 N=64 K=64", "C", 64, 64);
+  check_heavy_knobs(KG_TEST_MATMUL, "M=24 N=56 K=8", "C", 24, 56);
+  char *conv = kg_test_read_file("bench/workloads/conv2d_3x3.te", NULL);
+  CHECK(conv != NULL);
+  if (conv) {
+    check_heavy_knobs(conv, "N=1 C=4 H=8 W=24 F=8", "Y", 8, 24);
+    /* the convolution's register tile f x x with every reduction loop inside it, the padding at root */
+    static const char *const cw[] = {"cache_write Y local", "compute_at Y.local Y x.i.o",
+                                     "reorder Y.local n y c r s f x", "vectorize Y.local x", "parallel P"};
+    CHECK(sketch_has(conv, "N=1 C=4 H=8 W=24 F=8", "cpu/tile-cw", cw, 5));
+    /* its accumulator stays in registers across c, r and s, not reloaded around s alone */
+    static const char trace[] = "cache_write Y local\nsplit Y f 8\nsplit Y f.i 4\nsplit Y x 24\nsplit Y x.i 24\n"
+                                "reorder Y n y f.o x.o f.i.o x.i.o f.i.i x.i.i\nfuse Y n y\nparallel Y n*y\n"
+                                "compute_at Y.local Y x.i.o\nreorder Y.local n y c r s f x\nunroll Y.local f\n"
+                                "vectorize Y.local x\n";
+    char *src = c_source(conv, "N=1 C=4 H=8 W=24 F=8", trace);
+    CHECK_STR_CONTAINS(src, "register accumulator of Y_local around loop c */");
+    free(src);
+    free(conv);
+  }
+  TEST_END();
+}

@@ -1,0 +1,126 @@
+/* Tuning-log files: reading a whole log, and appending records (one write(2) each, under flock) so that several
+ * tuners can share one file. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+#include "../base/xalloc.h"
+#include "tlog.h"
+#include "tlog_impl.h"
+
+static int io_error(char *err, size_t errlen, const char *what, const char *path, int e) {
+  if (err && errlen) snprintf(err, errlen, "%s %s: %s", what, path, strerror(e));
+  return -1;
+}
+
+/* flock, retried when a signal interrupts the wait. */
+static int lock(int fd, int op) {
+  int rc;
+  do rc = flock(fd, op);
+  while (rc != 0 && errno == EINTR);
+  return rc;
+}
+
+/* Reads under a shared lock so that a record being appended right now is not seen half-written. */
+int kg_tlog_read(kg_tlog *log, const char *path, int *missing, char *err, size_t errlen) {
+  if (missing) *missing = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      if (missing) *missing = 1;
+      return 0;
+    }
+    return io_error(err, errlen, "cannot open", path, errno);
+  }
+  if (lock(fd, LOCK_SH) != 0) {
+    int e = errno;
+    close(fd);
+    return io_error(err, errlen, "cannot lock", path, e);
+  }
+  char *buf = NULL;
+  size_t len = 0, cap = 0;
+  for (;;) {
+    if (cap - len < 65536) {
+      cap = cap ? 2 * cap : 1 << 20;
+      buf = kg_xrealloc(buf, cap);
+    }
+    ssize_t k = read(fd, buf + len, cap - len);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) {
+      int e = errno;
+      free(buf);
+      close(fd); /* releases the lock */
+      return io_error(err, errlen, "cannot read", path, e);
+    }
+    if (k == 0) break;
+    len += (size_t)k;
+  }
+  close(fd);
+  kg_tlog_decode(log, buf, len);
+  free(buf);
+  return 0;
+}
+
+struct kg_tlog_writer {
+  int fd;
+  char *path;
+};
+
+kg_tlog_writer *kg_tlog_open(const char *path, char *err, size_t errlen) {
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    io_error(err, errlen, "cannot open", path, errno);
+    return NULL;
+  }
+  kg_tlog_writer *w = kg_xrealloc(NULL, sizeof *w);
+  w->fd = fd;
+  w->path = kg_xrealloc(NULL, strlen(path) + 1);
+  strcpy(w->path, path);
+  return w;
+}
+
+/* The record is checked before it goes out, so that nothing a reader would skip is ever written. O_APPEND puts
+ * each write at the end; the lock keeps a record whole when a write is split (only on a full disk and the like,
+ * where the loop writes the rest or reports why it cannot). */
+int kg_tlog_append(kg_tlog_writer *w, const kg_tlog_record *r, char *err, size_t errlen) {
+  size_t len;
+  char *buf = kg_tlog_encode(r, &len);
+  const char *why;
+  if (kg_tlog_check_encoded(buf, len, &why) != 0) {
+    if (err && errlen) snprintf(err, errlen, "record not written to %s: invalid: %s", w->path, why);
+    free(buf);
+    return -1;
+  }
+  if (lock(w->fd, LOCK_EX) != 0) {
+    free(buf);
+    return io_error(err, errlen, "cannot lock", w->path, errno);
+  }
+  int rc = 0;
+  for (size_t done = 0; done < len;) {
+    ssize_t k = write(w->fd, buf + done, len - done);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) {
+      rc = io_error(err, errlen, "cannot write", w->path, k < 0 ? errno : ENOSPC);
+      break;
+    }
+    done += (size_t)k;
+  }
+  lock(w->fd, LOCK_UN);
+  free(buf);
+  return rc;
+}
+
+int kg_tlog_flush(kg_tlog_writer *w, char *err, size_t errlen) {
+  if (fsync(w->fd) != 0) return io_error(err, errlen, "cannot sync", w->path, errno);
+  return 0;
+}
+
+void kg_tlog_close(kg_tlog_writer *w) {
+  if (!w) return;
+  close(w->fd);
+  free(w->path);
+  free(w);
+}

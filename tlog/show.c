@@ -1,0 +1,168 @@
+/* `kgen show`: a log summarised per workload and target. The output depends only on the log's contents (groups in
+ * order of first appearance, ties to the earlier record), so tests can compare it. Records are numbered from 1
+ * in the order the log holds its intact records. */
+#include <stdlib.h>
+#include <string.h>
+#include "../base/strbuf.h"
+#include "../base/xalloc.h"
+#include "../runtime/measure.h"
+#include "tlog.h"
+
+#define SHOW_TOP 5
+
+typedef struct ranked {
+  double median;
+  int rec; /* index in the log */
+} ranked;
+
+static int by_median(const void *x, const void *y) {
+  const ranked *a = x, *b = y;
+  return a->median < b->median ? -1 : a->median > b->median ? 1 : (a->rec > b->rec) - (a->rec < b->rec);
+}
+
+typedef struct group {
+  const kg_tlog_record *key; /* its first record */
+  int n;
+  int by_status[KG_STATUS_COUNT];
+  struct ranked *ok; /* successful records, fastest first once sorted */
+  int nok;
+} group;
+
+static int same_group(const kg_tlog_record *a, const kg_tlog_record *b) {
+  return strcmp(a->workload.name, b->workload.name) == 0 && strcmp(a->workload.hash, b->workload.hash) == 0 &&
+         strcmp(a->target.kind, b->target.kind) == 0 && strcmp(a->target.arch, b->target.arch) == 0 &&
+         strcmp(a->target.device, b->target.device) == 0;
+}
+
+/* Strings from a log may hold anything: control bytes are shown escaped so that one record cannot break the
+ * layout. */
+static void put_text(kg_strbuf *b, const char *s) {
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c < 0x20 || c == 0x7f)
+      kg_strbuf_printf(b, "\\x%02x", c);
+    else
+      kg_strbuf_putc(b, (char)c);
+  }
+}
+
+static void put_seconds(kg_strbuf *b, double s) {
+  if (s >= 1)
+    kg_strbuf_printf(b, "%.3f s", s);
+  else if (s >= 1e-3)
+    kg_strbuf_printf(b, "%.3f ms", s * 1e3);
+  else
+    kg_strbuf_printf(b, "%.3f us", s * 1e6);
+}
+
+/* "12.300 ms (174.2 GFLOP/s, 1.0 GB/s)": the rates only where the workload's counts are known. */
+static void put_timing(kg_strbuf *b, const kg_tlog_record *r, double median) {
+  put_seconds(b, median);
+  if (r->flops > 0 || r->bytes > 0) {
+    kg_strbuf_puts(b, " (");
+    if (r->flops > 0) kg_strbuf_printf(b, "%.1f GFLOP/s", r->flops / median * 1e-9);
+    if (r->bytes > 0) kg_strbuf_printf(b, "%s%.1f GB/s", r->flops > 0 ? ", " : "", r->bytes / median * 1e-9);
+    kg_strbuf_putc(b, ')');
+  }
+}
+
+static void put_header(kg_strbuf *b, const kg_tlog_record *r) {
+  put_text(b, r->workload.name);
+  kg_strbuf_printf(b, " [%s]", r->workload.hash);
+  for (int i = 0; i < r->workload.nsizes; i++) {
+    kg_strbuf_putc(b, ' ');
+    put_text(b, r->workload.size_names[i]);
+    kg_strbuf_printf(b, "=%lld", (long long)r->workload.size_values[i]);
+  }
+  kg_strbuf_printf(b, " on %s ", r->target.kind);
+  put_text(b, r->target.arch);
+  kg_strbuf_puts(b, " (");
+  put_text(b, r->target.device);
+  kg_strbuf_puts(b, ")\n");
+}
+
+static void put_best(kg_strbuf *b, const kg_tlog *log, const group *g) {
+  if (!g->nok) {
+    kg_strbuf_puts(b, "  best: none (no successful measurement)\n");
+    return;
+  }
+  int i = g->ok[0].rec;
+  const kg_tlog_record *r = &log->recs[i];
+  kg_strbuf_puts(b, "  best: ");
+  put_timing(b, r, g->ok[0].median);
+  kg_strbuf_printf(b, " at record %d", i + 1);
+  if (r->sketch) {
+    kg_strbuf_puts(b, ", sketch ");
+    put_text(b, r->sketch);
+  }
+  kg_strbuf_putc(b, '\n');
+  if (r->trace.nsteps == 0) {
+    kg_strbuf_puts(b, "    (default schedule)\n");
+    return;
+  }
+  for (int s = 0; s < r->trace.nsteps; s++) {
+    kg_strbuf_puts(b, "    ");
+    kg_step_to_text(b, &r->trace.steps[s]);
+    kg_strbuf_putc(b, '\n');
+  }
+}
+
+void kg_tlog_show(kg_strbuf *out, const kg_tlog *log, int best_only) {
+  group *g = NULL;
+  int ng = 0;
+  for (int i = 0; i < log->n; i++) {
+    const kg_tlog_record *r = &log->recs[i];
+    int k = 0;
+    while (k < ng && !same_group(g[k].key, r)) k++;
+    if (k == ng) {
+      g = kg_xrealloc(g, sizeof *g * (size_t)(ng + 1));
+      memset(&g[ng++], 0, sizeof *g);
+      g[k].key = r;
+    }
+    g[k].n++;
+    for (int s = 0; s < KG_STATUS_COUNT; s++)
+      if (strcmp(r->status, kg_status_names[s]) == 0) g[k].by_status[s]++;
+    double median = kg_tlog_record_median(r);
+    if (kg_tlog_record_ok(r) && median > 0) {
+      g[k].ok = kg_xrealloc(g[k].ok, sizeof *g[k].ok * (size_t)(g[k].nok + 1));
+      g[k].ok[g[k].nok++] = (ranked){median, i};
+    }
+  }
+  if (log->n == 0) kg_strbuf_puts(out, "no records\n");
+  for (int k = 0; k < ng; k++) {
+    if (k) kg_strbuf_putc(out, '\n');
+    if (g[k].nok > 1) qsort(g[k].ok, (size_t)g[k].nok, sizeof *g[k].ok, by_median);
+    put_header(out, g[k].key);
+    if (!best_only) {
+      kg_strbuf_printf(out, "  records: %d (", g[k].n);
+      const char *sep = "";
+      for (int s = 0; s < KG_STATUS_COUNT; s++)
+        if (g[k].by_status[s]) {
+          kg_strbuf_printf(out, "%s%s %d", sep, kg_status_names[s], g[k].by_status[s]);
+          sep = ", ";
+        }
+      kg_strbuf_puts(out, ")\n");
+    }
+    put_best(out, log, &g[k]);
+    if (!best_only && g[k].nok > 1) {
+      int top = g[k].nok < SHOW_TOP ? g[k].nok : SHOW_TOP;
+      kg_strbuf_printf(out, "  top %d:\n", top);
+      for (int t = 0; t < top; t++) {
+        int i = g[k].ok[t].rec;
+        kg_strbuf_puts(out, "    ");
+        put_timing(out, &log->recs[i], g[k].ok[t].median);
+        kg_strbuf_printf(out, "  record %d", i + 1);
+        if (log->recs[i].sketch) {
+          kg_strbuf_puts(out, ", sketch ");
+          put_text(out, log->recs[i].sketch);
+        }
+        kg_strbuf_putc(out, '\n');
+      }
+    }
+    free(g[k].ok);
+  }
+  if (log->skipped_parts)
+    kg_strbuf_printf(out, "%sskipped %zu bytes in %d corrupt part%s\n", log->n ? "\n" : "", log->skipped_bytes,
+                     log->skipped_parts, log->skipped_parts == 1 ? "" : "s");
+  free(g);
+}

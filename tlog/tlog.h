@@ -1,0 +1,117 @@
+/* Tuning logs: one msgpack map per measured candidate, appended to a file that several tuners may share.
+ *
+ * A record is self-contained (it names the workload, the target, the trace and the result), so a log can be
+ * read by anyone with any msgpack library: the file is a plain sequence of msgpack maps (tuning_logs/README.md
+ * documents the keys). Writing is append-only: each record goes out in one write(2) on an O_APPEND descriptor
+ * under an advisory lock (flock), and nothing written is ever rewritten. kg_tlog_flush fsyncs (the tuner calls it
+ * at the end of each round).
+ *
+ * Reading keeps every intact record: a part that does not decode (a torn write, garbage, a truncated tail) or
+ * that decodes to something that is not a valid record is skipped, the reader resynchronises at the next place
+ * where a record's map can start, and the skipped bytes and parts are counted so the caller can say so.
+ *
+ * Keys of a record map (format version KG_TLOG_VERSION):
+ *   v        int      format version
+ *   workload map      {name: str, hash: str (16 hex digits), sizes: map str -> int}
+ *   target   map      {kind: "c"|"cuda", arch: str, device: str, versions: str, runner: "cpu"|"gpu"|"emulator"}
+ *   trace    array    of steps, each [step name: str, stage: str, names: [str...], ints: [int...]]
+ *   result   map      {status: str, msg: str, times: [float64 seconds...], compile_s: float64,
+ *                      flops: float64, bytes: float64}
+ *   time     float64  unix time of the measurement
+ *   kgen     str      kgen version
+ *   sketch   str      optional: the search-space sketch the candidate came from
+ *   knobs    [int...] optional: its knob values (see search/space.h)
+ * Unknown keys are ignored by the reader (newer writers may add some). */
+#ifndef KG_TLOG_H
+#define KG_TLOG_H
+#include <stddef.h>
+#include <stdint.h>
+#include "../base/arena.h"
+#include "../schedule/sched.h"
+
+#define KG_TLOG_VERSION 1
+#define KG_TLOG_MAX_SIZES 32
+#define KG_TLOG_MAX_KNOBS 64
+
+/* Workload identity: the def's name, a hash of (name, canonical program text, size bindings, dtype), and the
+ * size bindings. */
+typedef struct kg_tlog_workload {
+  const char *name;
+  char hash[17];
+  int nsizes;
+  const char *size_names[KG_TLOG_MAX_SIZES];
+  int64_t size_values[KG_TLOG_MAX_SIZES];
+} kg_tlog_workload;
+
+/* Fills w for program p (strings point into p). */
+void kg_tlog_workload_of(const kg_program *p, kg_tlog_workload *w);
+
+typedef struct kg_tlog_target {
+  const char *kind;     /* "c" or "cuda" */
+  const char *arch;     /* "sm_90", or the CPU's ISA */
+  const char *device;   /* "NVIDIA H200", the CPU's model name, "CUDA emulator" */
+  const char *versions; /* compiler / driver / NVRTC versions, free text */
+  const char *runner;   /* "cpu", "gpu", "emulator" */
+} kg_tlog_target;
+
+typedef struct kg_tlog_record {
+  int v;
+  kg_tlog_workload workload;
+  kg_tlog_target target;
+  kg_trace trace;       /* owned by the record when decoded (kg_tlog_free frees it) */
+  const char *status;   /* one of kg_status_names (runtime/measure.h) */
+  const char *msg;      /* "" when ok */
+  double *times;        /* ntimes seconds, in run order (empty unless status is "ok") */
+  int ntimes;
+  double compile_s;
+  double flops, bytes;  /* of the workload */
+  double time;          /* unix seconds */
+  const char *kgen;     /* version */
+  const char *sketch;   /* NULL when absent */
+  int64_t knobs[KG_TLOG_MAX_KNOBS];
+  int nknobs;
+} kg_tlog_record;
+
+/* The median of r's times (0 when it has none). */
+double kg_tlog_record_median(const kg_tlog_record *r);
+/* Whether r is a successful measurement (status "ok" with at least one time). */
+int kg_tlog_record_ok(const kg_tlog_record *r);
+
+/* Encodes r as one msgpack map. Returns a malloc'd buffer (caller frees) and its length in *len. */
+char *kg_tlog_encode(const kg_tlog_record *r, size_t *len);
+
+/* A log read into memory. Records' strings and traces live in the log's arena. */
+typedef struct kg_tlog {
+  kg_arena arena;
+  kg_tlog_record *recs;
+  int n, cap;
+  size_t skipped_bytes; /* bytes that were not part of an intact record */
+  int skipped_parts;    /* how many separate stretches were skipped */
+} kg_tlog;
+
+void kg_tlog_init(kg_tlog *log);
+void kg_tlog_free(kg_tlog *log);
+/* Decodes every intact record of buf[0..len) and appends them to log (skipping and counting the rest). Never
+ * fails: garbage only adds to the skipped counts. */
+void kg_tlog_decode(kg_tlog *log, const char *buf, size_t len);
+/* Reads the file at path into log. A missing file is an empty log (returns 0, *missing set when missing is not
+ * NULL). -1 with err on an I/O error. */
+int kg_tlog_read(kg_tlog *log, const char *path, int *missing, char *err, size_t errlen);
+
+/* Appending. */
+typedef struct kg_tlog_writer kg_tlog_writer;
+/* Opens (creating it if need be) the log at path for appending. NULL with err. */
+kg_tlog_writer *kg_tlog_open(const char *path, char *err, size_t errlen);
+/* One record in one write(2) under an exclusive flock. If the file's last record was torn (a writer killed
+ * mid-write) the new record still starts a decodable map: the reader resynchronises. 0, or -1 with err. */
+int kg_tlog_append(kg_tlog_writer *w, const kg_tlog_record *r, char *err, size_t errlen);
+/* fsync. 0, or -1 with err. */
+int kg_tlog_flush(kg_tlog_writer *w, char *err, size_t errlen);
+void kg_tlog_close(kg_tlog_writer *w);
+
+/* `kgen show`: per workload (name, hash, sizes) and target (kind, arch, device): how many records, how many of
+ * each status, the best median time with its GFLOP/s and GB/s, and (best_trace) the best record's trace as text.
+ * best_only prints only the best record of each group, with its trace. */
+struct kg_strbuf;
+void kg_tlog_show(struct kg_strbuf *out, const kg_tlog *log, int best_only);
+#endif
