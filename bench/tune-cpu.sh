@@ -5,8 +5,8 @@
 # the best kernel of each tuning run is measured again beside the peers, and bench/tune_report.py writes the table
 # bench/results/tune-cpu-DATE.md (and a PNG of the tuning curves when matplotlib is there).
 #
-# A benchmark, not a test: at 500 trials a workload and model it takes hours on a 2-core machine. Run it on an
-# otherwise idle machine; every program uses both cores.
+# A benchmark, not a test: at 500 trials a workload and model it took 20 minutes on a 2-core machine (2026-12-02),
+# peers included. Run it on an otherwise idle machine; every program uses both cores.
 #
 # usage (from anywhere; it works in the repository root):
 #   bench/tune-cpu.sh

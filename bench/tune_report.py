@@ -271,6 +271,10 @@ def write_report(a):
     out.append('## Tuning runs\n')
     out.append(table(['workload', 'model', 'run', 'records', 'ok', 'errors', 'default schedule', 'best (tuning)',
                       'rate', 'best measured again', 'speedup over default', 'wall time'], rows))
+    short = [f'{LABELS[w]} ({m})' for (w, m), run in sorted(runs.items()) if 0 < len(run['recs']) < a.trials]
+    if short:
+        out.append('\nFewer records than trials: the search space ran dry (`kgen tune` says "search space exhausted" '
+                   'when no schedule it can reach is left unmeasured) for ' + ', '.join(short) + '.\n')
 
     # 2. beside the peers
     peer_names = ['Halide Adams2019', 'Halide Mullapudi2016', 'OpenBLAS']

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli.h"
+#include "../base/clock.h"
 #include "../base/strbuf.h"
 #include "../search/tune.h"
 #include "../tlog/tlog.h"
@@ -28,22 +29,17 @@ typedef struct workload {
   int nb;
 } workload;
 
-static void fmt_time(char *buf, size_t len, double s) {
-  if (s <= 0) snprintf(buf, len, "-");
-  else if (s < 1e-3) snprintf(buf, len, "%.2f us", s * 1e6);
-  else if (s < 1) snprintf(buf, len, "%.3f ms", s * 1e3);
-  else snprintf(buf, len, "%.3f s", s);
-}
-
 static void print_summary(const kg_tune_task *tasks, const kg_tune_report *rep, const char *target,
                           const char *log_path) {
   for (int i = 0; i < rep->ntasks; i++) {
     const kg_tune_task_result *r = &rep->tasks[i];
     char d[32], b[32];
-    fmt_time(d, sizeof d, r->default_s);
-    fmt_time(b, sizeof b, r->best_s);
+    kg_format_seconds(d, sizeof d, r->default_s);
+    kg_format_seconds(b, sizeof b, r->best_s);
     printf("%s on %s:\n", tasks[i].label, target);
     printf("  trials: %d this run (%d failed), %d from the log\n", r->trials, r->failed, r->loaded);
+    if (r->exhausted)
+      printf("  search space exhausted: no schedule left that was not measured (%d in all)\n", r->trials + r->loaded);
     if (r->default_s > 0) printf("  default schedule: %s\n", d);
     if (r->best_s > 0) {
       printf("  best: %s (%.2f GFLOP/s, %.2f GB/s)", b, r->best_gflops, r->best_gbps);

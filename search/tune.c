@@ -281,13 +281,6 @@ static int pick_task(task *tasks, int ntasks) {
   return best;
 }
 
-static void fmt_time(char *buf, size_t len, double s) {
-  if (s <= 0) snprintf(buf, len, "-");
-  else if (s < 1e-3) snprintf(buf, len, "%.1f us", s * 1e6);
-  else if (s < 1) snprintf(buf, len, "%.3f ms", s * 1e3);
-  else snprintf(buf, len, "%.3f s", s);
-}
-
 /* GFLOP/s for arithmetic-heavy workloads, GB/s for memory-bound ones (fewer than 4 FLOPs per byte). */
 static void fmt_rate(char *buf, size_t len, const kg_program *p, double s) {
   double flops = kg_program_flops(p), bytes = kg_program_bytes(p);
@@ -300,7 +293,7 @@ static void progress(const kg_tune_opts *o, const task *tk, int done, int total,
                      double measure_s, double search_s, double elapsed) {
   if (!o->progress) return;
   char t[32], r[32], a[16];
-  fmt_time(t, sizeof t, tk->best_s);
+  kg_format_seconds(t, sizeof t, tk->best_s);
   fmt_rate(r, sizeof r, tk->t->prog, tk->best_s);
   if (acc >= 0) snprintf(a, sizeof a, "%.2f", acc);
   else snprintf(a, sizeof a, "-");
@@ -489,6 +482,7 @@ int kg_tune(const kg_tune_task *tasks_in, int ntasks, const kg_tune_opts *oin, k
     if (ti < 0) break; /* every space ran dry */
     int want = o.per_round < o.trials - rep->trials ? o.per_round : o.trials - rep->trials;
     if (run_round(&tasks[ti], tasks, ntasks, model, w, &o, want, &rng, rep, err, errlen)) goto out;
+    if (tasks[ti].exhausted) continue; /* nothing was measured */
     rep->rounds++;
     double b, m;
     rep->build_s = rep->measure_s = 0;
@@ -511,6 +505,7 @@ out:
     tr->failed = tk->failed;
     tr->default_s = tk->default_s;
     tr->best_s = tk->best_s;
+    tr->exhausted = tk->exhausted;
     if (tk->best_s > 0) {
       tr->best_gflops = kg_program_flops(tk->t->prog) / tk->best_s * 1e-9;
       tr->best_gbps = kg_program_bytes(tk->t->prog) / tk->best_s * 1e-9;

@@ -52,6 +52,8 @@ typedef struct kg_tune_task_result {
   double best_gflops, best_gbps;
   kg_trace best_trace;     /* the best record's trace */
   const char *best_sketch; /* its sketch (NULL when it came from a log record without one) */
+  int exhausted;           /* the search found no schedule left to measure (every distinct one it can reach
+                            * was measured) before the budget ran out */
 } kg_tune_task_result;
 
 typedef struct kg_tune_report {
