@@ -46,11 +46,17 @@ static pid_t spawn_tuner(const char *log, const char *seed, const char *trials) 
   return pid;
 }
 
+/* Reads the log at path into l (initialized here; the caller frees it); a read error fails the test. */
+static void read_log(const char *path, kg_tlog *l) {
+  kg_tlog_init(l);
+  char err[256];
+  int rc = kg_tlog_read(l, path, NULL, err, sizeof err);
+  CHECKF(rc == 0, "%s: %s", path, err);
+}
+
 static int count_records(const char *log, int *skipped_parts) {
   kg_tlog l;
-  kg_tlog_init(&l);
-  char err[256];
-  kg_tlog_read(&l, log, NULL, err, sizeof err);
+  read_log(log, &l);
   int n = l.n;
   if (skipped_parts) *skipped_parts = l.skipped_parts;
   kg_tlog_free(&l);
@@ -60,9 +66,7 @@ static int count_records(const char *log, int *skipped_parts) {
 /* Every trace text of the log's records distinct (nothing measured twice). */
 static int all_distinct(const char *log, int *n) {
   kg_tlog l;
-  kg_tlog_init(&l);
-  char err[256];
-  kg_tlog_read(&l, log, NULL, err, sizeof err);
+  read_log(log, &l);
   kg_strset set;
   kg_strset_init(&set);
   int dup = 0;
@@ -164,8 +168,7 @@ static void test_improves(const char *name, kg_program *p) {
          rep.tasks[0].best_s * 1e3, rep.trials);
   kg_tune_report_free(&rep);
   kg_tlog l;
-  kg_tlog_init(&l);
-  kg_tlog_read(&l, log, NULL, err, sizeof err);
+  read_log(log, &l);
   CHECK(l.n == 33);
   int ok = 0;
   for (int i = 0; i < l.n; i++) ok += !strcmp(l.recs[i].status, "ok");
@@ -191,8 +194,7 @@ static char *first_round(kg_program *p, const char *name, uint64_t seed) {
   CHECKF(kg_tune(&t, 1, &o, &rep, err, sizeof err) == 0, "%s", err);
   kg_tune_report_free(&rep);
   kg_tlog l;
-  kg_tlog_init(&l);
-  kg_tlog_read(&l, log, NULL, err, sizeof err);
+  read_log(log, &l);
   kg_strbuf b;
   kg_strbuf_init(&b);
   for (int i = 0; i < l.n; i++) {
