@@ -2,8 +2,10 @@
 # The one script run on a lent GPU machine (see ../shared/device/README.md): prints the device, runs the GPU
 # tests, then measures naive vs hand-scheduled kernels beside their peers (cuBLAS SGEMM FP32 without TF32, or a
 # device-to-device copy of the same bytes), tunes matmul 4096^3 and softmax 8192^2 for a couple of minutes each
-# (`kgen tune --target cuda`, logs kept under $OUT) and prints a table of ratios. Builds nothing: everything comes from
-# the carried build folder. Writes the full log and the table under $OUT. Ends within about 9 minutes.
+# (`kgen tune --target cuda`, logs kept under $OUT), exports the tuned kernels as CUDA headers and runs them from a
+# plain CUDA program (examples/kernels/check_cuda.cu, the one small nvcc build), and prints a table of ratios.
+# Everything else comes from the carried build folder. Writes the full log and the table under $OUT. Ends within
+# about 9 minutes.
 #
 # usage (from the repository root, LD_LIBRARY_PATH set as the device README says):
 #   OUT=/some/dir bench/device-check.sh [BUILD_DIR]
@@ -68,6 +70,22 @@ kgen_tune() { # name trials args...
 }
 kgen_tune matmul "$TUNE_TRIALS" matmul -D M=4096 -D N=4096 -D K=4096
 kgen_tune softmax "$TUNE_TRIALS" softmax -D N=8192 -D D=8192
+# 4. the tuned logs exported as CUDA headers (cubin for the device's arch, sm_90 on an H200) and used by a plain
+# CUDA program built with nvcc: examples/kernels/check_cuda.cu runs every kernel and checks it on the host
+mkdir -p "$OUT/kernels"
+for name in matmul softmax; do
+  [ -s "$OUT/$name.cuda.kglog" ] && run 60 "$B/kgen" export "$OUT/$name.cuda.kglog" --target cuda \
+    --arch "${KGEN_ARCH:-sm_90}" --workload "$name" --out "$OUT/kernels"
+done
+if [ -s "$OUT/kernels/matmul.h" ] && [ -s "$OUT/kernels/softmax.h" ]; then
+  if run 120 nvcc -O2 -I"$OUT/kernels" examples/kernels/check_cuda.cu -o "$OUT/check_cuda"; then
+    say "\$ $OUT/check_cuda"
+    timeout 120 "$OUT/check_cuda" > "$OUT/check_cuda.txt" 2>&1
+    say "(exit $?)"; cat "$OUT/check_cuda.txt" >> "$LOG"
+  fi
+else
+  say "no exported headers: the CUDA example was not built"
+fi
 PEERS="$OUT/peers.txt"
 : > "$PEERS"
 if [ -x "$B/bench/gpu_peers" ]; then
@@ -103,5 +121,11 @@ header() { # the kind of the schedules compared with the naive one: "hand-schedu
   header tuned
   row "matmul 4096x4096x4096" matmul-naive matmul-tuned "cuBLAS SGEMM FP32" cublas_sgemm
   row "softmax 8192x8192" softmax-naive softmax-tuned "D2D copy" d2d_copy
+  echo
+  echo "The tuned kernels exported (\`kgen export --target cuda\`) and run by examples/kernels/check_cuda.cu (nvcc):"
+  echo
+  echo '```'
+  cat "$OUT/check_cuda.txt" 2>/dev/null || echo "(not run)"
+  echo '```'
 } > "$TABLE"
 cat "$TABLE" | tee -a "$LOG"

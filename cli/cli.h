@@ -19,4 +19,6 @@ kg_program *cli_load_program(const char *file, const char *def, const kg_binding
 
 int cli_tune(int argc, char **argv); /* kgen tune ...: exit status */
 int cli_show(int argc, char **argv); /* kgen show ...: exit status */
+int cli_replay(int argc, char **argv); /* kgen replay ...: exit status */
+int cli_export(int argc, char **argv); /* kgen export ...: exit status */
 #endif

@@ -41,6 +41,10 @@ static void usage(FILE *f) {
           "             [--trials N] [--log FILE] [--seed S] [--model xgb|random] [--emulate] [--arch sm_XX]\n"
           "             [--population N] [--per-round N] [--best-out FILE] [--quiet]\n"
           "  kgen show  LOG [--best]\n"
+          "  kgen replay LOG [FILE.te|NAME [-D NAME=VALUE]...] [--target auto|c|cuda] [--emulate] [--arch sm_XX]\n"
+          "             [--def NAME] [--lib DIR]... [--timeout S] [--min-repeat-ms MS]\n"
+          "  kgen export LOG [FILE.te|NAME]... [--out DIR] [--workload NAME] [--target c|cuda]\n"
+          "             [--arch sm_86,sm_90] [--prefix P] [--lib DIR]...\n"
           "options:\n"
           "  -D NAME=VALUE          bind a size variable (every size variable must be bound)\n"
           "  --def NAME             the def to use in a file with several (default: the first)\n"
@@ -61,6 +65,11 @@ static void usage(FILE *f) {
           "                         (default NAME.TARGET.kglog for the first workload; FILE.model beside it)\n"
           "  --model xgb|random     rank candidates with the XGBoost cost model (default) or not at all\n"
           "  --best-out FILE        write the first workload's best trace to FILE\n"
+          "replay and export (see README, \"Replay and export\"):\n"
+          "  replay rebuilds, verifies and times the best logged schedule of each workload (or of the one named)\n"
+          "  export writes DIR/NAME.h per workload of the log: its best kernels, one per size binding, as a\n"
+          "  self-contained C header (C: OpenMP function; CUDA: cubin per --arch plus PTX, launched via libcuda)\n"
+          "  --lib DIR              also look for a logged workload's program as DIR/NAME.te\n"
           "A bare NAME resolves to the workload library te/lib/NAME.te.\n");
 }
 
@@ -593,6 +602,8 @@ static int resolve_target(options *o) {
 int main(int argc, char **argv) {
   if (argc >= 2 && !strcmp(argv[1], "tune")) return cli_tune(argc, argv);
   if (argc >= 2 && !strcmp(argv[1], "show")) return cli_show(argc, argv);
+  if (argc >= 2 && !strcmp(argv[1], "replay")) return cli_replay(argc, argv);
+  if (argc >= 2 && !strcmp(argv[1], "export")) return cli_export(argc, argv);
   options o;
   int rc = parse_args(argc, argv, &o);
   if (rc) return rc;

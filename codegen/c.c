@@ -1,13 +1,23 @@
-/* The C/OpenMP printer: a lowered function as one self-contained C11 translation unit.
+/* The C/OpenMP printer: a lowered function as C11 (also valid C++ and CUDA host code), in pieces that either
+ * make one translation unit (kg_codegen_c, what the CPU runner builds) or go into an exported header included by
+ * user programs (codegen/header_c.c), several of which may share one translation unit:
  *
- * Output: helpers (floor division/modulo, sigmoid, rsqrt, max/min, the int64 minimum of tightened loop extents),
- * the function
- *   void NAME(const float *restrict in..., float *restrict out...)
- * and a wrapper `void NAME_args(float **args)` that unpacks an argument array (what kg_cpu_call calls).
+ *   prelude    includes and KG_RESTRICT (once per TU), the opening of a region of compiler options and
+ *              silenced diagnostics, and the helpers (once per TU, inside the region so that helpers and kernels
+ *              share options and inline into each other)
+ *   function   per kernel: its workspace statics and their destructor, and
+ *                int NAME(const float *KG_RESTRICT in..., float *KG_RESTRICT out...)
+ *   epilogue   the region's closing
+ *
+ * Nothing printed may change the meaning of the user's code around it: OpenMP pragmas sit under #ifdef _OPENMP
+ * (g++ does not let -Wunknown-pragmas be silenced by a pragma), options and diagnostics are pushed and popped,
+ * and no macro renames a standard function: exp and log are printed as kgen's kg_expf and kg_logf, which the
+ * prelude maps to libm (with its vector variants) or defines.
  *
  * Allocation failures inside generated code never abort: when a global temporary cannot be allocated the
- * function frees what it got and returns early; when a large local region cannot be allocated its loop body is
- * skipped. Either way outputs stay unwritten (poisoned by the verifier), so the failure is seen as a wrong answer
+ * function frees what it got and returns -2 (KG_ERR_OUT_OF_MEMORY of exported headers); when a large local region
+ * cannot be allocated its loop body is skipped and the function returns -2 at its end. Either way outputs stay
+ * unwritten (poisoned by the verifier, which ignores the status), so the failure is seen as a wrong answer
  * instead of a crash.
  *
  * Requires: a kg_lowered for KG_TARGET_C (no bound loops, no shared allocations: rejected with an error). */
@@ -61,6 +71,8 @@ static const kg_cexpr_dialect c_dialect = {
     .floormod = "kg_floormod",
     .min_int = "kg_min64",
     .rsqrt = "kg_rsqrt",
+    .exp = "kg_expf",
+    .log = "kg_logf",
 };
 
 static int racc_load(void *ctx, kg_strbuf *b, const kg_irexpr *e);
@@ -93,6 +105,16 @@ static void put_block_items(cgen *g, const kg_irstmt *s, int ind) {
     put_stmt(g, s, ind);
 }
 
+/* An OpenMP pragma, seen only by compilers that run OpenMP (see the file comment). */
+static void put_omp(kg_strbuf *b, int ind, const char *what) {
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_puts(b, "#ifdef _OPENMP\n");
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_printf(b, "#pragma omp %s\n", what);
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_puts(b, "#endif\n");
+}
+
 /* The loop's pragmas and header up to its opening brace (the caller prints the body and the closing brace).
  * -1 when the loop cannot be printed for the C target. */
 static int put_for_head(cgen *g, const kg_irstmt *s, int ind) {
@@ -115,14 +137,14 @@ static int put_for_head(cgen *g, const kg_irstmt *s, int ind) {
     kg_strbuf_puts(b, ";\n");
   }
   switch (s->loop.kind) {
-    case KG_LOOP_PARALLEL:
-      kg_strbuf_indent(b, ind);
-      kg_strbuf_puts(b, "#pragma omp parallel for\n");
-      break;
+    case KG_LOOP_PARALLEL: put_omp(b, ind, "parallel for"); break;
     case KG_LOOP_VECTORIZED:
-      kg_strbuf_indent(b, ind);
-      if (contains_loop(s->loop.body)) kg_strbuf_puts(b, "/* vectorize: not applied, the body has loops */\n");
-      else kg_strbuf_puts(b, "#pragma omp simd\n");
+      if (contains_loop(s->loop.body)) {
+        kg_strbuf_indent(b, ind);
+        kg_strbuf_puts(b, "/* vectorize: not applied, the body has loops */\n");
+      } else {
+        put_omp(b, ind, "simd");
+      }
       break;
     case KG_LOOP_UNROLLED:
       kg_strbuf_indent(b, ind);
@@ -543,13 +565,18 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
         kg_strbuf_printf(b, "float %s[%lld];\n", buf->name, n);
         put_block_items(g, s->alloc.body, ind + 1);
       } else {
-        /* too large for the stack; on allocation failure the body is skipped (see the file comment) */
+        /* too large for the stack; on allocation failure the body is skipped and the status recorded (see the
+         * file comment), atomically since this may run in several threads of a parallel loop */
         kg_strbuf_printf(b, "{ /* %s: %lld floats, %s, heap */\n", buf->name, n, kg_scope_names[buf->scope]);
         kg_strbuf_indent(b, ind + 1);
-        kg_strbuf_printf(b, "float *restrict %s = (float *)malloc(sizeof(float) * (size_t)%lld);\n", buf->name, n);
+        kg_strbuf_printf(b, "float *KG_RESTRICT %s = (float *)malloc(sizeof(float) * (size_t)%lld);\n", buf->name, n);
         kg_strbuf_indent(b, ind + 1);
         kg_strbuf_printf(b, "if (%s) {\n", buf->name);
         put_block_items(g, s->alloc.body, ind + 2);
+        kg_strbuf_indent(b, ind + 1);
+        kg_strbuf_puts(b, "} else {\n");
+        kg_strbuf_indent(b, ind + 2);
+        kg_strbuf_puts(b, "__atomic_store_n(&kg_status, -2, __ATOMIC_RELAXED);\n");
         kg_strbuf_indent(b, ind + 1);
         kg_strbuf_puts(b, "}\n");
         kg_strbuf_indent(b, ind + 1);
@@ -574,28 +601,66 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
   }
 }
 
+
+/* ---- the pieces of a translation unit (see the file comment) ---- */
+
 static const char prelude[] =
+    "/* kgen's generated C: includes, once per translation unit. */\n"
+    "#ifndef KG_C_INCLUDES\n"
+    "#define KG_C_INCLUDES\n"
     "#include <math.h>\n"
     "#include <stdint.h>\n"
     "#include <stdlib.h>\n"
     "#include <string.h>\n"
+    "#endif\n"
+    "#ifndef KG_RESTRICT\n"
+    "#ifdef __cplusplus\n"
+    "#define KG_RESTRICT __restrict__\n"
+    "#else\n"
+    "#define KG_RESTRICT restrict\n"
+    "#endif\n"
+    "#endif\n"
     "\n"
-    "/* Region buffers are written under guards that the compiler cannot relate to the guards of their reads. */\n"
-    "#if defined(__GNUC__) && !defined(__clang__)\n"
-    "#pragma GCC diagnostic ignored \"-Wmaybe-uninitialized\"\n"
-    "#pragma GCC diagnostic ignored \"-Wuninitialized\"\n"
-    "#endif\n"
-    "/* gcc's default on AVX-512 machines is 256-bit vectors; the register tiles of tuned schedules count on 512. */\n"
-    "#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)\n"
-    "#pragma GCC target(\"prefer-vector-width=512\")\n"
-    "#endif\n"
+    "/* Options and diagnostics for kgen's code only: the epilogue pops them. */\n"
+    "#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)\n"
+    "#pragma GCC push_options\n"
     "/* gcc's partial redundancy elimination, when exp's argument reads a loop-invariant element (x - m[i] in\n"
     " * softmax), leaves the loop in a shape it does not vectorize (a non-empty latch, or kg_expf's selects as\n"
     " * branches). */\n"
-    "#if defined(__GNUC__) && !defined(__clang__)\n"
     "#pragma GCC optimize(\"no-tree-pre\")\n"
+    "/* gcc's default on AVX-512 machines is 256-bit vectors; the register tiles of tuned schedules count on 512. */\n"
+    "#if defined(__AVX512F__)\n"
+    "#pragma GCC target(\"prefer-vector-width=512\")\n"
+    "#endif\n"
+    "#endif\n"
+    "/* Region buffers are written under guards that the compiler cannot relate to the guards of their reads; a\n"
+    " * schedule may leave a variable or a parameter unused. */\n"
+    "#if defined(__GNUC__)\n"
+    "#pragma GCC diagnostic push\n"
+    "#if defined(__clang__)\n"
+    "#pragma clang diagnostic ignored \"-Wunknown-warning-option\"\n"
+    "/* a `simd` loop whose body clang cannot vectorize (a call it has no vector variant of) stays scalar */\n"
+    "#pragma clang diagnostic ignored \"-Wpass-failed\"\n"
+    "#else\n"
+    "#pragma GCC diagnostic ignored \"-Wmaybe-uninitialized\"\n"
+    "#pragma GCC diagnostic ignored \"-Wuninitialized\"\n"
+    "#endif\n"
+    "#pragma GCC diagnostic ignored \"-Wunused-variable\"\n"
+    "#pragma GCC diagnostic ignored \"-Wunused-but-set-variable\"\n"
+    "#pragma GCC diagnostic ignored \"-Wunused-parameter\"\n"
+    "#endif\n"
+    "/* nvcc's front end: 1675 unrecognized GCC pragma (GCC unroll in host code), 177 declared but never\n"
+    " * referenced, 550 set but never used. */\n"
+    "#if defined(__CUDACC__)\n"
+    "#pragma nv_diagnostic push\n"
+    "#pragma nv_diag_suppress 1675\n"
+    "#pragma nv_diag_suppress 177\n"
+    "#pragma nv_diag_suppress 550\n"
     "#endif\n"
     "\n"
+    "/* kgen's helpers, once per translation unit (inside the options above, so that kernels inline them). */\n"
+    "#ifndef KG_C_HELPERS\n"
+    "#define KG_C_HELPERS\n"
     "/* Branch-free for the divisors indices have (positive constants): a branch here, which gcc cannot remove when\n"
     " * it does not know the sign of a (OpenMP's chunk bounds), stops it from unrolling and vectorizing the loops\n"
     " * around. */\n"
@@ -607,14 +672,16 @@ static const char prelude[] =
     "  return b > 0 ? (r < 0 ? r + b : r) : r + b * ((r != 0) & ((r ^ b) < 0));\n"
     "}\n"
     "/* exp must vectorize in every loop, reductions included. glibc's libmvec (which libm.so pulls in) has simd\n"
-    " * variants of expf and logf: declared so, and const (kernels never read errno; without it gcc takes the call\n"
-    " * for a memory clobber in functions that hold local arrays). Elsewhere, or with KG_NO_LIBMVEC, an inline exp\n"
-    " * (Cephes' polynomial, within 1 ulp of libm over the whole float range; NaN, +-inf and subnormal results as\n"
-    " * libm) that is plain arithmetic, about a third slower than libmvec's. */\n"
-    "#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && \\\n"
-    "    !defined(KG_NO_LIBMVEC)\n"
+    " * variants of expf and logf: declared so (in C; C++'s math.h declares them its own way), and const (kernels\n"
+    " * never read errno; without it gcc takes the call for a memory clobber in functions that hold local arrays).\n"
+    " * Elsewhere, or with KG_NO_LIBMVEC, an inline exp (Cephes' polynomial, within 1 ulp of libm over the whole\n"
+    " * float range; NaN, +-inf and subnormal results as libm) that is plain arithmetic, about a third slower than\n"
+    " * libmvec's. Kernels call kg_expf and kg_logf, so no standard name is redefined. */\n"
+    "#if defined(__GNUC__) && !defined(__clang__) && !defined(__cplusplus) && defined(__x86_64__) && \\\n"
+    "    defined(__GLIBC__) && !defined(KG_NO_LIBMVEC)\n"
     "__attribute__((simd(\"notinbranch\"), const)) float expf(float);\n"
     "__attribute__((simd(\"notinbranch\"), const)) float logf(float);\n"
+    "#define kg_expf expf\n"
     "#else\n"
     "static inline float kg_expf(float x) {\n"
     "  float xc = x > -104.0f ? x : -104.0f; /* NaN: -104, restored at the end */\n"
@@ -637,25 +704,51 @@ static const char prelude[] =
     "  y = y * s1 * s2;\n"
     "  return x == x ? y : x;\n"
     "}\n"
-    "#define expf kg_expf\n"
     "#endif\n"
+    "#define kg_logf logf\n"
     "/* Root temporaries persist between calls: a fresh mapping of a large buffer costs a page fault and the zeroing\n"
     " * of every page, which can exceed the work of the pass that writes it (softmax's e: 64 MB, twice as slow). A\n"
-    " * call takes its cached buffer (atomically, so concurrent calls each get their own) and gives it back; the\n"
-    " * library's destructor frees what is cached. */\n"
+    " * call takes its cached buffer (atomically, so concurrent calls each get their own) and gives it back; a\n"
+    " * destructor frees what is cached when the program or library unloads. */\n"
     "static inline float *kg_ws_take(float **slot, size_t n) {\n"
     "  float *p = __atomic_exchange_n(slot, (float *)0, __ATOMIC_ACQUIRE);\n"
     "  return p ? p : (float *)malloc(sizeof(float) * n);\n"
     "}\n"
     "static inline void kg_ws_give(float **slot, float *p) { free(__atomic_exchange_n(slot, p, __ATOMIC_ACQ_REL)); }\n"
-    "static inline float kg_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }\n"
+    "static inline float kg_sigmoid(float x) { return 1.0f / (1.0f + kg_expf(-x)); }\n"
     "static inline float kg_rsqrt(float x) { return 1.0f / sqrtf(x); }\n"
     "static inline float kg_maxf(float a, float b) { return a > b ? a : b; }\n"
     "static inline float kg_minf(float a, float b) { return a < b ? a : b; }\n"
     "static inline int64_t kg_min64(int64_t a, int64_t b) { return a < b ? a : b; }\n"
+    "#endif\n"
     "\n";
 
-int kg_codegen_c(const kg_lowered *f, const char *fn_name, char **out, char *err, size_t errlen) {
+static const char epilogue[] =
+    "/* The end of kgen's options and diagnostics (see the prelude). */\n"
+    "#if defined(__CUDACC__)\n"
+    "#pragma nv_diagnostic pop\n"
+    "#endif\n"
+    "#if defined(__GNUC__)\n"
+    "#pragma GCC diagnostic pop\n"
+    "#endif\n"
+    "#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)\n"
+    "#pragma GCC pop_options\n"
+    "#endif\n";
+
+const char *kg_codegen_c_prelude(void) { return prelude; }
+const char *kg_codegen_c_epilogue(void) { return epilogue; }
+
+/* "int NAME(const float *KG_RESTRICT A, ..., float *KG_RESTRICT C)" */
+static void put_signature(kg_strbuf *b, const kg_lowered *f, const char *fn_name) {
+  kg_strbuf_printf(b, "int %s(", fn_name);
+  for (int i = 0; i < f->nparams; i++)
+    kg_strbuf_printf(b, "%s%sfloat *KG_RESTRICT %s", i ? ", " : "", f->params[i]->is_input ? "const " : "",
+                     f->params[i]->name);
+  if (f->nparams == 0) kg_strbuf_puts(b, "void");
+  kg_strbuf_puts(b, ")");
+}
+
+int kg_codegen_c_function(const kg_lowered *f, const char *fn_name, char **out, char *err, size_t errlen) {
   cgen g;
   memset(&g, 0, sizeof g);
   g.err = err;
@@ -669,53 +762,59 @@ int kg_codegen_c(const kg_lowered *f, const char *fn_name, char **out, char *err
     return -1;
   }
   kg_strbuf *b = &g.b;
-  kg_strbuf_printf(b, "/* generated by kgen: %s */\n", f->name ? f->name : "?");
-  kg_strbuf_puts(b, prelude);
+  kg_strbuf_printf(b, "/* %s: %s */\n", fn_name, f->name ? f->name : "?");
   if (f->ntemps) {
-    for (int i = 0; i < f->ntemps; i++) kg_strbuf_printf(b, "static float *kg_ws_%s;\n", f->temps[i]->name);
-    kg_strbuf_puts(b, "__attribute__((destructor)) static void kg_ws_release(void) {\n");
-    for (int i = 0; i < f->ntemps; i++) kg_strbuf_printf(b, "  free(kg_ws_%s);\n", f->temps[i]->name);
-    kg_strbuf_puts(b, "}\n\n");
+    kg_strbuf_puts(b, "/* the cached workspace of each global temporary (kg_ws_take) */\n");
+    for (int i = 0; i < f->ntemps; i++)
+      kg_strbuf_printf(b, "static float *kg_ws_%s_%s;\n", fn_name, f->temps[i]->name);
+    kg_strbuf_printf(b, "__attribute__((destructor)) static void %s_ws_release(void) {\n", fn_name);
+    for (int i = 0; i < f->ntemps; i++) kg_strbuf_printf(b, "  free(kg_ws_%s_%s);\n", fn_name, f->temps[i]->name);
+    kg_strbuf_puts(b, "}\n");
   }
-  kg_strbuf_printf(b, "void %s(", fn_name);
-  for (int i = 0; i < f->nparams; i++)
-    kg_strbuf_printf(b, "%s%sfloat *restrict %s", i ? ", " : "", f->params[i]->is_input ? "const " : "",
-                     f->params[i]->name);
-  if (f->nparams == 0) kg_strbuf_puts(b, "void");
-  kg_strbuf_puts(b, ");\n");
-  kg_strbuf_printf(b, "void %s_args(float **args);\n\n", fn_name);
-
-  kg_strbuf_printf(b, "void %s(", fn_name);
-  for (int i = 0; i < f->nparams; i++)
-    kg_strbuf_printf(b, "%s%sfloat *restrict %s", i ? ", " : "", f->params[i]->is_input ? "const " : "",
-                     f->params[i]->name);
-  if (f->nparams == 0) kg_strbuf_puts(b, "void");
-  kg_strbuf_puts(b, ") {\n");
+  put_signature(b, f, fn_name);
+  kg_strbuf_puts(b, " {\n  int kg_status = 0; /* -2 once a local region could not be allocated */\n");
   for (int i = 0; i < f->nparams; i++) kg_strbuf_printf(b, "  (void)%s;\n", f->params[i]->name);
   for (int i = 0; i < f->ntemps; i++)
-    kg_strbuf_printf(b, "  float *restrict %s = kg_ws_take(&kg_ws_%s, %lld);\n", f->temps[i]->name, f->temps[i]->name,
-                     (long long)(f->temps[i]->size > 0 ? f->temps[i]->size : 1));
+    kg_strbuf_printf(b, "  float *KG_RESTRICT %s = kg_ws_take(&kg_ws_%s_%s, %lld);\n", f->temps[i]->name, fn_name,
+                     f->temps[i]->name, (long long)(f->temps[i]->size > 0 ? f->temps[i]->size : 1));
   if (f->ntemps) {
     /* allocation failure: give up before computing anything (see the file comment) */
     kg_strbuf_puts(b, "  if (");
     for (int i = 0; i < f->ntemps; i++) kg_strbuf_printf(b, "%s!%s", i ? " || " : "", f->temps[i]->name);
     kg_strbuf_puts(b, ") {\n");
     for (int i = 0; i < f->ntemps; i++)
-      kg_strbuf_printf(b, "    kg_ws_give(&kg_ws_%s, %s);\n", f->temps[i]->name, f->temps[i]->name);
-    kg_strbuf_puts(b, "    return;\n  }\n");
+      kg_strbuf_printf(b, "    kg_ws_give(&kg_ws_%s_%s, %s);\n", fn_name, f->temps[i]->name, f->temps[i]->name);
+    kg_strbuf_puts(b, "    return -2;\n  }\n");
   }
   put_block_items(&g, f->body, 1);
   for (int i = 0; i < f->ntemps; i++)
-    kg_strbuf_printf(b, "  kg_ws_give(&kg_ws_%s, %s);\n", f->temps[i]->name, f->temps[i]->name);
-  kg_strbuf_puts(b, "}\n\n");
-
-  kg_strbuf_printf(b, "void %s_args(float **args) {\n  (void)args;\n  %s(", fn_name, fn_name);
-  for (int i = 0; i < f->nparams; i++) kg_strbuf_printf(b, "%sargs[%d]", i ? ", " : "", i);
-  kg_strbuf_puts(b, ");\n}\n");
+    kg_strbuf_printf(b, "  kg_ws_give(&kg_ws_%s_%s, %s);\n", fn_name, f->temps[i]->name, f->temps[i]->name);
+  kg_strbuf_puts(b, "  return kg_status;\n}\n");
   if (g.failed) {
     kg_strbuf_free(b);
     return -1;
   }
   *out = kg_strbuf_take(b);
+  return 0;
+}
+
+int kg_codegen_c(const kg_lowered *f, const char *fn_name, char **out, char *err, size_t errlen) {
+  char *fn = NULL;
+  if (kg_codegen_c_function(f, fn_name, &fn, err, errlen) != 0) return -1;
+  kg_strbuf b;
+  kg_strbuf_init(&b);
+  kg_strbuf_printf(&b, "/* generated by kgen: %s */\n", f->name ? f->name : "?");
+  kg_strbuf_puts(&b, prelude);
+  put_signature(&b, f, fn_name);
+  kg_strbuf_printf(&b, ";\nvoid %s_args(float **args);\n\n", fn_name);
+  kg_strbuf_puts(&b, fn);
+  free(fn);
+  kg_strbuf_puts(&b, "\n");
+  kg_strbuf_puts(&b, epilogue);
+  /* the runner's entry: the status needs no check there, since a failure leaves the outputs unwritten */
+  kg_strbuf_printf(&b, "\nvoid %s_args(float **args) {\n  (void)args;\n  (void)%s(", fn_name, fn_name);
+  for (int i = 0; i < f->nparams; i++) kg_strbuf_printf(&b, "%sargs[%d]", i ? ", " : "", i);
+  kg_strbuf_puts(&b, ");\n}\n");
+  *out = kg_strbuf_take(&b);
   return 0;
 }

@@ -84,8 +84,8 @@ void kg_cexpr_put_comment(kg_strbuf *b, int ind, const char *text) {
  * the printers do not know. */
 static const char *func_name(const kg_cexpr_dialect *d, kg_func fn) {
   switch (fn) {
-    case KG_FN_EXP: return "expf";
-    case KG_FN_LOG: return "logf";
+    case KG_FN_EXP: return d->exp;
+    case KG_FN_LOG: return d->log;
     case KG_FN_SQRT: return "sqrtf";
     case KG_FN_RSQRT: return d->rsqrt;
     case KG_FN_TANH: return "tanhf";

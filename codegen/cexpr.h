@@ -16,7 +16,8 @@ typedef struct kg_cexpr_dialect {
   const char *true_lit, *false_lit;
   const char *floordiv, *floormod; /* helpers for integer division and modulo rounding towards -infinity */
   const char *min_int;             /* helper for the integer minimum of tightened extents */
-  const char *rsqrt;               /* the reciprocal square root (the other calls are spelled alike) */
+  const char *rsqrt;               /* the reciprocal square root */
+  const char *exp, *log;           /* f32 exp and log (the other calls are spelled alike in both dialects) */
 } kg_cexpr_dialect;
 
 typedef struct kg_cexpr_printer {

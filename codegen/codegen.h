@@ -3,11 +3,28 @@
 #define KG_CODEGEN_H
 #include "../schedule/ir.h"
 
-/* C11 with OpenMP pragmas: a self-contained translation unit defining
- *   void <fn_name>(const float *restrict in0, ..., float *restrict out0, ...)
- * (inputs, then outputs, in the def's order). Global temporaries are malloc'ed inside the function; large local
- * regions are heap-allocated, small ones live on the stack. Returns 0 and fills *out (caller frees), or -1 with
- * the reason in err (e.g. a loop bound to a GPU index). */
+/* C11 with OpenMP pragmas (codegen/c.c), also valid C++ and CUDA host code, in pieces that an exported header
+ * (codegen/header_c.c) puts together and that several headers can share one translation unit with:
+ *
+ * The prelude: includes and the KG_RESTRICT macro (restrict in C, __restrict__ in C++), guarded by
+ * KG_C_INCLUDES; then the opening of a region of compiler options and silenced diagnostics; then the helpers the
+ * functions call (kg_expf, kg_floordiv, ...), guarded by KG_C_HELPERS. It must precede any function. */
+const char *kg_codegen_c_prelude(void);
+/* The region's closing: once after the functions. */
+const char *kg_codegen_c_epilogue(void);
+/* One function (heap text in *out):
+ *   int <fn_name>(const float *KG_RESTRICT in0, ..., float *KG_RESTRICT out0, ...)
+ * (inputs, then outputs, in the def's order), plus, when f has global temporaries, their cached workspaces
+ * `static float *kg_ws_<fn_name>_<temp>` and the destructor `<fn_name>_ws_release` that frees them. Global
+ * temporaries persist between calls (taken and given back atomically, so concurrent calls are safe); large local
+ * regions are heap-allocated, small ones live on the stack. The printed function returns 0, or -2 (an exported
+ * header's KG_ERR_OUT_OF_MEMORY) when a temporary or a local region could not be allocated (outputs are then
+ * partly or wholly unwritten). kg_codegen_c_function returns 0, or -1 with the reason in err (e.g. a loop bound to
+ * a GPU index, fn_name not an identifier). */
+int kg_codegen_c_function(const kg_lowered *f, const char *fn_name, char **out, char *err, size_t errlen);
+/* A self-contained translation unit: the prelude, kg_codegen_c_function's function, the epilogue, and a wrapper
+ *   void <fn_name>_args(float **args)
+ * that passes args[0..nparams) and ignores the status (what kg_cpu_call calls). 0, or -1 as above. */
 int kg_codegen_c(const kg_lowered *f, const char *fn_name, char **out, char *err, size_t errlen);
 
 /* CUDA C: one translation unit holding one kernel per root stage (the items of f->body, in order), each

@@ -33,6 +33,10 @@
  *   search/space.h     the search space: sketches derived by rules (CPU, GPU) and the knobs that annotate them
  *   search/tune.h      kg_tune: evolutionary search guided by the cost model, several workloads sharing a trial
  *                      budget, every measurement logged, resumable from the log
+ *   replay/replay.h    kg_replay: the best logged record of a workload for this target (else the nearest, else the
+ *                      default schedule, with a warning) rebuilt, verified and timed; no search
+ *   replay/export.h    kg_export_header: a workload's best logged kernels (one per size binding; on CUDA a cubin per
+ *                      arch plus PTX) as one self-contained header, printed by codegen/header.h
  *
  * Errors come in four kinds: user input (a kg_diag "FILE:LINE:COL: error:" with the source line and a caret),
  * an illegal schedule step (kg_schedule_apply returns -1 with a message naming the primitive, the stage and the
@@ -61,4 +65,7 @@
 #include "../costmodel/model.h"
 #include "../search/space.h"
 #include "../search/tune.h"
+#include "../codegen/header.h"
+#include "../replay/replay.h"
+#include "../replay/export.h"
 #endif

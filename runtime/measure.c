@@ -95,6 +95,18 @@ void kg_measure_result_free(kg_measure_result *r) {
 kg_runner kg_measurer_runner(const kg_measurer *m) { return m->runner; }
 const char *kg_measurer_device(const kg_measurer *m) { return m->device; }
 const char *kg_measurer_arch(const kg_measurer *m) { return m->arch; }
+
+void kg_device_split(const char *desc, char *name, size_t nlen, char *versions, size_t vlen) {
+  const char *open = strstr(desc, " (");
+  size_t n = open ? (size_t)(open - desc) : strlen(desc);
+  snprintf(name, nlen, "%.*s", (int)n, desc);
+  versions[0] = 0;
+  if (open) {
+    size_t len = strlen(open + 2);
+    if (len > 0 && open[2 + len - 1] == ')') len--;
+    snprintf(versions, vlen, "%.*s", (int)len, open + 2);
+  }
+}
 const kg_gpu_limits *kg_measurer_limits(const kg_measurer *m) {
   return m->runner == KG_RUNNER_CPU ? NULL : &m->limits;
 }

@@ -81,6 +81,9 @@ kg_runner kg_measurer_runner(const kg_measurer *m);
  * "CUDA emulator"), arch ("sm_90", or the CPU's ISA such as "x86-64"), and compiler versions. */
 const char *kg_measurer_device(const kg_measurer *m);
 const char *kg_measurer_arch(const kg_measurer *m);
+/* A device description "NAME (details)" split into the name (what logs record as the device) and the details
+ * (cores or SMs, compiler, driver and NVRTC versions: what logs record as versions). */
+void kg_device_split(const char *desc, char *name, size_t nlen, char *versions, size_t vlen);
 /* CUDA: the limits candidates are checked against (the device's, or the arch's on the emulator); NULL on C. */
 const kg_gpu_limits *kg_measurer_limits(const kg_measurer *m);
 /* Wall seconds kg_measure_batch has spent building (in parallel) and running (in the worker), over all batches. */

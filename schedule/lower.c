@@ -113,7 +113,7 @@ static int cmp_name(const void *k, const void *e) { return strcmp((const char *)
 static int name_taken(const lctx *L, const char *n) {
   for (size_t i = 0; i < sizeof reserved / sizeof *reserved; i++)
     if (!strcmp(reserved[i], n)) return 1;
-  if (!strncmp(n, "kg_", 3) || n[0] == '_') return 1;
+  if (!strncmp(n, "kg_", 3) || !strncmp(n, "KG_", 3) || n[0] == '_') return 1;
   if (kg_nreserved_macros > 0 &&
       bsearch(n, kg_reserved_macros, (size_t)kg_nreserved_macros, sizeof *kg_reserved_macros, cmp_name))
     return 1;

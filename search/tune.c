@@ -52,20 +52,6 @@ typedef struct task {
   char device_name[256], versions[512];
 } task;
 
-/* The measurer describes its device as "NAME (details: cores or SMs, compiler / driver / NVRTC versions)": the
- * record keeps the name as its device and the details as its versions. */
-static void split_device(const char *desc, char *name, size_t nlen, char *versions, size_t vlen) {
-  const char *open = strstr(desc, " (");
-  size_t n = open ? (size_t)(open - desc) : strlen(desc);
-  snprintf(name, nlen, "%.*s", (int)n, desc);
-  versions[0] = 0;
-  if (open) {
-    size_t len = strlen(open + 2);
-    if (len > 0 && open[2 + len - 1] == ')') len--;
-    snprintf(versions, vlen, "%.*s", (int)len, open + 2);
-  }
-}
-
 static double wall_unix(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -461,7 +447,7 @@ int kg_tune(const kg_tune_task *tasks_in, int ntasks, const kg_tune_opts *oin, k
     kg_tlog_workload_of(tk->t->prog, &tk->wl);
     tk->target.kind = o.measure.target == KG_TARGET_CUDA ? "cuda" : "c";
     tk->target.arch = kg_measurer_arch(tk->m);
-    split_device(kg_measurer_device(tk->m), tk->device_name, sizeof tk->device_name, tk->versions,
+    kg_device_split(kg_measurer_device(tk->m), tk->device_name, sizeof tk->device_name, tk->versions,
                  sizeof tk->versions);
     tk->target.device = tk->device_name;
     tk->target.versions = tk->versions;

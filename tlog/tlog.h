@@ -109,6 +109,35 @@ int kg_tlog_append(kg_tlog_writer *w, const kg_tlog_record *r, char *err, size_t
 int kg_tlog_flush(kg_tlog_writer *w, char *err, size_t errlen);
 void kg_tlog_close(kg_tlog_writer *w);
 
+/* Choosing records (tlog/select.c), for replay and export. */
+typedef struct kg_tlog_want {
+  const kg_tlog_workload *wl; /* the workload (required): its name and hash identify it, its sizes are named in
+                               * messages */
+  const char *kind;        /* "c" or "cuda" (required) */
+  const char *arch;        /* NULL: any */
+  const char *device;      /* NULL: any */
+} kg_tlog_want;
+
+typedef enum { KG_TLOG_PICK_EXACT, KG_TLOG_PICK_NEAREST, KG_TLOG_PICK_NONE } kg_tlog_pick_kind;
+
+typedef struct kg_tlog_pick {
+  kg_tlog_pick_kind kind;
+  int index;         /* into log->recs; -1 with NONE */
+  double median_s;   /* the record's median time */
+  char differs[512]; /* NEAREST: what differs from the wanted target, e.g. "arch sm_86 (wanted sm_90)";
+                      * NONE: why, e.g. "no successful record of matmul M=8 K=8 N=8 for the cuda target" */
+} kg_tlog_pick;
+
+/* The best successful record (lowest median, ties to the earlier record) of the workload w names, on the wanted
+ * target: among the records matching kind, and arch and device where w gives them (EXACT); else the nearest among
+ * the workload's records of the same kind, preferring the same arch, then the same device, then the lowest median
+ * (NEAREST); else NONE. A record of another kind never matches: a CPU trace does not schedule a GPU. */
+void kg_tlog_pick_best(const kg_tlog *log, const kg_tlog_want *w, kg_tlog_pick *out);
+
+/* The distinct workloads (name and hash) of log's records, in order of first appearance: returns how many and
+ * sets *first (heap, caller frees) to the index of each one's first record. */
+int kg_tlog_workloads(const kg_tlog *log, int **first);
+
 /* `kgen show`: per workload (name, hash, sizes) and target (kind, arch, device): how many records, how many of
  * each status, the best median time with its GFLOP/s and GB/s, and (best_trace) the best record's trace as text.
  * best_only prints only the best record of each group, with its trace. */

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # valgrind over the CLI: parse/check, lowering of random schedules, a run (generated code compiled for a
-# baseline x86-64 since valgrind does not decode AVX-512) and `show` on a tuning log. Definite leaks and memory
+# baseline x86-64 since valgrind does not decode AVX-512), `show` and `export` on tuning logs. Definite leaks and memory
 # errors fail; libgomp's thread pool is "possibly lost" by design. Skipped for sanitizer builds (valgrind and
 # ASan do not mix).
 set -u
@@ -25,5 +25,8 @@ VL=$(mktemp -d)
 $K tune --target c matmul -D M=24 -D N=20 -D K=16 --trials 6 --per-round 3 --population 16 --min-repeat-ms 1 \
   --log "$VL/v.kglog" --quiet >/dev/null 2>&1 || { echo "FAIL: tune for the valgrind log"; fail=1; }
 vg $K show "$VL/v.kglog" || { echo "FAIL: valgrind show"; fail=1; }
+# export (in process: record choice, trace replay, lowering, printing) of that log and of a committed one
+vg $K export "$VL/v.kglog" --out "$VL" || { echo "FAIL: valgrind export"; fail=1; }
+vg $K export tuning_logs/softmax.c.kglog --out "$VL" || { echo "FAIL: valgrind export of a committed log"; fail=1; }
 rm -rf "$VL"
 exit $fail

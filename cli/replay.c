@@ -1,0 +1,479 @@
+/* `kgen replay` and `kgen export`: argument parsing, finding each logged workload's program, and printing, around
+ * replay/replay.h and replay/export.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "cli.h"
+#include "../base/clock.h"
+#include "../base/strbuf.h"
+#include "../replay/export.h"
+#include "../replay/replay.h"
+
+#define MAX_FILES 64
+
+#define REPLAY_USAGE                                                                                      \
+  "usage: kgen replay LOG [FILE.te|NAME [-D NAME=VALUE]...] [--target auto|c|cuda] [--emulate]\n"          \
+  "                   [--arch sm_XX] [--def NAME] [--lib DIR]... [--timeout S] [--min-repeat-ms MS]\n"
+#define EXPORT_USAGE                                                                                      \
+  "usage: kgen export LOG [FILE.te|NAME]... [--out DIR] [--workload NAME] [--target c|cuda]\n"            \
+  "                   [--arch sm_86,sm_90] [--prefix P] [--lib DIR]...\n"
+
+/* A usage error of command cmd: the message, the command's usage, exit status 2. */
+static int cmd_usage(const char *cmd, const char *usage, const char *fmt, const char *arg) {
+  fprintf(stderr, "kgen %s: ", cmd);
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n%s", usage);
+  return 2;
+}
+#define replay_usage(fmt, arg) cmd_usage("replay", REPLAY_USAGE, fmt, arg)
+#define export_usage(fmt, arg) cmd_usage("export", EXPORT_USAGE, fmt, arg)
+
+/* Where the programs of a log's workloads are looked for: files named on the command line (a def of the
+ * workload's name in one of them), then NAME.te in each --lib folder, then the workload library. */
+typedef struct finder {
+  const char *files[MAX_FILES];
+  int nfiles;
+  const char *libs[MAX_FILES];
+  int nlibs;
+} finder;
+
+/* p loaded from path as def `name` with sizes b; NULL (and *why set) when it cannot be. */
+static kg_program *load_def(const char *path, const char *name, const kg_binding *b, int nb, char *why,
+                            size_t whylen) {
+  size_t len;
+  char *text = cli_read_file(path, &len);
+  if (!text) {
+    snprintf(why, whylen, "%s: %s", path, strerror(errno));
+    return NULL;
+  }
+  kg_arena da;
+  kg_arena_init(&da);
+  kg_diag diag = {0};
+  kg_program *p = kg_program_load(path, text, len, name, b, nb, &diag, &da);
+  if (!p) {
+    /* the first line of the diagnostic is enough to say why */
+    const char *m = diag.msg ? diag.msg : "cannot load";
+    const char *nl = strchr(m, '\n');
+    snprintf(why, whylen, "%.*s", (int)(nl ? nl - m : (long)strlen(m)), m);
+  }
+  kg_arena_free(&da);
+  free(text);
+  return p;
+}
+
+/* The program of record r's workload: the first candidate whose program, checked with r's sizes, has r's hash.
+ * NULL with why (what was tried) when none does. */
+static kg_program *find_program(const finder *fd, const kg_tlog_record *r, char *why, size_t whylen) {
+  kg_binding b[KG_TLOG_MAX_SIZES];
+  for (int k = 0; k < r->workload.nsizes; k++) b[k] = (kg_binding){r->workload.size_names[k], r->workload.size_values[k]};
+  kg_strbuf tried;
+  kg_strbuf_init(&tried);
+  int ncand = fd->nfiles + fd->nlibs + 1;
+  kg_program *found = NULL;
+  for (int c = 0; c < ncand && !found; c++) {
+    char *path;
+    if (c < fd->nfiles) {
+      path = strdup(fd->files[c]);
+    } else if (c < fd->nfiles + fd->nlibs) {
+      kg_strbuf pb;
+      kg_strbuf_init(&pb);
+      kg_strbuf_printf(&pb, "%s/%s.te", fd->libs[c - fd->nfiles], r->workload.name);
+      path = kg_strbuf_take(&pb);
+      struct stat st;
+      if (stat(path, &st) != 0) {
+        free(path);
+        continue;
+      }
+    } else {
+      path = cli_resolve_program(r->workload.name);
+    }
+    char w[512];
+    kg_program *p = load_def(path, r->workload.name, b, r->workload.nsizes, w, sizeof w);
+    if (p) {
+      kg_tlog_workload wl;
+      kg_tlog_workload_of(p, &wl);
+      if (!strcmp(wl.hash, r->workload.hash)) {
+        found = p;
+      } else {
+        snprintf(w, sizeof w, "%s: def %s has hash %s, not %s (the program changed since the log was written)", path,
+                 r->workload.name, wl.hash, r->workload.hash);
+        kg_program_free(p);
+      }
+    }
+    if (!found) kg_strbuf_printf(&tried, "%s%s", tried.len ? "; " : "", w);
+    free(path);
+  }
+  snprintf(why, whylen, "%s", tried.len ? tried.s : "no program to try");
+  kg_strbuf_free(&tried);
+  return found;
+}
+
+static int read_log(const char *path, kg_tlog *log, const char *cmd) {
+  char err[512];
+  int missing = 0;
+  kg_tlog_init(log);
+  if (kg_tlog_read(log, path, &missing, err, sizeof err) != 0) {
+    fprintf(stderr, "kgen %s: %s\n", cmd, err);
+    return -1;
+  }
+  if (missing) {
+    fprintf(stderr, "kgen %s: %s: no such log\n", cmd, path);
+    return -1;
+  }
+  if (log->skipped_parts)
+    fprintf(stderr, "kgen %s: warning: %s: skipped %d corrupt part%s (%zu bytes)\n", cmd, path, log->skipped_parts,
+            log->skipped_parts == 1 ? "" : "s", log->skipped_bytes);
+  return 0;
+}
+
+/* ---- replay ---- */
+
+/* The name of the first def in the file at path (heap), or NULL. */
+static char *first_def_name(const char *path) {
+  size_t len;
+  char *text = cli_read_file(path, &len);
+  if (!text) return NULL;
+  kg_arena a;
+  kg_arena_init(&a);
+  kg_diag diag = {0};
+  kg_source src = {.name = path, .text = text, .len = len};
+  kg_module *mod = kg_parse_module(&a, &src, &diag);
+  char *name = mod && mod->ndefs > 0 ? strdup(mod->defs[0]->name) : NULL;
+  kg_arena_free(&a);
+  free(text);
+  return name;
+}
+
+static int replay_one(const kg_program *p, const kg_tlog *log, const char *log_path, const kg_measure_opts *mo) {
+  char err[1024];
+  kg_replay_result r;
+  if (kg_replay(p, log, mo, &r, err, sizeof err) != 0) {
+    fprintf(stderr, "kgen replay: %s\n", err);
+    return 3;
+  }
+  kg_tlog_workload wl;
+  kg_tlog_workload_of(p, &wl);
+  printf("%s", wl.name);
+  for (int k = 0; k < wl.nsizes; k++) printf(" %s=%lld", wl.size_names[k], (long long)wl.size_values[k]);
+  printf(" on %s %s (%s):\n", mo->target == KG_TARGET_CUDA ? "cuda" : "c", r.arch, r.device);
+  if (r.warning[0]) fprintf(stderr, "kgen replay: warning: %s\n", r.warning);
+  if (r.rec) {
+    printf("  record %d of %s, measured on %s (%s)%s%s\n", r.pick.index + 1, log_path, r.rec->target.device,
+           r.rec->target.arch, r.rec->sketch ? ", sketch " : "", r.rec->sketch ? r.rec->sketch : "");
+    char *text = kg_trace_to_text(&r.rec->trace);
+    printf("  trace (%d steps):\n", r.rec->trace.nsteps);
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) printf("    %s\n", line);
+    free(text);
+  } else {
+    printf("  the default schedule (no record)\n");
+  }
+  int rc = 0;
+  if (r.meas.status != KG_STATUS_OK) {
+    printf("  %s: %s\n", kg_status_names[r.meas.status], r.meas.msg);
+    rc = 1;
+  } else {
+    printf("  verify: ok max_rel_err=%.3g\n", r.meas.max_rel_err);
+    char now[32], logged[32];
+    kg_format_seconds(now, sizeof now, r.meas.median_s);
+    if (!mo->no_timing) {
+      printf("  time: %s now", now);
+      if (r.rec) {
+        kg_format_seconds(logged, sizeof logged, r.pick.median_s);
+        printf(", %s logged (now/logged %.2f)", logged, r.meas.median_s / r.pick.median_s);
+      }
+      printf(", compile %.2f s\n", r.meas.compile_s);
+    }
+  }
+  kg_replay_result_free(&r);
+  return rc;
+}
+
+int cli_replay(int argc, char **argv) {
+  const char *log_path = NULL, *file = NULL, *def = NULL;
+  kg_binding b[MAX_BINDINGS];
+  int nb = 0, target_auto = 1;
+  finder fd = {0};
+  kg_measure_opts mo = {.target = KG_TARGET_C, .seed = 1};
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_VAL()                                                 \
+  do {                                                             \
+    if (!val) return replay_usage("option %s needs a value", a);   \
+    i++;                                                           \
+  } while (0)
+    if (!strncmp(a, "-D", 2)) {
+      const char *s = a[2] ? a + 2 : val;
+      if (!a[2]) NEED_VAL();
+      if (nb >= MAX_BINDINGS || cli_parse_binding(s, &b[nb])) return replay_usage("bad size binding '%s'", s);
+      nb++;
+    } else if (!strcmp(a, "--target")) {
+      NEED_VAL();
+      if (!strcmp(val, "auto")) {
+        target_auto = 1;
+      } else if (!strcmp(val, "c") || !strcmp(val, "cuda")) {
+        target_auto = 0;
+        mo.target = !strcmp(val, "c") ? KG_TARGET_C : KG_TARGET_CUDA;
+      } else {
+        return replay_usage("unknown target '%s'", val);
+      }
+    } else if (!strcmp(a, "--emulate")) {
+      mo.emulate = 1;
+      mo.target = KG_TARGET_CUDA;
+      target_auto = 0;
+    } else if (!strcmp(a, "--arch")) {
+      NEED_VAL();
+      mo.arch = val;
+    } else if (!strcmp(a, "--def")) {
+      NEED_VAL();
+      def = val;
+    } else if (!strcmp(a, "--lib")) {
+      NEED_VAL();
+      if (fd.nlibs >= MAX_FILES) return replay_usage("too many %s", a);
+      fd.libs[fd.nlibs++] = val;
+    } else if (!strcmp(a, "--timeout") || !strcmp(a, "--min-repeat-ms")) {
+      NEED_VAL();
+      char *end;
+      double v = strtod(val, &end);
+      if (*end || !(v > 0)) return replay_usage("bad value '%s'", val);
+      if (a[2] == 't') mo.timeout_s = v;
+      else mo.min_repeat_s = v / 1e3;
+    } else if (a[0] == '-') {
+      return replay_usage("unknown option '%s'", a);
+    } else if (!log_path) {
+      log_path = a;
+    } else if (!file) {
+      file = a;
+    } else {
+      return replay_usage("unexpected argument '%s'", a);
+    }
+#undef NEED_VAL
+  }
+  if (!log_path) return replay_usage("%s", "missing LOG");
+  if (mo.arch && mo.target != KG_TARGET_CUDA && !target_auto) return replay_usage("%s", "--arch needs --target cuda");
+  if (target_auto) {
+    char why[256];
+    mo.target = kg_cuda_probe(why, sizeof why) ? KG_TARGET_CUDA : KG_TARGET_C;
+  }
+  kg_tlog log;
+  if (read_log(log_path, &log, "replay") != 0) return 1;
+  int rc = 0;
+  if (file && nb > 0) {
+    /* one program, as named */
+    kg_program *p = cli_load_program(file, def, b, nb);
+    if (!p) {
+      kg_tlog_free(&log);
+      return 1;
+    }
+    rc = replay_one(p, &log, log_path, &mo);
+    kg_program_free(p);
+  } else {
+    /* every binding of the log (of the named workload) */
+    char *only = NULL, *resolved = NULL;
+    if (file) {
+      resolved = cli_resolve_program(file);
+      only = def ? strdup(def) : first_def_name(resolved);
+      if (!only) {
+        fprintf(stderr, "kgen replay: cannot read a def from '%s'\n", resolved);
+        free(resolved);
+        kg_tlog_free(&log);
+        return 1;
+      }
+      fd.files[fd.nfiles++] = resolved;
+    }
+    int *first, nw = kg_tlog_workloads(&log, &first), done = 0;
+    for (int w = 0; w < nw; w++) {
+      const kg_tlog_record *r = &log.recs[first[w]];
+      if (only && strcmp(r->workload.name, only)) continue;
+      char why[2048];
+      kg_program *p = find_program(&fd, r, why, sizeof why);
+      if (!p) {
+        fprintf(stderr, "kgen replay: warning: %s [%s]: skipped, no program: %s\n", r->workload.name,
+                r->workload.hash, why);
+        rc = rc ? rc : 1;
+        continue;
+      }
+      int one = replay_one(p, &log, log_path, &mo);
+      if (one > rc) rc = one;
+      done++;
+      kg_program_free(p);
+    }
+    if (only && !done) {
+      fprintf(stderr, "kgen replay: warning: %s holds no record of %s; bind its sizes with -D to replay its default "
+                      "schedule\n", log_path, only);
+      rc = 1;
+    }
+    free(first);
+    free(only);
+    free(resolved);
+  }
+  kg_tlog_free(&log);
+  return rc;
+}
+
+/* ---- export ---- */
+
+/* DIR/NAME.h written whole, then renamed over the old one: a reader never sees half a header. */
+static int write_header(const char *dir, const char *name, const char *text) {
+  char path[4096], tmp[4200];
+  snprintf(path, sizeof path, "%s/%s.h", dir, name);
+  snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "w");
+  if (!f) {
+    fprintf(stderr, "kgen export: cannot write '%s': %s\n", tmp, strerror(errno));
+    return -1;
+  }
+  size_t len = strlen(text);
+  int bad = fwrite(text, 1, len, f) != len;
+  bad |= fclose(f) != 0;
+  if (bad || rename(tmp, path) != 0) {
+    fprintf(stderr, "kgen export: cannot write '%s': %s\n", path, strerror(errno));
+    unlink(tmp);
+    return -1;
+  }
+  printf("%s\n", path);
+  return 0;
+}
+
+int cli_export(int argc, char **argv) {
+  const char *log_path = NULL, *out_dir = ".", *only = NULL;
+  kg_export_opts o = {.target = KG_TARGET_C};
+  int target_given = 0;
+  finder fd = {0};
+  char arch_list[1024]; /* --arch's list, split in place: o.archs point into it */
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_VAL()                                                 \
+  do {                                                             \
+    if (!val) return export_usage("option %s needs a value", a);   \
+    i++;                                                           \
+  } while (0)
+    if (!strcmp(a, "--out")) {
+      NEED_VAL();
+      out_dir = val;
+    } else if (!strcmp(a, "--workload")) {
+      NEED_VAL();
+      only = val;
+    } else if (!strcmp(a, "--target")) {
+      NEED_VAL();
+      if (strcmp(val, "c") && strcmp(val, "cuda")) return export_usage("unknown target '%s' (c or cuda)", val);
+      o.target = !strcmp(val, "c") ? KG_TARGET_C : KG_TARGET_CUDA;
+      target_given = 1;
+    } else if (!strcmp(a, "--arch")) {
+      NEED_VAL();
+      if (strlen(val) >= sizeof arch_list) return export_usage("arch list too long: '%s'", val);
+      snprintf(arch_list, sizeof arch_list, "%s", val);
+      o.narchs = 0;
+      for (char *s = strtok(arch_list, ","); s; s = strtok(NULL, ",")) {
+        kg_gpu_limits l;
+        if (kg_gpu_limits_for_arch(s, &l) != 0) return export_usage("unknown arch '%s'", s);
+        if (o.narchs >= KG_EXPORT_MAX_ARCHS) return export_usage("too many archs in '%s'", val);
+        o.archs[o.narchs++] = s;
+      }
+      if (!o.narchs) return export_usage("bad arch list '%s'", val);
+    } else if (!strcmp(a, "--prefix")) {
+      NEED_VAL();
+      o.prefix = val;
+    } else if (!strcmp(a, "--lib")) {
+      NEED_VAL();
+      if (fd.nlibs >= MAX_FILES) return export_usage("too many %s", a);
+      fd.libs[fd.nlibs++] = val;
+    } else if (a[0] == '-') {
+      return export_usage("unknown option '%s'", a);
+    } else if (!log_path) {
+      log_path = a;
+    } else {
+      if (fd.nfiles >= MAX_FILES) return export_usage("too many programs%s", "");
+      fd.files[fd.nfiles++] = a;
+    }
+#undef NEED_VAL
+  }
+  if (!log_path) {
+    return export_usage("%s", "missing LOG");
+  }
+  if (o.narchs && target_given && o.target != KG_TARGET_CUDA) {
+    return export_usage("%s", "--arch needs --target cuda");
+  }
+  kg_tlog log;
+  if (read_log(log_path, &log, "export") != 0) {
+    return 1;
+  }
+  /* No --target: the log's (when its records all have one kind). */
+  if (!target_given && o.narchs) o.target = KG_TARGET_CUDA;
+  if (!target_given && !o.narchs) {
+    int c = 0, cuda = 0;
+    for (int i = 0; i < log.n; i++) *(!strcmp(log.recs[i].target.kind, "cuda") ? &cuda : &c) = 1;
+    if (c && cuda) {
+      fprintf(stderr, "kgen export: %s holds records of both targets: say --target c or --target cuda\n", log_path);
+      kg_tlog_free(&log);
+      return 2;
+    }
+    o.target = cuda ? KG_TARGET_CUDA : KG_TARGET_C;
+  }
+  o.log_path = log_path;
+  char *resolved_files[MAX_FILES];
+  for (int i = 0; i < fd.nfiles; i++) fd.files[i] = resolved_files[i] = cli_resolve_program(fd.files[i]);
+  struct stat st;
+  if (stat(out_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "kgen export: '%s' is not a folder\n", out_dir);
+    kg_tlog_free(&log);
+    for (int i = 0; i < fd.nfiles; i++) free(resolved_files[i]);
+    return 1;
+  }
+  int *first, nw = kg_tlog_workloads(&log, &first);
+  int rc = 0, exported = 0, matched = 0;
+  /* one header per workload name, holding every binding of it the log has */
+  for (int w = 0; w < nw; w++) {
+    const kg_tlog_record *r0 = &log.recs[first[w]];
+    int earlier = 0;
+    for (int v = 0; v < w && !earlier; v++) earlier = !strcmp(log.recs[first[v]].workload.name, r0->workload.name);
+    if (earlier || (only && strcmp(r0->workload.name, only))) continue;
+    matched++;
+    const kg_program *progs[256];
+    kg_program *owned[256];
+    int np = 0;
+    for (int v = w; v < nw && np < 256; v++) {
+      const kg_tlog_record *r = &log.recs[first[v]];
+      if (strcmp(r->workload.name, r0->workload.name)) continue;
+      char why[2048];
+      kg_program *p = find_program(&fd, r, why, sizeof why);
+      if (!p) {
+        fprintf(stderr, "kgen export: warning: %s [%s]: skipped, no program: %s\n", r->workload.name, r->workload.hash, why);
+        continue;
+      }
+      owned[np] = p;
+      progs[np++] = p;
+    }
+    if (!np) {
+      rc = 1;
+      continue;
+    }
+    char *header = NULL, *warnings = NULL, err[2048];
+    if (kg_export_header(progs, np, &log, &o, &header, &warnings, err, sizeof err) != 0) {
+      fprintf(stderr, "kgen export: %s\n", err);
+      rc = 1;
+    } else {
+      for (char *line = strtok(warnings, "\n"); line; line = strtok(NULL, "\n"))
+        fprintf(stderr, "kgen export: warning: %s\n", line);
+      if (write_header(out_dir, r0->workload.name, header) != 0) rc = 1;
+      else exported++;
+    }
+    free(header);
+    free(warnings);
+    for (int i = 0; i < np; i++) kg_program_free(owned[i]);
+  }
+  if (only && !matched) {
+    fprintf(stderr, "kgen export: %s holds no record of workload '%s'\n", log_path, only);
+    rc = 1;
+  } else if (!nw) {
+    fprintf(stderr, "kgen export: %s holds no record\n", log_path);
+    rc = 1;
+  }
+  (void)exported;
+  free(first);
+  for (int i = 0; i < fd.nfiles; i++) free(resolved_files[i]);
+  kg_tlog_free(&log);
+  return rc;
+}
