@@ -40,6 +40,19 @@ typedef struct finder {
   int nlibs;
 } finder;
 
+/* A bare NAME given on the command line is looked for in the --lib folders first (then, by the caller, in the
+ * library). The path returned lives until the next call. */
+static const char *lib_path(const finder *fd, const char *arg) {
+  static char path[4096];
+  struct stat st;
+  if (strchr(arg, '/') || strstr(arg, ".te")) return arg;
+  for (int i = 0; i < fd->nlibs; i++) {
+    snprintf(path, sizeof path, "%s/%s.te", fd->libs[i], arg);
+    if (stat(path, &st) == 0) return path;
+  }
+  return arg;
+}
+
 /* p loaded from path as def `name` with sizes b; NULL (and *why set) when it cannot be. */
 static kg_program *load_def(const char *path, const char *name, const kg_binding *b, int nb, char *why,
                             size_t whylen) {
@@ -262,7 +275,7 @@ int cli_replay(int argc, char **argv) {
   int rc = 0;
   if (file && nb > 0) {
     /* one program, as named */
-    kg_program *p = cli_load_program(file, def, b, nb);
+    kg_program *p = cli_load_program(lib_path(&fd, file), def, b, nb);
     if (!p) {
       kg_tlog_free(&log);
       return 1;
@@ -273,7 +286,7 @@ int cli_replay(int argc, char **argv) {
     /* every binding of the log (of the named workload) */
     char *only = NULL, *resolved = NULL;
     if (file) {
-      resolved = cli_resolve_program(file);
+      resolved = cli_resolve_program(lib_path(&fd, file));
       only = def ? strdup(def) : first_def_name(resolved);
       if (!only) {
         fprintf(stderr, "kgen replay: cannot read a def from '%s'\n", resolved);
@@ -414,7 +427,7 @@ int cli_export(int argc, char **argv) {
   }
   o.log_path = log_path;
   char *resolved_files[MAX_FILES];
-  for (int i = 0; i < fd.nfiles; i++) fd.files[i] = resolved_files[i] = cli_resolve_program(fd.files[i]);
+  for (int i = 0; i < fd.nfiles; i++) fd.files[i] = resolved_files[i] = cli_resolve_program(lib_path(&fd, fd.files[i]));
   struct stat st;
   if (stat(out_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
     fprintf(stderr, "kgen export: '%s' is not a folder\n", out_dir);

@@ -47,6 +47,11 @@ fi
 expect 0 "replay a committed log" -- $K replay tuning_logs/softmax.c.kglog softmax -D N=1024 -D D=1024 --target c $FAST
 has out "record [0-9]+ of tuning_logs/softmax.c.kglog" "names the record"
 has out "verify: ok" "verified"
+# a workload outside the library, found with --lib (by name, with and without sizes)
+expect 0 "replay a bench workload" -- $K replay tuning_logs/conv2d_3x3.c.kglog conv2d_3x3 -D N=1 -D C=64 -D H=56 \
+  -D W=56 -D F=64 --lib bench/workloads --target c $FAST
+has out "record [0-9]+ of tuning_logs/conv2d_3x3.c.kglog" "names the record"
+has out "verify: ok" "verified"
 # a workload the log lacks: the default schedule, with a warning, not a failure
 expect 0 "replay a missing binding" -- $K replay "$L" softmax -D N=7 -D D=9 --target c $FAST
 has err "warning: no successful record of softmax N=7 D=9 for the c target" "warns"
