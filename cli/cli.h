@@ -17,6 +17,10 @@ char *cli_read_program(const char *file, char **path, size_t *len);
 /* Loads and checks a program; prints the error and returns NULL on failure. */
 kg_program *cli_load_program(const char *file, const char *def, const kg_binding *b, int nb);
 
+/* Reads a tuning log for command cmd; prints why and returns -1 (log freed) when it is missing or unreadable.
+ * warn_skipped: also warn on stderr about corrupt parts the reader skipped (show reports them in its output). */
+int cli_read_log(const char *cmd, const char *path, kg_tlog *log, int warn_skipped);
+
 int cli_tune(int argc, char **argv); /* kgen tune ...: exit status */
 int cli_show(int argc, char **argv); /* kgen show ...: exit status */
 int cli_replay(int argc, char **argv); /* kgen replay ...: exit status */

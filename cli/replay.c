@@ -124,24 +124,6 @@ static kg_program *find_program(const finder *fd, const kg_tlog_record *r, char 
   return found;
 }
 
-static int read_log(const char *path, kg_tlog *log, const char *cmd) {
-  char err[512];
-  int missing = 0;
-  kg_tlog_init(log);
-  if (kg_tlog_read(log, path, &missing, err, sizeof err) != 0) {
-    fprintf(stderr, "kgen %s: %s\n", cmd, err);
-    return -1;
-  }
-  if (missing) {
-    fprintf(stderr, "kgen %s: %s: no such log\n", cmd, path);
-    return -1;
-  }
-  if (log->skipped_parts)
-    fprintf(stderr, "kgen %s: warning: %s: skipped %d corrupt part%s (%zu bytes)\n", cmd, path, log->skipped_parts,
-            log->skipped_parts == 1 ? "" : "s", log->skipped_bytes);
-  return 0;
-}
-
 /* ---- replay ---- */
 
 /* The name of the first def in the file at path (heap), or NULL. */
@@ -271,7 +253,7 @@ int cli_replay(int argc, char **argv) {
     mo.target = kg_cuda_probe(why, sizeof why) ? KG_TARGET_CUDA : KG_TARGET_C;
   }
   kg_tlog log;
-  if (read_log(log_path, &log, "replay") != 0) return 1;
+  if (cli_read_log("replay", log_path, &log, 1) != 0) return 1;
   int rc = 0;
   if (file && nb > 0) {
     /* one program, as named */
@@ -410,7 +392,7 @@ int cli_export(int argc, char **argv) {
     return export_usage("%s", "--arch needs --target cuda");
   }
   kg_tlog log;
-  if (read_log(log_path, &log, "export") != 0) {
+  if (cli_read_log("export", log_path, &log, 1) != 0) {
     return 1;
   }
   /* No --target: the log's (when its records all have one kind). */
@@ -436,7 +418,7 @@ int cli_export(int argc, char **argv) {
     return 1;
   }
   int *first, nw = kg_tlog_workloads(&log, &first);
-  int rc = 0, exported = 0, matched = 0;
+  int rc = 0, matched = 0;
   /* one header per workload name, holding every binding of it the log has */
   for (int w = 0; w < nw; w++) {
     const kg_tlog_record *r0 = &log.recs[first[w]];
@@ -471,7 +453,6 @@ int cli_export(int argc, char **argv) {
       for (char *line = strtok(warnings, "\n"); line; line = strtok(NULL, "\n"))
         fprintf(stderr, "kgen export: warning: %s\n", line);
       if (write_header(out_dir, r0->workload.name, header) != 0) rc = 1;
-      else exported++;
     }
     free(header);
     free(warnings);
@@ -484,7 +465,6 @@ int cli_export(int argc, char **argv) {
     fprintf(stderr, "kgen export: %s holds no record\n", log_path);
     rc = 1;
   }
-  (void)exported;
   free(first);
   for (int i = 0; i < fd.nfiles; i++) free(resolved_files[i]);
   kg_tlog_free(&log);

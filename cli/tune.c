@@ -236,14 +236,7 @@ int cli_show(int argc, char **argv) {
     return 2;
   }
   kg_tlog log;
-  kg_tlog_init(&log);
-  char err[512];
-  int missing = 0;
-  if (kg_tlog_read(&log, path, &missing, err, sizeof err) || missing) {
-    fprintf(stderr, "kgen: cannot read '%s': %s\n", path, missing ? strerror(ENOENT) : err);
-    kg_tlog_free(&log);
-    return 1;
-  }
+  if (cli_read_log("show", path, &log, 0) != 0) return 1;
   kg_strbuf b;
   kg_strbuf_init(&b);
   kg_tlog_show(&b, &log, best);

@@ -108,3 +108,19 @@ kg_program *cli_load_program(const char *file, const char *def, const kg_binding
   free(path);
   return p;
 }
+
+int cli_read_log(const char *cmd, const char *path, kg_tlog *log, int warn_skipped) {
+  char err[512];
+  int missing = 0;
+  kg_tlog_init(log);
+  if (kg_tlog_read(log, path, &missing, err, sizeof err) != 0 || missing) {
+    if (missing) fprintf(stderr, "kgen %s: %s: no such log\n", cmd, path);
+    else fprintf(stderr, "kgen %s: %s\n", cmd, err);
+    kg_tlog_free(log);
+    return -1;
+  }
+  if (warn_skipped && log->skipped_parts)
+    fprintf(stderr, "kgen %s: warning: %s: skipped %d corrupt part%s (%zu bytes)\n", cmd, path, log->skipped_parts,
+            log->skipped_parts == 1 ? "" : "s", log->skipped_bytes);
+  return 0;
+}
