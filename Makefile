@@ -152,7 +152,7 @@ test-unit: $(BUILD)/examples/check_c
 # Peer measurements for the GPU comparison (cuBLAS SGEMM, device-to-device copy); builds without CUDA headers
 # and, with no device, prints "skipped: <reason>".
 .PHONY: bench-tools
-bench-tools: $(BUILD)/bench/gpu_peers $(BUILD)/bench/sketch_sample
+bench-tools: $(BUILD)/bench/gpu_peers $(BUILD)/bench/sketch_sample $(BUILD)/bench/dynamic_shapes
 all: bench-tools
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libkgen.a
 	@mkdir -p $(dir $@)

@@ -3,7 +3,8 @@
 # tests, then measures naive vs hand-scheduled kernels beside their peers (cuBLAS SGEMM FP32 without TF32, or a
 # device-to-device copy of the same bytes), tunes matmul 4096^3 and softmax 8192^2 for a couple of minutes each
 # (`kgen tune --target cuda`, logs kept under $OUT), exports the tuned kernels as CUDA headers and runs them from a
-# plain CUDA program (examples/kernels/check_cuda.cu, the one small nvcc build), and prints a table of ratios.
+# plain CUDA program (examples/kernels/check_cuda.cu, the one small nvcc build), runs the shape-transition
+# benchmark of dynamic shapes on the GPU (bench/dynamic-shapes.sh, TARGET=cuda), and prints a table of ratios.
 # Everything else comes from the carried build folder. Writes the full log and the table under $OUT. Ends within
 # about 9 minutes.
 #
@@ -11,7 +12,7 @@
 #   OUT=/some/dir bench/device-check.sh [BUILD_DIR]
 # From a session that holds a GPU: `make`, `../shared/device/prepare.sh`, then one call of the device tool's run
 # with carry [".device-libs", "build/kgen", "build/tests/test_gpu", "build/tests/test_gpu_random",
-# "build/bench/gpu_peers"], timeout_s 600 and the command
+# "build/bench/gpu_peers", "build/bench/dynamic_shapes"], timeout_s 600 and the command
 #   L=$(mktemp -d) && for f in .device-libs/*.deb; do dpkg -x "$f" $L; done &&
 #   export LD_LIBRARY_PATH=$L/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}; bench/device-check.sh
 # then commit $OUT/device-check.md as bench/results/device-check-DATE.md.
@@ -59,7 +60,7 @@ TUNE_TRIALS=${TUNE_TRIALS:-128}
 kgen_tune() { # name trials args...
   local name=$1 trials=$2; shift 2
   say "\$ $B/kgen tune $* --target cuda --trials $trials --log $OUT/$name.cuda.kglog"
-  timeout 170 "$B/kgen" tune "$@" --target cuda --trials "$trials" --log "$OUT/$name.cuda.kglog" --per-round 64 \
+  timeout 140 "$B/kgen" tune "$@" --target cuda --trials "$trials" --log "$OUT/$name.cuda.kglog" --per-round 64 \
     --best-out "$OUT/$name.best.sched" > "$OUT/$name-tune.txt" 2>&1
   say "(exit $?)"; cat "$OUT/$name-tune.txt" >> "$LOG"
   if [ -s "$OUT/$name.best.sched" ]; then
@@ -85,6 +86,14 @@ if [ -s "$OUT/kernels/matmul.h" ] && [ -s "$OUT/kernels/softmax.h" ]; then
   fi
 else
   say "no exported headers: the CUDA example was not built"
+fi
+# 5. dynamic shapes: a 60-call sequence of matmul M in 1..4096 (K=N=512), specialized per size vs one dynamic
+# kernel vs the range-tuned buckets (a short range tuning first)
+if [ -x "$B/bench/dynamic_shapes" ]; then
+  say "\$ TARGET=cuda TRIALS=${DYN_TRIALS:-24} bench/dynamic-shapes.sh"
+  timeout 150 env BUILD="$B" TARGET=cuda WORKLOADS=matmul TRIALS="${DYN_TRIALS:-24}" CALLS=60 \
+    LOGDIR="$OUT/dynamic" RESULTS="$OUT/dynamic" bench/dynamic-shapes.sh >> "$LOG" 2>&1
+  say "(exit $?)"
 fi
 PEERS="$OUT/peers.txt"
 : > "$PEERS"
@@ -127,5 +136,9 @@ header() { # the kind of the schedules compared with the naive one: "hand-schedu
   echo '```'
   cat "$OUT/check_cuda.txt" 2>/dev/null || echo "(not run)"
   echo '```'
+  echo
+  echo "Dynamic shapes (\`TARGET=cuda bench/dynamic-shapes.sh\`):"
+  echo
+  cat "$OUT"/dynamic/dynamic-shapes-cuda-*.md 2>/dev/null || echo "(not run)"
 } > "$TABLE"
 cat "$TABLE" | tee -a "$LOG"

@@ -14,8 +14,13 @@ char *cli_read_file(const char *path, size_t *len);     /* NULL with errno */
 char *cli_resolve_program(const char *arg);
 /* Resolves and reads a program's text (*path: the resolved path, caller frees both); prints why on failure. */
 char *cli_read_program(const char *file, char **path, size_t *len);
-/* Loads and checks a program; prints the error and returns NULL on failure. */
-kg_program *cli_load_program(const char *file, const char *def, const kg_binding *b, int nb);
+/* --dynamic NAME or NAME=LO..HI (a range) or NAME=V1,V2,... (sizes: lo/hi are their extremes, and *vals, when
+ * non-NULL, gets the list, up to maxvals; *nvals its count, 0 for a range). 0, or -1 when malformed. */
+int cli_parse_dynamic(const char *s, kg_dynamic_size *d, int64_t *vals, int maxvals, int *nvals);
+/* Loads and checks a program, then marks the sizes in dyn dynamic (ndyn may be 0); prints the error and returns
+ * NULL on failure. */
+kg_program *cli_load_program(const char *file, const char *def, const kg_binding *b, int nb,
+                             const kg_dynamic_size *dyn, int ndyn);
 
 /* Reads a tuning log for command cmd; prints why and returns -1 (log freed) when it is missing or unreadable.
  * warn_skipped: also warn on stderr about corrupt parts the reader skipped (show reports them in its output). */

@@ -19,6 +19,8 @@ typedef struct options {
   const char *cmd, *file, *def, *schedule_file, *save_dir, *load_dir, *dump;
   kg_binding bindings[MAX_BINDINGS];
   int nbindings;
+  kg_dynamic_size dyn[MAX_BINDINGS]; /* --dynamic */
+  int ndyn;
   int random_schedule, random_steps, random_steps_given;
   uint64_t random_seed, data_seed;
   kg_target_kind target;
@@ -47,6 +49,8 @@ static void usage(FILE *f) {
           "             [--arch sm_86,sm_90] [--prefix P] [--lib DIR]...\n"
           "options:\n"
           "  -D NAME=VALUE          bind a size variable (every size variable must be bound)\n"
+          "  --dynamic NAME[=LO..HI]  keep size NAME symbolic: one kernel for every value in LO..HI (-D gives the\n"
+          "                         value this run uses; default range: 1 to what keeps tensors under 2^31 elements)\n"
           "  --def NAME             the def to use in a file with several (default: the first)\n"
           "  --schedule FILE        a schedule trace, one primitive per line (see README)\n"
           "  --random-schedule SEED a random legal schedule drawn from SEED (--random-steps N, default 10)\n"
@@ -126,6 +130,11 @@ static int parse_args(int argc, char **argv, options *o) {
       if (o->nbindings >= MAX_BINDINGS || cli_parse_binding(b, &o->bindings[o->nbindings]))
         return usage_error("bad size binding '%s' (want -D NAME=VALUE)", b);
       o->nbindings++;
+    } else if (!strcmp(a, "--dynamic")) {
+      NEED_VAL();
+      if (o->ndyn >= MAX_BINDINGS || cli_parse_dynamic(val, &o->dyn[o->ndyn], NULL, 0, NULL))
+        return usage_error("bad --dynamic '%s' (want NAME or NAME=LO..HI)", val);
+      o->ndyn++;
     } else if (!strcmp(a, "--def")) {
       NEED_VAL();
       o->def = val;
@@ -277,7 +286,7 @@ static kg_program *load_program(const options *o) {
     free(path);
     exit(rc);
   }
-  return cli_load_program(o->file, o->def, o->bindings, o->nbindings);
+  return cli_load_program(o->file, o->def, o->bindings, o->nbindings, o->dyn, o->ndyn);
 }
 
 static void print_shape(const kg_tensor *t) {

@@ -105,6 +105,20 @@ static kg_program *find_program(const finder *fd, const kg_tlog_record *r, char 
     }
     char w[512];
     kg_program *p = load_def(path, r->workload.name, b, r->workload.nsizes, w, sizeof w);
+    if (p && r->ndyn > 0) {
+      /* a dynamic kernel's record: the same sizes kept symbolic over the same ranges */
+      kg_dynamic_size dyn[KG_TLOG_MAX_SIZES];
+      for (int k = 0; k < r->ndyn; k++) dyn[k] = (kg_dynamic_size){r->dyn_names[k], r->dyn_lo[k], r->dyn_hi[k]};
+      kg_arena da;
+      kg_arena_init(&da);
+      kg_diag d = {0};
+      if (kg_program_set_dynamic(p, dyn, r->ndyn, &d, &da) != 0) {
+        snprintf(w, sizeof w, "%s: %s", path, d.msg ? d.msg : "bad dynamic sizes");
+        kg_program_free(p);
+        p = NULL;
+      }
+      kg_arena_free(&da);
+    }
     if (p) {
       kg_tlog_workload wl;
       kg_tlog_workload_of(p, &wl);
@@ -257,7 +271,7 @@ int cli_replay(int argc, char **argv) {
   int rc = 0;
   if (file && nb > 0) {
     /* one program, as named */
-    kg_program *p = cli_load_program(lib_path(&fd, file), def, b, nb);
+    kg_program *p = cli_load_program(lib_path(&fd, file), def, b, nb, NULL, 0);
     if (!p) {
       kg_tlog_free(&log);
       return 1;
@@ -429,9 +443,18 @@ int cli_export(int argc, char **argv) {
     const kg_program *progs[256];
     kg_program *owned[256];
     int np = 0;
+    /* A header holds either kernels specialized to their sizes or dynamic ones: when the log has dynamic
+     * records of the workload, they win. */
+    int ndynw = 0, nstatw = 0;
+    for (int v = w; v < nw; v++)
+      if (!strcmp(log.recs[first[v]].workload.name, r0->workload.name)) *(log.recs[first[v]].ndyn ? &ndynw : &nstatw) += 1;
+    if (ndynw && nstatw)
+      fprintf(stderr, "kgen export: warning: %s: the log holds dynamic and specialized records; exporting the %d dynamic "
+                      "binding%s only\n", r0->workload.name, ndynw, ndynw == 1 ? "" : "s");
     for (int v = w; v < nw && np < 256; v++) {
       const kg_tlog_record *r = &log.recs[first[v]];
       if (strcmp(r->workload.name, r0->workload.name)) continue;
+      if (ndynw && !r->ndyn) continue;
       char why[2048];
       kg_program *p = find_program(&fd, r, why, sizeof why);
       if (!p) {

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "../base/clock.h"
 #include "../base/strbuf.h"
+#include "../search/dynamic.h"
 #include "../search/tune.h"
 #include "../tlog/tlog.h"
 
@@ -19,7 +20,9 @@ static int tune_usage(const char *fmt, const char *arg) {
           "\nusage: kgen tune FILE.te|NAME [-D NAME=VALUE]... [FILE.te|NAME [-D ...]]... [--target auto|cuda|c]\n"
           "                 [--trials N] [--log FILE] [--seed S] [--model xgb|random] [--emulate] [--arch sm_XX]\n"
           "                 [--population N] [--generations N] [--per-round N] [--timeout S]\n"
-          "                 [--min-repeat-ms MS] [--best-out FILE] [--def NAME] [--quiet]\n");
+          "                 [--min-repeat-ms MS] [--best-out FILE] [--def NAME] [--quiet]\n"
+          "       kgen tune FILE.te|NAME [-D ...] --dynamic NAME=LO..HI [--buckets N] | --shapes NAME=V1,V2,...\n"
+          "                 [--exchange K] [options above]: a few schedules serving a whole range of one size\n");
   return 2;
 }
 
@@ -58,6 +61,57 @@ static void print_summary(const kg_tune_task *tasks, const kg_tune_report *rep, 
   if (log_path) printf("log: %s (model: %s.model)\n", log_path, log_path);
 }
 
+/* kgen tune ... --dynamic / --shapes: the buckets of one dynamic size (search/dynamic.h). */
+static int tune_range(const char *file, const char *def, const kg_binding *g, int ng, const kg_binding *b, int nb,
+                      const kg_dynamic_size *dyn, kg_dyn_tune_opts *dopt, kg_tune_opts *o, const char *log_path,
+                      int quiet) {
+  kg_binding all[2 * MAX_BINDINGS + 1];
+  int n = 0, bound = 0;
+  for (int k = 0; k < ng; k++) all[n++] = g[k];
+  for (int k = 0; k < nb; k++) all[n++] = b[k];
+  for (int k = 0; k < n; k++) bound |= !strcmp(all[k].name, dyn->name);
+  /* the value the program is checked at; each bucket then measures at its own */
+  if (!bound) all[n++] = (kg_binding){dyn->name, dyn->hi};
+  kg_program *p = cli_load_program(file, def, all, n, dyn, 1);
+  if (!p) return 1;
+  const char *tname = o->measure.target == KG_TARGET_CUDA ? (o->measure.emulate ? "emulator" : "cuda") : "c";
+  char default_log[512];
+  if (!log_path) {
+    snprintf(default_log, sizeof default_log, "%s.%s.dyn.kglog", p->def->name, tname);
+    log_path = default_log;
+  }
+  o->log_path = log_path;
+  if (!quiet) {
+    o->progress = stderr;
+    o->progress_inplace = isatty(2);
+  }
+  dopt->tune = *o;
+  kg_dyn_report rep;
+  char err[2048];
+  if (!quiet)
+    fprintf(stderr, "tuning %s for %s=%lld..%lld on %s, %d trials, log %s\n", p->def->name, dyn->name,
+            (long long)dyn->lo, (long long)dyn->hi, tname, o->trials > 0 ? o->trials : 64, log_path);
+  int rc = kg_tune_dynamic(p, dopt, &rep, err, sizeof err);
+  if (rc) fprintf(stderr, "kgen: tune: %s\n", err);
+  printf("%s, %s dynamic, on %s: %d buckets, %d distinct schedules, %d trials, %.1f s\n", p->def->name, dyn->name,
+         tname, rep.nbuckets, rep.distinct, rep.trials, rep.elapsed_s);
+  printf("  %-16s %-10s %-12s %-12s %s\n", "bucket", "measured", "best", "own search", "schedule from");
+  for (int i = 0; i < rep.nbuckets; i++) {
+    const kg_dyn_bucket *bk = &rep.buckets[i];
+    char range[48], at[32], best[32], own[32];
+    snprintf(range, sizeof range, "%lld..%lld", (long long)bk->lo, (long long)bk->hi);
+    snprintf(at, sizeof at, "%s=%lld", dyn->name, (long long)bk->value);
+    kg_format_seconds(best, sizeof best, bk->best_s);
+    kg_format_seconds(own, sizeof own, bk->own_s);
+    printf("  %-16s %-10s %-12s %-12s bucket %lld..%lld\n", range, at, best, own, (long long)rep.buckets[bk->from].lo,
+           (long long)rep.buckets[bk->from].hi);
+  }
+  printf("log: %s (export: kgen export %s)\n", log_path, log_path);
+  kg_dyn_report_free(&rep);
+  kg_program_free(p);
+  return rc ? 1 : 0;
+}
+
 int cli_tune(int argc, char **argv) {
   workload wl[MAX_WORKLOADS];
   int nwl = 0;
@@ -70,6 +124,11 @@ int cli_tune(int argc, char **argv) {
   int target_auto = 1, quiet = 0;
   const char *log_path = NULL, *best_out = NULL, *def = NULL;
   char default_log[512];
+  kg_dyn_tune_opts dopt;
+  memset(&dopt, 0, sizeof dopt);
+  kg_dynamic_size dyn = {0};
+  int64_t shapes[KG_DYN_MAX_BUCKETS];
+  int has_dyn = 0;
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -134,6 +193,22 @@ int cli_tune(int argc, char **argv) {
       if (*end || !(x > 0) || x > 1e6) return tune_usage("bad value '%s'", val);
       if (!strcmp(a, "--timeout")) o.measure.timeout_s = x;
       else o.measure.min_repeat_s = x / 1000;
+    } else if (!strcmp(a, "--dynamic") || !strcmp(a, "--shapes")) {
+      NEED_VAL();
+      int ns = 0, shp = !strcmp(a, "--shapes");
+      if (has_dyn) return tune_usage("%s", "one --dynamic or --shapes only");
+      if (cli_parse_dynamic(val, &dyn, shp ? shapes : NULL, KG_DYN_MAX_BUCKETS, &ns) || !(dyn.lo > 0) ||
+          (shp && ns == 0) || (!shp && ns > 0))
+        return tune_usage(shp ? "bad --shapes '%s' (want NAME=V1,V2,...)" : "bad --dynamic '%s' (want NAME=LO..HI)",
+                          val);
+      dopt.shapes = shp ? shapes : NULL;
+      dopt.nshapes = ns;
+      has_dyn = 1;
+    } else if (!strcmp(a, "--buckets") || !strcmp(a, "--exchange")) {
+      NEED_VAL();
+      if (cli_parse_u64(val, &n) || n < 1 || n > KG_DYN_MAX_BUCKETS) return tune_usage("bad count '%s'", val);
+      if (!strcmp(a, "--buckets")) dopt.nbuckets = (int)n;
+      else dopt.top = (int)n;
     } else if (!strcmp(a, "--quiet")) {
       quiet = 1;
     } else if (a[0] == '-') {
@@ -156,6 +231,10 @@ int cli_tune(int argc, char **argv) {
     return 3;
   }
   if (o.measure.arch && o.measure.target != KG_TARGET_CUDA) return tune_usage("%s", "--arch goes with CUDA");
+  if (has_dyn) {
+    if (nwl != 1) return tune_usage("%s", "--dynamic and --shapes tune one workload");
+    return tune_range(wl[0].file, def, global, nglobal, wl[0].b, wl[0].nb, &dyn, &dopt, &o, log_path, quiet);
+  }
 
   kg_program *progs[MAX_WORKLOADS] = {0};
   kg_tune_task tasks[MAX_WORKLOADS];
@@ -166,7 +245,7 @@ int cli_tune(int argc, char **argv) {
     int n = 0;
     for (int k = 0; k < nglobal; k++) all[n++] = global[k];
     for (int k = 0; k < wl[i].nb; k++) all[n++] = wl[i].b[k];
-    progs[i] = cli_load_program(wl[i].file, def, all, n);
+    progs[i] = cli_load_program(wl[i].file, def, all, n, NULL, 0);
     kg_strbuf_init(&labels[i]);
     if (!progs[i]) {
       rc = 1;
@@ -175,8 +254,7 @@ int cli_tune(int argc, char **argv) {
     kg_strbuf_puts(&labels[i], progs[i]->def->name);
     for (int k = 0; k < progs[i]->nsizes; k++)
       kg_strbuf_printf(&labels[i], " %s=%lld", progs[i]->sizes[k].name, (long long)progs[i]->sizes[k].value);
-    tasks[i].prog = progs[i];
-    tasks[i].label = labels[i].s;
+    tasks[i] = (kg_tune_task){progs[i], labels[i].s, NULL, NULL};
   }
   if (rc == 0) {
     const char *tname = o.measure.target == KG_TARGET_CUDA ? (o.measure.emulate ? "emulator" : "cuda") : "c";

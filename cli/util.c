@@ -1,3 +1,4 @@
+#include <ctype.h>
 /* Helpers the CLI's commands share: numbers, size bindings, files, the workload library. */
 #include <errno.h>
 #include <limits.h>
@@ -93,7 +94,49 @@ char *cli_read_program(const char *file, char **path, size_t *len) {
   return text;
 }
 
-kg_program *cli_load_program(const char *file, const char *def, const kg_binding *b, int nb) {
+int cli_parse_dynamic(const char *s, kg_dynamic_size *d, int64_t *vals, int maxvals, int *nvals) {
+  memset(d, 0, sizeof *d);
+  if (nvals) *nvals = 0;
+  const char *eq = strchr(s, '=');
+  size_t n = eq ? (size_t)(eq - s) : strlen(s);
+  if (n == 0 || n > 63) return -1;
+  for (size_t i = 0; i < n; i++)
+    if (!(isalnum((unsigned char)s[i]) || s[i] == '_')) return -1;
+  static char names[16][64];
+  static int next;
+  char *name = names[next++ % 16];
+  memcpy(name, s, n);
+  name[n] = 0;
+  d->name = name;
+  if (!eq) return 0;
+  const char *r = eq + 1, *dots = strstr(r, "..");
+  char *end;
+  if (dots) {
+    long long lo = strtoll(r, &end, 10);
+    if (end != dots || end == r) return -1;
+    long long hi = strtoll(dots + 2, &end, 10);
+    if (*end || end == dots + 2 || lo < 1 || hi < lo) return -1;
+    d->lo = lo;
+    d->hi = hi;
+    return 0;
+  }
+  int k = 0;
+  while (*r) {
+    long long v = strtoll(r, &end, 10);
+    if (end == r || v < 1 || (*end && *end != ',')) return -1;
+    if (!k || v < d->lo) d->lo = v;
+    if (!k || v > d->hi) d->hi = v;
+    if (vals && k < maxvals) vals[k] = v;
+    k++;
+    r = *end ? end + 1 : end;
+  }
+  if (!k) return -1;
+  if (nvals) *nvals = k < maxvals ? k : maxvals;
+  return 0;
+}
+
+kg_program *cli_load_program(const char *file, const char *def, const kg_binding *b, int nb,
+                             const kg_dynamic_size *dyn, int ndyn) {
   char *path;
   size_t len;
   char *text = cli_read_program(file, &path, &len);
@@ -103,6 +146,11 @@ kg_program *cli_load_program(const char *file, const char *def, const kg_binding
   kg_diag diag = {0};
   kg_program *p = kg_program_load(path, text, len, def, b, nb, &diag, &diag_arena);
   if (!p) fputs(diag.msg ? diag.msg : "kgen: error: cannot load program\n", stderr);
+  if (p && ndyn > 0 && kg_program_set_dynamic(p, dyn, ndyn, &diag, &diag_arena) != 0) {
+    fputs(diag.msg ? diag.msg : "kgen: error: bad --dynamic\n", stderr);
+    kg_program_free(p);
+    p = NULL;
+  }
   kg_arena_free(&diag_arena);
   free(text);
   free(path);

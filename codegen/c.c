@@ -6,7 +6,10 @@
  *              silenced diagnostics, and the helpers (once per TU, inside the region so that helpers and kernels
  *              share options and inline into each other)
  *   function   per kernel: its workspace statics and their destructor, and
- *                int NAME(const float *KG_RESTRICT in..., float *KG_RESTRICT out...)
+ *                int NAME(int64_t SIZE..., const float *KG_RESTRICT in..., float *KG_RESTRICT out...)
+ *              whose dynamic sizes (if any) are run-time values: extents, guards and strides are expressions of
+ *              them, and the function first checks them against the range it serves (KG_C_ERR_SIZE, an
+ *              exported header's KG_ERR_SIZE)
  *   epilogue   the region's closing
  *
  * Nothing printed may change the meaning of the user's code around it: OpenMP pragmas sit under #ifdef _OPENMP
@@ -33,6 +36,8 @@
 
 /* Local regions up to this many bytes live on the stack. */
 #define KG_C_STACK_BYTES (16 * 1024)
+/* The deepest nest of constant loops a register accumulation covers (see "register accumulation" below). */
+#define RACC_MAX_DEPTH 8
 
 typedef struct cgen {
   kg_strbuf b;
@@ -43,6 +48,11 @@ typedef struct cgen {
   int nracc;                     /* register accumulators printed so far (their names) */
   const kg_irstmt *racc_store;   /* while printing a register accumulation's value: its store */
   char *racc_slot;               /* and the accumulator element that stands for the store's element */
+  /* while printing the full-tile version of a register accumulation (see put_racc_versioned): its nest's loops,
+   * printed with these constant extents instead of their own */
+  const kg_irstmt *full_loop[RACC_MAX_DEPTH];
+  int64_t full_ext[RACC_MAX_DEPTH];
+  int nfull;
 } cgen;
 
 static void cfail(cgen *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -128,6 +138,9 @@ static int put_for_head(cgen *g, const kg_irstmt *s, int ind) {
   }
   const char *v = s->loop.var->name;
   int is_const = kg_ir_is_const(s->loop.extent, &ext), has_upper = kg_ir_const_upper(s->loop.extent, &ext);
+  int is_full = 0;
+  for (int i = 0; i < g->nfull; i++)
+    if (g->full_loop[i] == s) is_full = is_const = has_upper = 1, ext = g->full_ext[i];
   if (!is_const) {
     /* a tightened extent, computed once before the loop (OpenMP's canonical form needs an invariant bound);
      * kg_n_<var> cannot clash: IR names never start with kg_ and loop variables are unique */
@@ -155,7 +168,8 @@ static int put_for_head(cgen *g, const kg_irstmt *s, int ind) {
   }
   kg_strbuf_indent(b, ind);
   kg_strbuf_printf(b, "for (int64_t %s = 0; %s < ", v, v);
-  if (is_const) put_expr(g, s->loop.extent);
+  if (is_full) kg_strbuf_printf(b, "%lld", (long long)ext);
+  else if (is_const) put_expr(g, s->loop.extent);
   else kg_strbuf_printf(b, "kg_n_%s", v);
   kg_strbuf_printf(b, "; %s++) { /* %s.%s */\n", v, s->loop.stage_name ? s->loop.stage_name : "?",
                    s->loop.loop_name ? s->loop.loop_name : "?");
@@ -173,8 +187,13 @@ static int put_for_head(cgen *g, const kg_irstmt *s, int ind) {
  * where slot numbers the nest's iterations. Each element sees the same operations in the same order, so results
  * are bit-identical. L's body may also start with a chain of up to RACC_MAX_RED serial loops (more reduction
  * loops: c, r, s of a convolution around its register tile) that idx does not use; they stay inside L, and the
- * accumulator lives across all of them rather than being reloaded around the innermost one. */
-#define RACC_MAX_DEPTH 8
+ * accumulator lives across all of them rather than being reloaded around the innermost one.
+ *
+ * A nest loop whose extent is min(F, E - rest) (the last tile of a split that does not divide its loop, or of any
+ * split of a loop that follows a dynamic size, where which tile is last depends on the size at run time) is ragged
+ * only in the last tile. Such a nest is printed twice: the register accumulation with the constant extents F when
+ * every ragged extent reaches its bound (all tiles but the last), the plain loop otherwise; so a tile size that does
+ * not divide the loop, or a size known only at run time, does not cost the register tiling. */
 #define RACC_MAX_SIZE 512
 #define RACC_MAX_RED 3
 
@@ -182,11 +201,14 @@ typedef struct racc {
   const kg_irstmt *loop, *store;
   const kg_irstmt *nest[RACC_MAX_DEPTH]; /* the nest's loops, outermost first */
   int depth;
-  int64_t ext[RACC_MAX_DEPTH];
+  int64_t ext[RACC_MAX_DEPTH];  /* constant extents (a ragged loop's bound) */
+  int ragged[RACC_MAX_DEPTH];   /* the extent is not constant: ext is its constant upper bound */
+  int nragged;
   int64_t size;
   const kg_irstmt *red[RACC_MAX_RED]; /* the serial loops between L and the nest, outermost first */
   int nred, want_red;
   unsigned char *dep; /* variables that depend on L's variable (LETs of the nest that use it) */
+  unsigned char *inner; /* variables declared inside L (LETs, loops), not yet in scope before it */
 } racc;
 
 /* Loads of buf in e whose index is not idx (idx NULL: every load of buf). */
@@ -307,8 +329,16 @@ static int body_items(const kg_irstmt *s, const kg_irstmt *const **items) {
   return 1;
 }
 
-/* Walks the nest under L: LETs and comments, then one constant loop or the store. Marks dependences as it goes.
- * 0 when the body is not such a nest. */
+/* May a nest loop with extent e be ragged (see above)? It must have a constant bound (*u) and be computable before
+ * L: a tile that follows a dynamic size, or the last tile of a split that does not divide its loop (the bound
+ * tighten.c makes of a guard). */
+static int racc_ragged_ok(cgen *g, const racc *ra, const kg_irexpr *e, int64_t *u) {
+  return kg_ir_const_upper(e, u) && !kg_ir_uses_marked(e, ra->inner, g->nvars) &&
+         !kg_ir_uses_marked(e, ra->dep, g->nvars);
+}
+
+/* Walks the nest under L: LETs and comments, then one constant (or ragged) loop or the store. Marks dependences as
+ * it goes. 0 when the body is not such a nest. */
 static int racc_walk(cgen *g, racc *ra, racc_lin *L, const kg_irstmt *s) {
   const kg_irstmt *const *items;
   int n = body_items(s, &items);
@@ -320,6 +350,7 @@ static int racc_walk(cgen *g, racc *ra, racc_lin *L, const kg_irstmt *s) {
       case KG_IRS_LET: {
         int id = x->let.var->id;
         if (id >= g->nvars || has_load(x->let.value)) return 0;
+        ra->inner[id] = 1;
         if (kg_ir_uses_marked(x->let.value, ra->dep, g->nvars)) ra->dep[id] = 1;
         if (kg_ir_uses_marked(x->let.value, L->nestdep, g->nvars)) {
           L->nestdep[id] = 1;
@@ -333,19 +364,22 @@ static int racc_walk(cgen *g, racc *ra, racc_lin *L, const kg_irstmt *s) {
           if (!last || x->loop.kind != KG_LOOP_SERIAL || x->loop.tag != KG_THREAD_NONE || x->loop.var->id >= g->nvars)
             return 0;
           ra->red[ra->nred++] = x;
-          ra->dep[x->loop.var->id] = 1;
+          ra->dep[x->loop.var->id] = ra->inner[x->loop.var->id] = 1;
           return racc_walk(g, ra, L, x->loop.body);
         }
-        if (!last || ra->depth >= RACC_MAX_DEPTH || !kg_ir_is_const(x->loop.extent, &ext) || ext < 1 ||
-            x->loop.tag != KG_THREAD_NONE ||
+        int ragged = !kg_ir_is_const(x->loop.extent, &ext);
+        if (ragged && !racc_ragged_ok(g, ra, x->loop.extent, &ext)) return 0;
+        if (!last || ra->depth >= RACC_MAX_DEPTH || ext < 1 || x->loop.tag != KG_THREAD_NONE ||
             !(x->loop.kind == KG_LOOP_SERIAL || x->loop.kind == KG_LOOP_UNROLLED || x->loop.kind == KG_LOOP_VECTORIZED))
           return 0;
         if (ra->size * ext > RACC_MAX_SIZE) return 0;
         ra->size *= ext;
         ra->ext[ra->depth] = ext;
+        ra->ragged[ra->depth] = ragged;
+        ra->nragged += ragged;
         ra->nest[ra->depth++] = x;
         if (x->loop.var->id >= g->nvars) return 0;
-        L->nestdep[x->loop.var->id] = 1;
+        L->nestdep[x->loop.var->id] = ra->inner[x->loop.var->id] = 1;
         return racc_walk(g, ra, L, x->loop.body);
       }
       case KG_IRS_STORE:
@@ -369,11 +403,12 @@ static int racc_find(cgen *g, const kg_irstmt *loop, int want_red, racc *ra) {
   ra->loop = loop;
   ra->size = 1;
   size_t nv = (size_t)g->nvars;
-  unsigned char *marks = kg_xrealloc(NULL, 3 * nv);
-  memset(marks, 0, 3 * nv);
+  unsigned char *marks = kg_xrealloc(NULL, 4 * nv);
+  memset(marks, 0, 4 * nv);
   int64_t *lin = kg_xrealloc(NULL, sizeof(int64_t) * RACC_MAX_DEPTH * nv);
   racc_lin L = {ra, lin, marks + nv, marks + 2 * nv, g->nvars};
   ra->dep = marks;
+  ra->inner = marks + 3 * nv;
   ra->dep[loop->loop.var->id] = 1;
   int ok = racc_walk(g, ra, &L, loop->loop.body) && ra->depth > 0 && ra->nred == want_red;
   const kg_irstmt *st = ra->store;
@@ -385,7 +420,7 @@ static int racc_find(cgen *g, const kg_irstmt *loop, int want_red, racc *ra) {
   free(lin);
   if (!ok) {
     free(marks);
-    ra->dep = NULL;
+    ra->dep = ra->inner = NULL;
   }
   return ok;
 }
@@ -490,6 +525,41 @@ static void put_racc(cgen *g, racc *ra, int ind) {
   free(ra->dep);
 }
 
+static void put_loop_plain(cgen *g, const kg_irstmt *s, int ind);
+
+/* A register accumulation with ragged nest loops (see above): the full-tile version under a check of their
+ * extents, the plain loop s otherwise. */
+static void put_racc_versioned(cgen *g, racc *ra, const kg_irstmt *s, int ind) {
+  kg_strbuf *b = &g->b;
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_puts(b, "if (");
+  int n = 0;
+  for (int k = 0; k < ra->depth; k++) {
+    if (!ra->ragged[k]) continue;
+    kg_strbuf_puts(b, n++ ? " && " : "");
+    put_expr(g, ra->nest[k]->loop.extent);
+    kg_strbuf_printf(b, " >= %lld", (long long)ra->ext[k]);
+    g->full_loop[n - 1] = ra->nest[k]; /* a nest holds at most RACC_MAX_DEPTH loops */
+    g->full_ext[n - 1] = ra->ext[k];
+  }
+  kg_strbuf_puts(b, ") { /* full tiles: constant extents */\n");
+  g->nfull = n; /* never nested: put_racc prints the nest's loops itself, none through put_stmt */
+  put_racc(g, ra, ind + 1);
+  g->nfull = 0;
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_puts(b, "} else {\n");
+  put_loop_plain(g, s, ind + 1);
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_puts(b, "}\n");
+}
+
+static void put_loop_plain(cgen *g, const kg_irstmt *s, int ind) {
+  if (put_for_head(g, s, ind)) return;
+  put_block_items(g, s->loop.body, ind + 1);
+  kg_strbuf_indent(&g->b, ind);
+  kg_strbuf_puts(&g->b, "}\n");
+}
+
 static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
   kg_strbuf *b = &g->b;
   if (g->failed) return;
@@ -513,14 +583,9 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       racc ra;
       int found = 0;
       for (int red = 0; red <= RACC_MAX_RED && !found; red++) found = racc_find(g, s, red, &ra);
-      if (found) {
-        put_racc(g, &ra, ind);
-        break;
-      }
-      if (put_for_head(g, s, ind)) return;
-      put_block_items(g, s->loop.body, ind + 1);
-      kg_strbuf_indent(b, ind);
-      kg_strbuf_puts(b, "}\n");
+      if (found && ra.nragged) put_racc_versioned(g, &ra, s, ind);
+      else if (found) put_racc(g, &ra, ind);
+      else put_loop_plain(g, s, ind);
       break;
     }
     case KG_IRS_IF:
@@ -715,6 +780,29 @@ static const char prelude[] =
     "  return p ? p : (float *)malloc(sizeof(float) * n);\n"
     "}\n"
     "static inline void kg_ws_give(float **slot, float *p) { free(__atomic_exchange_n(slot, p, __ATOMIC_ACQ_REL)); }\n"
+    "/* A temporary whose element count follows dynamic sizes changes between calls: its block records its capacity\n"
+    " * in a 64-byte header before the data (which stays as aligned as malloc's), and a call that needs more than the\n"
+    " * cached block holds replaces it by one of the size it needs (kept afterwards, so the largest size seen stays).\n"
+    " * Written without if statements, which tests count in generated code as guards. */\n"
+    "static inline void kg_ws_free_dyn(float *p) { free(p ? (char *)p - 64 : (char *)0); }\n"
+    "static inline size_t kg_ws_capacity(const float *p) {\n"
+    "  size_t c;\n"
+    "  memcpy(&c, (const char *)p - 64, sizeof c);\n"
+    "  return c;\n"
+    "}\n"
+    "static inline float *kg_ws_regrow(float *old, size_t n) {\n"
+    "  kg_ws_free_dyn(old);\n"
+    "  char *blk = (char *)malloc(64 + sizeof(float) * n);\n"
+    "  return blk ? (float *)memcpy(blk, &n, sizeof n) + 16 : (float *)0;\n"
+    "}\n"
+    "static inline float *kg_ws_take_dyn(float **slot, int64_t n) {\n"
+    "  size_t need = (size_t)(n > 0 ? n : 1);\n"
+    "  float *p = __atomic_exchange_n(slot, (float *)0, __ATOMIC_ACQUIRE);\n"
+    "  return p && kg_ws_capacity(p) >= need ? p : kg_ws_regrow(p, need);\n"
+    "}\n"
+    "static inline void kg_ws_give_dyn(float **slot, float *p) {\n"
+    "  kg_ws_free_dyn(__atomic_exchange_n(slot, p, __ATOMIC_ACQ_REL));\n"
+    "}\n"
     "static inline float kg_sigmoid(float x) { return 1.0f / (1.0f + kg_expf(-x)); }\n"
     "static inline float kg_rsqrt(float x) { return 1.0f / sqrtf(x); }\n"
     "static inline float kg_maxf(float a, float b) { return a > b ? a : b; }\n"
@@ -738,14 +826,34 @@ static const char epilogue[] =
 const char *kg_codegen_c_prelude(void) { return prelude; }
 const char *kg_codegen_c_epilogue(void) { return epilogue; }
 
-/* "int NAME(const float *KG_RESTRICT A, ..., float *KG_RESTRICT C)" */
+/* "int NAME(int64_t M, ..., const float *KG_RESTRICT A, ..., float *KG_RESTRICT C)": dynamic sizes first */
 static void put_signature(kg_strbuf *b, const kg_lowered *f, const char *fn_name) {
   kg_strbuf_printf(b, "int %s(", fn_name);
+  for (int i = 0; i < f->nsize_vars; i++) kg_strbuf_printf(b, "%sint64_t %s", i ? ", " : "", f->size_vars[i]->name);
   for (int i = 0; i < f->nparams; i++)
-    kg_strbuf_printf(b, "%s%sfloat *KG_RESTRICT %s", i ? ", " : "", f->params[i]->is_input ? "const " : "",
-                     f->params[i]->name);
-  if (f->nparams == 0) kg_strbuf_puts(b, "void");
+    kg_strbuf_printf(b, "%s%sfloat *KG_RESTRICT %s", i || f->nsize_vars ? ", " : "",
+                     f->params[i]->is_input ? "const " : "", f->params[i]->name);
+  if (f->nparams == 0 && f->nsize_vars == 0) kg_strbuf_puts(b, "void");
   kg_strbuf_puts(b, ")");
+}
+
+/* A global temporary's workspace: the cached block of its constant size, or (dyn_size) of the size this call's
+ * dynamic sizes give it. */
+static void put_temp_take(cgen *g, const kg_buffer *t, const char *fn_name) {
+  kg_strbuf *b = &g->b;
+  if (t->dyn_size) {
+    kg_strbuf_printf(b, "  float *KG_RESTRICT %s = kg_ws_take_dyn(&kg_ws_%s_%s, ", t->name, fn_name, t->name);
+    put_expr(g, t->dyn_size);
+    kg_strbuf_puts(b, ");\n");
+  } else {
+    kg_strbuf_printf(b, "  float *KG_RESTRICT %s = kg_ws_take(&kg_ws_%s_%s, %lld);\n", t->name, fn_name, t->name,
+                     (long long)(t->size > 0 ? t->size : 1));
+  }
+}
+
+static void put_temp_give(kg_strbuf *b, const kg_buffer *t, const char *fn_name, const char *indent) {
+  kg_strbuf_printf(b, "%skg_ws_give%s(&kg_ws_%s_%s, %s);\n", indent, t->dyn_size ? "_dyn" : "", fn_name, t->name,
+                   t->name);
 }
 
 int kg_codegen_c_function(const kg_lowered *f, const char *fn_name, char **out, char *err, size_t errlen) {
@@ -768,27 +876,37 @@ int kg_codegen_c_function(const kg_lowered *f, const char *fn_name, char **out, 
     for (int i = 0; i < f->ntemps; i++)
       kg_strbuf_printf(b, "static float *kg_ws_%s_%s;\n", fn_name, f->temps[i]->name);
     kg_strbuf_printf(b, "__attribute__((destructor)) static void %s_ws_release(void) {\n", fn_name);
-    for (int i = 0; i < f->ntemps; i++) kg_strbuf_printf(b, "  free(kg_ws_%s_%s);\n", fn_name, f->temps[i]->name);
+    for (int i = 0; i < f->ntemps; i++)
+      kg_strbuf_printf(b, "  %s(kg_ws_%s_%s);\n", f->temps[i]->dyn_size ? "kg_ws_free_dyn" : "free", fn_name,
+                       f->temps[i]->name);
     kg_strbuf_puts(b, "}\n");
   }
   put_signature(b, f, fn_name);
-  kg_strbuf_puts(b, " {\n  int kg_status = 0; /* -2 once a local region could not be allocated */\n");
+  kg_strbuf_puts(b, " {\n");
+  if (f->nsize_vars) {
+    /* before anything else: every extent, guard and workspace below holds only inside the range */
+    kg_strbuf_puts(b, "  if (");
+    for (int i = 0; i < f->nsize_vars; i++) {
+      const char *v = f->size_vars[i]->name;
+      kg_strbuf_printf(b, "%s%s < INT64_C(%lld) || %s > INT64_C(%lld)", i ? " || " : "", v,
+                       (long long)f->size_lo[i], v, (long long)f->size_hi[i]);
+    }
+    kg_strbuf_printf(b, ") return %d; /* a size outside the range this code serves (KG_ERR_SIZE) */\n",
+                     KG_C_ERR_SIZE);
+  }
+  kg_strbuf_puts(b, "  int kg_status = 0; /* -2 once a local region could not be allocated */\n");
   for (int i = 0; i < f->nparams; i++) kg_strbuf_printf(b, "  (void)%s;\n", f->params[i]->name);
-  for (int i = 0; i < f->ntemps; i++)
-    kg_strbuf_printf(b, "  float *KG_RESTRICT %s = kg_ws_take(&kg_ws_%s_%s, %lld);\n", f->temps[i]->name, fn_name,
-                     f->temps[i]->name, (long long)(f->temps[i]->size > 0 ? f->temps[i]->size : 1));
+  for (int i = 0; i < f->ntemps; i++) put_temp_take(&g, f->temps[i], fn_name);
   if (f->ntemps) {
     /* allocation failure: give up before computing anything (see the file comment) */
     kg_strbuf_puts(b, "  if (");
     for (int i = 0; i < f->ntemps; i++) kg_strbuf_printf(b, "%s!%s", i ? " || " : "", f->temps[i]->name);
     kg_strbuf_puts(b, ") {\n");
-    for (int i = 0; i < f->ntemps; i++)
-      kg_strbuf_printf(b, "    kg_ws_give(&kg_ws_%s_%s, %s);\n", fn_name, f->temps[i]->name, f->temps[i]->name);
+    for (int i = 0; i < f->ntemps; i++) put_temp_give(b, f->temps[i], fn_name, "    ");
     kg_strbuf_puts(b, "    return -2;\n  }\n");
   }
   put_block_items(&g, f->body, 1);
-  for (int i = 0; i < f->ntemps; i++)
-    kg_strbuf_printf(b, "  kg_ws_give(&kg_ws_%s_%s, %s);\n", fn_name, f->temps[i]->name, f->temps[i]->name);
+  for (int i = 0; i < f->ntemps; i++) put_temp_give(b, f->temps[i], fn_name, "  ");
   kg_strbuf_puts(b, "  return kg_status;\n}\n");
   if (g.failed) {
     kg_strbuf_free(b);
@@ -811,9 +929,14 @@ int kg_codegen_c(const kg_lowered *f, const char *fn_name, char **out, char *err
   free(fn);
   kg_strbuf_puts(&b, "\n");
   kg_strbuf_puts(&b, epilogue);
-  /* the runner's entry: the status needs no check there, since a failure leaves the outputs unwritten */
-  kg_strbuf_printf(&b, "\nvoid %s_args(float **args) {\n  (void)args;\n  (void)%s(", fn_name, fn_name);
-  for (int i = 0; i < f->nparams; i++) kg_strbuf_printf(&b, "%sargs[%d]", i ? ", " : "", i);
+  /* the runner's entry: the status needs no check there, since a failure leaves the outputs unwritten; dynamic
+   * sizes come after the buffers, as a pointer to int64_t values (see codegen.h) */
+  kg_strbuf_printf(&b, "\nvoid %s_args(float **args) {\n  (void)args;\n", fn_name);
+  if (f->nsize_vars)
+    kg_strbuf_printf(&b, "  const int64_t *kg_sizes = (const int64_t *)(const void *)args[%d];\n", f->nparams);
+  kg_strbuf_printf(&b, "  (void)%s(", fn_name);
+  for (int i = 0; i < f->nsize_vars; i++) kg_strbuf_printf(&b, "%skg_sizes[%d]", i ? ", " : "", i);
+  for (int i = 0; i < f->nparams; i++) kg_strbuf_printf(&b, "%sargs[%d]", i || f->nsize_vars ? ", " : "", i);
   kg_strbuf_puts(&b, ");\n}\n");
   *out = kg_strbuf_take(&b);
   return 0;

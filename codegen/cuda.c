@@ -17,7 +17,15 @@
  * The source includes no header: NVRTC compiles it as is, and the host compiler with runtime/cuda_emu.h
  * force-included (KG_EMULATE) compiles it for the emulator, which calls the `<kernel>__emu` entries.
  *
- * Requires: a kg_lowered for KG_TARGET_CUDA (constant loop extents, allocations only of shared or local scope). */
+ * With dynamic sizes (f->nsize_vars > 0) every kernel takes their values first and copies each into a local of
+ * the index type named as the size, so that index arithmetic stays 32-bit where it fits. A blockIdx-bound loop
+ * whose extent follows the sizes makes a grid extent computed at launch: a postfix program (kg_cuda_extent) that
+ * kg_cuda_program_grid evaluates and kg_cuda_extent_print writes out for exported headers; such a loop is guarded
+ * unless it alone sets that extent. The limits and the index type are decided with every size at its hi (extents
+ * grow with the sizes: lowering makes them of sizes, constants, sums, products and ceiling divisions).
+ *
+ * Requires: a kg_lowered for KG_TARGET_CUDA (loop extents constant or over the dynamic sizes only, allocations
+ * only of shared or local scope). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +38,8 @@
 #define KG_CUDA_STATIC_SHARED_MAX (48 * 1024)
 #define KG_CUDA_LOCAL_MAX (64 * 1024) /* bytes of register arrays per thread */
 #define KG_CUDA_MAX_DEPTH 256
+#define KG_CUDA_MAX_XS 8      /* distinct dynamic extents bound to one block tag in one kernel */
+#define KG_CUDA_X_STACK 64    /* evaluation stack of an extent program */
 
 /* How a cross-thread reduction combines. */
 typedef enum { RED_NONE, RED_WARP, RED_WARPS, RED_SHARED } red_kind;
@@ -57,7 +67,11 @@ typedef struct cgen {
   const char *kname;
   int wide; /* index type long long */
   /* per kernel */
-  int64_t launch[KG_THREAD_COUNT];
+  int64_t launch[KG_THREAD_COUNT]; /* with dynamic extents: at the sizes' hi */
+  const kg_irexpr *launch_x[KG_THREAD_COUNT][KG_CUDA_MAX_XS]; /* block tags: the distinct dynamic extents */
+  int nlaunch_x[KG_THREAD_COUNT];
+  int64_t launch_c[KG_THREAD_COUNT]; /* the largest constant extent bound to each tag (1: none) */
+  int64_t launch_lo[KG_THREAD_COUNT]; /* block tags with one dynamic extent: its value at the sizes' lo */
   shinfo *sh;
   int nsh, capsh;
   redinfo *red;
@@ -95,6 +109,232 @@ static void cfail(cgen *g, const char *fmt, ...) {
 }
 
 static const char *nm(const char *s) { return s ? s : "?"; }
+
+/* ---- extents that follow dynamic sizes ---- */
+
+/* The grid's limits on every CUDA device kgen targets (sm_70 on), x, y, z. */
+static const int64_t grid_max[3] = {INT32_MAX, 65535, 65535};
+
+typedef struct xbuild {
+  kg_cuda_xstep *code; /* heap */
+  int n, cap;
+  int depth, maxdepth;
+} xbuild;
+
+static void x_push(xbuild *x, kg_cuda_xop op, int64_t v, int pops) {
+  if (x->n == x->cap) {
+    x->cap = x->cap ? 2 * x->cap : 8;
+    x->code = realloc(x->code, sizeof *x->code * (size_t)x->cap);
+    if (!x->code) abort();
+  }
+  x->code[x->n++] = (kg_cuda_xstep){op, v};
+  x->depth += 1 - pops;
+  if (x->depth > x->maxdepth) x->maxdepth = x->depth;
+}
+
+/* The index of v among f's dynamic sizes, or -1. */
+static int size_index(const kg_lowered *f, const kg_irvar *v) {
+  for (int i = 0; i < f->nsize_vars; i++)
+    if (f->size_vars[i] == v) return i;
+  return -1;
+}
+
+/* Appends e's program; -1 when e uses anything but integer constants, the dynamic sizes, + - * floor division,
+ * floor modulo and the integer minimum. */
+static int x_emit(const kg_lowered *f, const kg_irexpr *e, xbuild *x) {
+  switch (e->kind) {
+    case KG_IRE_INT: x_push(x, KG_CUDA_X_CONST, e->i, 0); return 0;
+    case KG_IRE_VAR: {
+      int k = size_index(f, e->var);
+      if (k < 0) return -1;
+      x_push(x, KG_CUDA_X_SIZE, k, 0);
+      return 0;
+    }
+    case KG_IRE_BINARY: {
+      kg_cuda_xop op;
+      switch (e->bin.op) {
+        case KG_OP_ADD: op = KG_CUDA_X_ADD; break;
+        case KG_OP_SUB: op = KG_CUDA_X_SUB; break;
+        case KG_OP_MUL: op = KG_CUDA_X_MUL; break;
+        case KG_OP_DIV: op = KG_CUDA_X_FLOORDIV; break;
+        case KG_OP_MOD: op = KG_CUDA_X_FLOORMOD; break;
+        default: return -1;
+      }
+      if (e->ty != KG_TY_INT || x_emit(f, e->bin.a, x) || x_emit(f, e->bin.b, x)) return -1;
+      x_push(x, op, 0, 2);
+      return 0;
+    }
+    case KG_IRE_SELECT:
+      if (!kg_ir_is_min_int(e) || x_emit(f, e->sel.a, x) || x_emit(f, e->sel.b, x)) return -1;
+      x_push(x, KG_CUDA_X_MIN, 0, 2);
+      return 0;
+    default: return -1;
+  }
+}
+
+/* e (an INT expression over f's dynamic sizes) as a program in *out (heap); -1 when it is not one. */
+static int x_build(const kg_lowered *f, const kg_irexpr *e, kg_cuda_extent *out) {
+  xbuild x = {0};
+  if (x_emit(f, e, &x) != 0 || x.maxdepth > KG_CUDA_X_STACK) {
+    free(x.code);
+    return -1;
+  }
+  out->code = x.code;
+  out->n = x.n;
+  return 0;
+}
+
+static int64_t fdiv64(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+int64_t kg_cuda_extent_eval(const kg_cuda_extent *x, const int64_t *sizes) {
+  int64_t st[KG_CUDA_X_STACK];
+  int sp = 0;
+  for (int i = 0; i < x->n; i++) {
+    const kg_cuda_xstep *s = &x->code[i];
+    if (s->op == KG_CUDA_X_CONST || s->op == KG_CUDA_X_SIZE) {
+      if (sp == KG_CUDA_X_STACK || (s->op == KG_CUDA_X_SIZE && (!sizes || s->v < 0))) return -1;
+      st[sp++] = s->op == KG_CUDA_X_CONST ? s->v : sizes[s->v];
+      continue;
+    }
+    if (sp < 2) return -1;
+    int64_t b = st[--sp], a = st[sp - 1], r;
+    switch (s->op) {
+      case KG_CUDA_X_ADD:
+        if (__builtin_add_overflow(a, b, &r)) return -1;
+        break;
+      case KG_CUDA_X_SUB:
+        if (__builtin_sub_overflow(a, b, &r)) return -1;
+        break;
+      case KG_CUDA_X_MUL:
+        if (__builtin_mul_overflow(a, b, &r)) return -1;
+        break;
+      case KG_CUDA_X_FLOORDIV:
+      case KG_CUDA_X_FLOORMOD:
+        if (b == 0 || (a == INT64_MIN && b == -1)) return -1;
+        r = fdiv64(a, b);
+        if (s->op == KG_CUDA_X_FLOORMOD) r = a - r * b;
+        break;
+      case KG_CUDA_X_MIN: r = a < b ? a : b; break;
+      case KG_CUDA_X_MAX: r = a > b ? a : b; break;
+      default: return -1;
+    }
+    st[sp - 1] = r;
+  }
+  return sp == 1 ? st[0] : -1;
+}
+
+/* The first step of the subexpression that ends at step end; -1 for a malformed program. */
+static int x_start(const kg_cuda_extent *x, int end) {
+  if (end < 0) return -1;
+  if (x->code[end].op == KG_CUDA_X_CONST || x->code[end].op == KG_CUDA_X_SIZE) return end;
+  int r = x_start(x, end - 1);
+  return r < 0 ? -1 : x_start(x, r - 1);
+}
+
+static void x_put(kg_strbuf *b, const kg_cuda_extent *x, int end, const char *const *names) {
+  const kg_cuda_xstep *s = &x->code[end];
+  if (s->op == KG_CUDA_X_CONST) {
+    if (s->v == INT64_MIN) kg_strbuf_puts(b, "(-9223372036854775807LL - 1)");
+    else kg_strbuf_printf(b, s->v < 0 ? "(%lldLL)" : "%lldLL", (long long)s->v);
+    return;
+  }
+  if (s->op == KG_CUDA_X_SIZE) {
+    kg_strbuf_puts(b, names[s->v]);
+    return;
+  }
+  int r = x_start(x, end - 1);
+  static const char *const infix[] = {[KG_CUDA_X_ADD] = " + ", [KG_CUDA_X_SUB] = " - ", [KG_CUDA_X_MUL] = " * "};
+  static const char *const helper[] = {[KG_CUDA_X_FLOORDIV] = "kg_cuda_xfloordiv", [KG_CUDA_X_FLOORMOD] = "kg_cuda_xfloormod",
+                                       [KG_CUDA_X_MIN] = "kg_cuda_xmin", [KG_CUDA_X_MAX] = "kg_cuda_xmax"};
+  int is_infix = s->op == KG_CUDA_X_ADD || s->op == KG_CUDA_X_SUB || s->op == KG_CUDA_X_MUL;
+  kg_strbuf_printf(b, "%s(", is_infix ? "" : helper[s->op]);
+  x_put(b, x, r - 1, names);
+  kg_strbuf_puts(b, is_infix ? infix[s->op] : ", ");
+  x_put(b, x, end - 1, names);
+  kg_strbuf_putc(b, ')');
+}
+
+void kg_cuda_extent_print(kg_strbuf *b, const kg_cuda_extent *x, const char *const *size_names) {
+  if (x->n < 1 || x_start(x, x->n - 1) != 0) {
+    kg_strbuf_puts(b, "(-1LL) /* a malformed extent */");
+    return;
+  }
+  x_put(b, x, x->n - 1, size_names);
+}
+
+int kg_cuda_program_grid(const kg_cuda_program *p, const int64_t *sizes, int64_t (*grid)[3], int64_t *temp_elems,
+                         char *err, size_t errlen) {
+  if (errlen) err[0] = 0;
+  if (p->nsizes > 0 && !sizes) {
+    snprintf(err, errlen, "the kernels take %d dynamic size%s and none were given", p->nsizes,
+             p->nsizes == 1 ? "" : "s");
+    return -1;
+  }
+  for (int i = 0; i < p->nsizes; i++)
+    if (sizes[i] < p->size_lo[i] || sizes[i] > p->size_hi[i]) {
+      snprintf(err, errlen, "dynamic size %s = %lld is outside the range %lld..%lld the kernels serve",
+               p->size_names[i], (long long)sizes[i], (long long)p->size_lo[i], (long long)p->size_hi[i]);
+      return -1;
+    }
+  for (int k = 0; k < p->nkernels; k++) {
+    const kg_cuda_kernel *kn = &p->kernels[k];
+    for (int d = 0; d < 3; d++) {
+      const kg_cuda_extent *x = p->grid_dyn ? &p->grid_dyn[k][d] : NULL;
+      int64_t v = x && x->n ? kg_cuda_extent_eval(x, sizes) : kn->grid[d];
+      if (v < 0 || v > grid_max[d]) {
+        if (v < 0) snprintf(err, errlen, "kernel %s: the grid's %c extent cannot be evaluated at these sizes",
+                            kn->name, "xyz"[d]);
+        else snprintf(err, errlen, "kernel %s: the grid's %c extent %lld exceeds the limit %lld", kn->name,
+                      "xyz"[d], (long long)v, (long long)grid_max[d]);
+        return -1;
+      }
+      grid[k][d] = v;
+    }
+  }
+  for (int t = 0; temp_elems && t < p->ntemps; t++) {
+    int64_t v = p->temp_dyn && p->temp_dyn[t].n ? kg_cuda_extent_eval(&p->temp_dyn[t], sizes) : p->temp_elems[t];
+    if (v < 0) {
+      snprintf(err, errlen, "temporary %d: its size cannot be evaluated at these sizes", t);
+      return -1;
+    }
+    temp_elems[t] = v;
+  }
+  return 0;
+}
+
+/* The dynamic size e uses (its index; the first one met), or -1 when none. */
+static int first_size(const kg_lowered *f, const kg_irexpr *e) {
+  int k = -1;
+  switch (e->kind) {
+    case KG_IRE_VAR: return size_index(f, e->var);
+    case KG_IRE_LOAD: return first_size(f, e->load.index);
+    case KG_IRE_BINARY:
+      k = first_size(f, e->bin.a);
+      return k >= 0 ? k : first_size(f, e->bin.b);
+    case KG_IRE_UNARY:
+    case KG_IRE_CAST: return first_size(f, e->bin.a);
+    case KG_IRE_CALL:
+      for (int i = 0; i < e->call.n && k < 0; i++) k = first_size(f, e->call.args[i]);
+      return k;
+    case KG_IRE_SELECT:
+      k = first_size(f, e->sel.c);
+      if (k < 0) k = first_size(f, e->sel.a);
+      return k >= 0 ? k : first_size(f, e->sel.b);
+    default: return -1;
+  }
+}
+
+/* The value of e (over the dynamic sizes) at sizes; -1 when e is not such an expression or does not evaluate. */
+static int64_t eval_at(const kg_lowered *f, const kg_irexpr *e, const int64_t *sizes) {
+  kg_cuda_extent x;
+  if (x_build(f, e, &x) != 0) return -1;
+  int64_t v = kg_cuda_extent_eval(&x, sizes);
+  free(x.code);
+  return v;
+}
 
 /* ---- dependence on a variable (through the LETs printed so far) ---- */
 
@@ -197,10 +437,13 @@ static void scan_wide(cgen *g, const kg_irstmt *s) {
     case KG_IRS_SEQ:
       for (int i = 0; i < s->seq.n; i++) scan_wide(g, s->seq.items[i]);
       break;
-    case KG_IRS_FOR:
+    case KG_IRS_FOR: {
+      int64_t v;
       scan_ints(g, s->loop.extent);
+      if (!kg_ir_is_const(s->loop.extent, &v) && g->f->nsize_vars) note_int(g, eval_at(g->f, s->loop.extent, g->f->size_hi));
       scan_wide(g, s->loop.body);
       break;
+    }
     case KG_IRS_IF:
       scan_ints(g, s->cond.cond);
       scan_wide(g, s->cond.then);
@@ -227,12 +470,23 @@ static void analyze(cgen *g, const kg_irstmt *s) {
       break;
     case KG_IRS_FOR: {
       int64_t ext;
-      if (!kg_ir_is_const(s->loop.extent, &ext)) {
-        cfail(g, "codegen cuda: stage %s: loop %s: the extent is not a constant", nm(s->loop.stage_name),
-              nm(s->loop.loop_name));
-        return;
-      }
       kg_thread_tag t = s->loop.tag;
+      int dyn = !kg_ir_is_const(s->loop.extent, &ext);
+      if (dyn) {
+        /* a thread count is part of the compiled kernel (launch bounds, register arrays, reductions) */
+        int k = first_size(g->f, s->loop.extent);
+        if (kg_thread_tag_is_thread(t) && k >= 0) {
+          cfail(g, "codegen cuda: stage %s: loop %s bound to %s follows the dynamic size %s", nm(s->loop.stage_name),
+                nm(s->loop.loop_name), kg_thread_tag_names[t], g->f->size_vars[k]->name);
+          return;
+        }
+        ext = k >= 0 ? eval_at(g->f, s->loop.extent, g->f->size_hi) : -1;
+        if (kg_thread_tag_is_thread(t) || ext < 0) {
+          cfail(g, "codegen cuda: stage %s: loop %s: the extent is not a constant%s", nm(s->loop.stage_name),
+                nm(s->loop.loop_name), g->f->nsize_vars ? " nor a function of the dynamic sizes" : "");
+          return;
+        }
+      }
       /* parallel means CPU threads: on the GPU it would silently be a serial loop in every thread */
       if (s->loop.kind == KG_LOOP_PARALLEL) {
         cfail(g, "codegen cuda: stage %s: loop %s is parallel, which is for the C target; bind it to blockIdx or "
@@ -245,7 +499,17 @@ static void analyze(cgen *g, const kg_irstmt *s) {
         return;
       }
       if (kg_thread_tag_is_thread(t) || kg_thread_tag_is_block(t)) {
-        if (ext > g->launch[t]) g->launch[t] = ext;
+        if (!dyn && ext > g->launch[t]) g->launch[t] = ext;
+        int seen = 0;
+        for (int i = 0; dyn && i < g->nlaunch_x[t]; i++) seen |= kg_bounds_expr_equal(g->launch_x[t][i], s->loop.extent);
+        if (dyn && !seen) {
+          if (g->nlaunch_x[t] == KG_CUDA_MAX_XS) {
+            cfail(g, "codegen cuda: kernel %s: more than %d different dynamic extents bound to %s", g->kname,
+                  KG_CUDA_MAX_XS, kg_thread_tag_names[t]);
+            return;
+          }
+          g->launch_x[t][g->nlaunch_x[t]++] = s->loop.extent;
+        }
         for (int i = 0; i < g->nbound; i++)
           if (g->bound[i].tag == t && g->bound[i].stage && s->loop.stage_name &&
               !strcmp(g->bound[i].stage, s->loop.stage_name)) {
@@ -654,7 +918,8 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
     }
     case KG_IRS_FOR: {
       int64_t ext = 0;
-      kg_ir_is_const(s->loop.extent, &ext);
+      int dyn = !kg_ir_is_const(s->loop.extent, &ext);
+      if (dyn) ext = eval_at(g->f, s->loop.extent, g->f->size_hi);
       kg_thread_tag t = s->loop.tag;
       const char *v = s->loop.var->name;
       g->bound[g->nbound].tag = t;
@@ -664,13 +929,22 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       g->bound[g->nbound].guarded = 0;
       g->bound[g->nbound].ext = ext;
       if (kg_thread_tag_is_thread(t) || kg_thread_tag_is_block(t)) {
-        int guarded = ext < g->launch[t];
+        /* a dynamic extent (blockIdx only) sets the grid alone when it is the tag's only one and no constant
+         * extent bound to the tag exceeds it anywhere in the range (extents grow with the sizes) */
+        int guarded = dyn ? !(g->nlaunch_x[t] == 1 && g->launch_c[t] <= g->launch_lo[t]) : ext < g->launch[t];
         g->bound[g->nbound].guarded = guarded;
         const char *hw = kg_thread_tag_names[t]; /* "threadIdx.x", ...: the tag's name is the hardware index */
         kg_strbuf_indent(b, ind);
-        if (guarded) kg_strbuf_printf(b, "if ((int)%s < %lld) { /* %s.%s */\n", hw, (long long)ext,
-                                      nm(s->loop.stage_name), nm(s->loop.loop_name));
-        else kg_strbuf_printf(b, "{ /* %s.%s */\n", nm(s->loop.stage_name), nm(s->loop.loop_name));
+        if (guarded && dyn) {
+          kg_strbuf_printf(b, "if ((kg_idx)%s < (", hw);
+          put_expr(g, s->loop.extent);
+          kg_strbuf_printf(b, ")) { /* %s.%s */\n", nm(s->loop.stage_name), nm(s->loop.loop_name));
+        } else if (guarded) {
+          kg_strbuf_printf(b, "if ((int)%s < %lld) { /* %s.%s */\n", hw, (long long)ext, nm(s->loop.stage_name),
+                           nm(s->loop.loop_name));
+        } else {
+          kg_strbuf_printf(b, "{ /* %s.%s */\n", nm(s->loop.stage_name), nm(s->loop.loop_name));
+        }
         kg_strbuf_indent(b, ind + 1);
         kg_strbuf_printf(b, "const kg_idx %s = %s;\n", v, hw);
         g->nbound++;
@@ -687,7 +961,8 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       }
       kg_strbuf_indent(b, ind);
       kg_strbuf_printf(b, "for (kg_idx %s = 0; %s < ", v, v);
-      kg_cexpr_put_int(&cuda_dialect, b, ext);
+      if (dyn) put_expr(g, s->loop.extent);
+      else kg_cexpr_put_int(&cuda_dialect, b, ext);
       kg_strbuf_printf(b, "; ++%s) { /* %s.%s%s%s */\n", v, nm(s->loop.stage_name), nm(s->loop.loop_name),
                        s->loop.kind != KG_LOOP_SERIAL ? " " : "",
                        s->loop.kind == KG_LOOP_SERIAL ? ""
@@ -786,6 +1061,8 @@ static const char prelude[] =
 static void put_params(cgen *g) {
   const kg_lowered *f = g->f;
   int n = 0;
+  for (int i = 0; i < f->nsize_vars; i++, n++)
+    kg_strbuf_printf(&g->b, "%slong long kg_size_%s", n ? ", " : "", f->size_vars[i]->name);
   for (int i = 0; i < f->nparams; i++, n++)
     kg_strbuf_printf(&g->b, "%s%sfloat* __restrict__ %s", n ? ", " : "", f->params[i]->is_input ? "const " : "",
                      f->params[i]->name);
@@ -793,14 +1070,23 @@ static void put_params(cgen *g) {
     kg_strbuf_printf(&g->b, "%sfloat* __restrict__ %s", n ? ", " : "", f->temps[i]->name);
 }
 
-/* Launch limits of every CUDA device kgen targets (sm_70 on). */
+/* The dynamic sizes' names (f->size_vars order), in g's arena. */
+static const char *const *size_names(cgen *g) {
+  const char **names = KG_NEW_ARRAY(&g->tmp, const char *, g->f->nsize_vars + 1);
+  for (int i = 0; i < g->f->nsize_vars; i++) names[i] = g->f->size_vars[i]->name;
+  return names;
+}
+
+/* Launch limits of every CUDA device kgen targets (sm_70 on); a grid extent that follows dynamic sizes at their
+ * hi, its largest. */
 static int check_launch(cgen *g) {
   static const int64_t max_ext[KG_THREAD_COUNT] = {0, INT32_MAX, 65535, 65535, 1024, 1024, 64, 0};
   for (int t = KG_THREAD_BLOCK_X; t <= KG_THREAD_THREAD_Z; t++)
     if (g->launch[t] > max_ext[t]) {
       if (!g->failed) g->over_limit = 1;
-      cfail(g, "codegen cuda: kernel %s: %s extent %lld exceeds the limit %lld", g->kname, kg_thread_tag_names[t],
-            (long long)g->launch[t], (long long)max_ext[t]);
+      cfail(g, "codegen cuda: kernel %s: %s extent %lld exceeds the limit %lld%s", g->kname, kg_thread_tag_names[t],
+            (long long)g->launch[t], (long long)max_ext[t],
+            g->nlaunch_x[t] ? " (with the dynamic sizes at the top of their ranges)" : "");
       return -1;
     }
   if (block_threads(g) > 1024) {
@@ -814,14 +1100,27 @@ static int check_launch(cgen *g) {
 
 static int64_t align16(int64_t bytes) { return (bytes + 15) / 16 * 16; }
 
-static int put_kernel(cgen *g, const kg_irstmt *item, int k, const char *prefix, kg_cuda_kernel *kern) {
+/* grid_dyn (NULL without dynamic sizes) receives the kernel's dynamic grid extents. */
+static int put_kernel(cgen *g, const kg_irstmt *item, int k, const char *prefix, kg_cuda_kernel *kern,
+                      kg_cuda_extent *grid_dyn) {
   kg_strbuf *b = &g->b;
   char *name = kg_arena_printf(&g->tmp, "%s_k%d", prefix, k);
   g->kname = name;
-  for (int t = 0; t < KG_THREAD_COUNT; t++) g->launch[t] = 1;
+  for (int t = 0; t < KG_THREAD_COUNT; t++) g->launch[t] = 1, g->nlaunch_x[t] = 0;
   g->nsh = g->nred = g->nbound = g->nif = 0;
   analyze(g, item);
-  if (g->failed || check_launch(g)) return -1;
+  if (g->failed) return -1;
+  /* dynamic grid extents: the launch is the largest of the tag's extents, at most its value at the sizes' hi */
+  for (int t = 0; t < KG_THREAD_COUNT; t++) {
+    g->launch_c[t] = g->launch[t];
+    g->launch_lo[t] = -1;
+    for (int i = 0; i < g->nlaunch_x[t]; i++) {
+      int64_t hi = eval_at(g->f, g->launch_x[t][i], g->f->size_hi);
+      if (hi > g->launch[t]) g->launch[t] = hi;
+    }
+    if (g->nlaunch_x[t] == 1) g->launch_lo[t] = eval_at(g->f, g->launch_x[t][0], g->f->size_lo);
+  }
+  if (check_launch(g)) return -1;
   plan_reductions(g);
   int64_t total = 0;
   for (int i = 0; i < g->nsh; i++) {
@@ -834,15 +1133,43 @@ static int put_kernel(cgen *g, const kg_irstmt *item, int k, const char *prefix,
   }
   g->dynamic = total > KG_CUDA_STATIC_SHARED_MAX;
   int64_t threads = block_threads(g);
+  const char *const *names = size_names(g);
+  /* the grid extents that follow the sizes: the largest of the tag's extents (the kernel's once it is printed) */
+  kg_cuda_extent gd[3] = {{NULL, 0}, {NULL, 0}, {NULL, 0}};
+  for (int d = 0; d < 3; d++) {
+    kg_thread_tag t = (kg_thread_tag)(KG_THREAD_BLOCK_X + d);
+    if (!g->nlaunch_x[t]) continue;
+    xbuild x = {0};
+    for (int i = 0; i < g->nlaunch_x[t]; i++) {
+      if (x_emit(g->f, g->launch_x[t][i], &x) != 0) abort(); /* analyze evaluated each */
+      if (i) x_push(&x, KG_CUDA_X_MAX, 0, 2);
+    }
+    if (g->launch_c[t] > 1) {
+      x_push(&x, KG_CUDA_X_CONST, g->launch_c[t], 0);
+      x_push(&x, KG_CUDA_X_MAX, 0, 2);
+    }
+    gd[d] = (kg_cuda_extent){x.code, x.n};
+    if (x.maxdepth > KG_CUDA_X_STACK) {
+      cfail(g, "codegen cuda: kernel %s: the %s extent is too complex an expression", name, kg_thread_tag_names[t]);
+      goto fail;
+    }
+  }
 
   kg_strbuf_printf(b, "extern \"C\" __global__ void __launch_bounds__(%lld) %s(", (long long)threads, name);
   put_params(g);
   kg_strbuf_puts(b, ") {\n");
-  kg_strbuf_printf(b, "  /* grid (%lld, %lld, %lld), block (%lld, %lld, %lld), %lld bytes of %s shared memory */\n",
-                   (long long)g->launch[KG_THREAD_BLOCK_X], (long long)g->launch[KG_THREAD_BLOCK_Y],
-                   (long long)g->launch[KG_THREAD_BLOCK_Z], (long long)g->launch[KG_THREAD_THREAD_X],
-                   (long long)g->launch[KG_THREAD_THREAD_Y], (long long)g->launch[KG_THREAD_THREAD_Z],
-                   (long long)total, g->dynamic ? "dynamic" : "static");
+  kg_strbuf_puts(b, "  /* grid (");
+  for (int d = 0; d < 3; d++) {
+    if (d) kg_strbuf_puts(b, ", ");
+    if (gd[d].n) kg_cuda_extent_print(b, &gd[d], names);
+    else kg_strbuf_printf(b, "%lld", (long long)g->launch[KG_THREAD_BLOCK_X + d]);
+  }
+  kg_strbuf_printf(b, "), block (%lld, %lld, %lld), %lld bytes of %s shared memory */\n",
+                   (long long)g->launch[KG_THREAD_THREAD_X], (long long)g->launch[KG_THREAD_THREAD_Y],
+                   (long long)g->launch[KG_THREAD_THREAD_Z], (long long)total, g->dynamic ? "dynamic" : "static");
+  /* the sizes in the index type (they fit: the type was chosen with every size at its hi) */
+  for (int i = 0; i < g->f->nsize_vars; i++)
+    kg_strbuf_printf(b, "  const kg_idx %s = (kg_idx)kg_size_%s;\n  (void)%s;\n", names[i], names[i], names[i]);
   for (int i = 0; i < g->f->nparams; i++) kg_strbuf_printf(b, "  (void)%s;\n", g->f->params[i]->name);
   for (int i = 0; i < g->f->ntemps; i++) kg_strbuf_printf(b, "  (void)%s;\n", g->f->temps[i]->name);
   if (g->dynamic) kg_strbuf_puts(b, "  KG_DYNAMIC_SHARED(kg_dyn_smem);\n");
@@ -865,24 +1192,39 @@ static int put_kernel(cgen *g, const kg_irstmt *item, int k, const char *prefix,
   g->nbound = 0;
   put_items(g, item, 1);
   kg_strbuf_puts(b, "}\n\n");
-  if (g->failed) return -1;
+  if (g->failed) goto fail;
   kern->name = strdup(name);
   if (!kern->name) abort();
   for (int d = 0; d < 3; d++) {
     kern->grid[d] = g->launch[KG_THREAD_BLOCK_X + d];
+    if (grid_dyn) grid_dyn[d] = gd[d];
+    else free(gd[d].code); /* none: no dynamic size */
     kern->block[d] = g->launch[KG_THREAD_THREAD_X + d];
   }
   kern->static_shared = g->dynamic ? 0 : total;
   kern->dynamic_shared = g->dynamic ? total : 0;
   return 0;
+fail:
+  for (int d = 0; d < 3; d++) free(gd[d].code);
+  return -1;
 }
 
 void kg_cuda_program_free(kg_cuda_program *p) {
   if (!p) return;
   free(p->source);
-  for (int i = 0; i < p->nkernels; i++) free((char *)p->kernels[i].name);
+  for (int i = 0; i < p->nkernels; i++) {
+    free((char *)p->kernels[i].name);
+    for (int d = 0; p->grid_dyn && d < 3; d++) free(p->grid_dyn[i][d].code);
+  }
   free(p->kernels);
+  free(p->grid_dyn);
   free(p->temp_elems);
+  for (int i = 0; p->temp_dyn && i < p->ntemps; i++) free(p->temp_dyn[i].code);
+  free(p->temp_dyn);
+  for (int i = 0; i < p->nsizes; i++) free(p->size_names[i]);
+  free(p->size_names);
+  free(p->size_lo);
+  free(p->size_hi);
   memset(p, 0, sizeof *p);
 }
 
@@ -908,12 +1250,14 @@ int kg_codegen_cuda(const kg_lowered *f, const char *prefix, kg_cuda_program *ou
   g.lets = KG_NEW_ARRAY(&g.tmp, kg_irexpr *, g.nvars + 1);
   for (int i = 0; i < f->nparams; i++) note_int(&g, f->params[i]->size);
   for (int i = 0; i < f->ntemps; i++) note_int(&g, f->temps[i]->size);
+  for (int i = 0; i < f->nsize_vars; i++) note_int(&g, f->size_hi[i]);
   scan_wide(&g, f->body);
 
   int nk = f->body->kind == KG_IRS_SEQ ? f->body->seq.n : 1;
   out->kernels = calloc((size_t)nk + 1, sizeof *out->kernels);
   out->temp_elems = calloc((size_t)f->ntemps + 1, sizeof *out->temp_elems);
-  if (!out->kernels || !out->temp_elems) abort();
+  if (f->nsize_vars) out->grid_dyn = calloc((size_t)nk + 1, sizeof *out->grid_dyn);
+  if (!out->kernels || !out->temp_elems || (f->nsize_vars && !out->grid_dyn)) abort();
   kg_strbuf *b = &g.b;
   kg_strbuf_printf(b, "/* generated by kgen: %s (CUDA) */\n", f->name ? f->name : "?");
   kg_strbuf_printf(b, "#ifndef KG_CUDA_PRELUDE\n#define KG_CUDA_PRELUDE\ntypedef %s kg_idx;\n",
@@ -921,18 +1265,31 @@ int kg_codegen_cuda(const kg_lowered *f, const char *prefix, kg_cuda_program *ou
   kg_strbuf_puts(b, prelude);
   for (int k = 0; k < nk && !g.failed; k++) {
     const kg_irstmt *item = f->body->kind == KG_IRS_SEQ ? f->body->seq.items[k] : f->body;
-    if (put_kernel(&g, item, k, prefix, &out->kernels[k]) == 0) out->nkernels++;
+    if (put_kernel(&g, item, k, prefix, &out->kernels[k], out->grid_dyn ? out->grid_dyn[k] : NULL) == 0)
+      out->nkernels++;
   }
   if (!g.failed) {
     kg_strbuf_puts(b, "#ifdef KG_EMULATE\n");
     for (int k = 0; k < out->nkernels; k++) {
       const char *kn = out->kernels[k].name;
-      kg_strbuf_printf(b, "extern \"C\" void %s__emu(float **a) { %s(", kn, kn);
-      for (int i = 0; i < f->nparams + f->ntemps; i++) kg_strbuf_printf(b, "%sa[%d]", i ? ", " : "", i);
+      int nb = f->nparams + f->ntemps;
+      kg_strbuf_printf(b, "extern \"C\" void %s__emu(float **a) { ", kn);
+      /* the sizes' values follow the buffers */
+      if (f->nsize_vars) kg_strbuf_printf(b, "const long long *kg_s = (const long long *)(const void *)a[%d]; ", nb);
+      kg_strbuf_printf(b, "%s(", kn);
+      for (int i = 0; i < f->nsize_vars; i++) kg_strbuf_printf(b, "%skg_s[%d]", i ? ", " : "", i);
+      for (int i = 0; i < nb; i++) kg_strbuf_printf(b, "%sa[%d]", i || f->nsize_vars ? ", " : "", i);
       kg_strbuf_puts(b, "); }\n");
     }
     kg_strbuf_puts(b, "#endif\n");
   }
+  /* global temporaries whose element count follows the sizes */
+  out->temp_dyn = calloc((size_t)f->ntemps + 1, sizeof *out->temp_dyn);
+  if (!out->temp_dyn) abort();
+  out->ntemps = f->ntemps; /* what kg_cuda_program_free frees of temp_dyn */
+  for (int i = 0; i < f->ntemps && !g.failed; i++)
+    if (f->temps[i]->dyn_size && x_build(f, f->temps[i]->dyn_size, &out->temp_dyn[i]) != 0)
+      cfail(&g, "codegen cuda: temporary %s: its size is not a function of the dynamic sizes", f->temps[i]->name);
   kg_arena_free(&g.tmp);
   if (g.failed) {
     kg_strbuf_free(b);
@@ -943,5 +1300,18 @@ int kg_codegen_cuda(const kg_lowered *f, const char *prefix, kg_cuda_program *ou
   out->nparams = f->nparams;
   out->ntemps = f->ntemps;
   for (int i = 0; i < f->ntemps; i++) out->temp_elems[i] = f->temps[i]->size;
+  if (f->nsize_vars) {
+    out->nsizes = f->nsize_vars;
+    out->size_names = calloc((size_t)f->nsize_vars, sizeof *out->size_names);
+    out->size_lo = calloc((size_t)f->nsize_vars, sizeof *out->size_lo);
+    out->size_hi = calloc((size_t)f->nsize_vars, sizeof *out->size_hi);
+    if (!out->size_names || !out->size_lo || !out->size_hi) abort();
+    for (int i = 0; i < f->nsize_vars; i++) {
+      out->size_names[i] = strdup(f->size_vars[i]->name);
+      if (!out->size_names[i]) abort();
+      out->size_lo[i] = f->size_lo[i];
+      out->size_hi[i] = f->size_hi[i];
+    }
+  }
   return 0;
 }

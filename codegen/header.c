@@ -12,9 +12,24 @@ char *kg_header_fn_name(const kg_header_spec *s, int b) {
   kg_strbuf n;
   kg_strbuf_init(&n);
   kg_strbuf_printf(&n, "%s%s", s->prefix ? s->prefix : "kg_", s->name);
+  const kg_header_binding *bd = &s->bindings[b];
   for (int i = 0; i < s->nsizes; i++)
-    kg_strbuf_printf(&n, "_%s%lld", s->size_names[i], (long long)s->bindings[b].size_values[i]);
+    if (s->size_dynamic && s->size_dynamic[i] && bd->range_lo)
+      kg_strbuf_printf(&n, "_%s%lldto%lld", s->size_names[i], (long long)bd->range_lo[i], (long long)bd->range_hi[i]);
+    else
+      kg_strbuf_printf(&n, "_%s%lld", s->size_names[i], (long long)bd->size_values[i]);
   return kg_strbuf_take(&n);
+}
+
+static int any_dynamic(const kg_header_spec *s) {
+  for (int i = 0; s->size_dynamic && i < s->nsizes; i++)
+    if (s->size_dynamic[i]) return 1;
+  return 0;
+}
+
+void kg_header_put_dyn_params(kg_strbuf *b, const kg_header_spec *s, int with_types) {
+  for (int i = 0; s->size_dynamic && i < s->nsizes; i++)
+    if (s->size_dynamic[i]) kg_strbuf_printf(b, "%s%s, ", with_types ? "int64_t " : "", s->size_names[i]);
 }
 
 /* Comment text cannot close the comment early. */
@@ -108,13 +123,21 @@ void kg_header_put_top(kg_strbuf *b, const kg_header_spec *s, const char *lead) 
   kg_strbuf_puts(b, ".\n * Generated: do not edit; export again from the log instead.\n *\n * ");
   put_comment_text(b, s->signature);
   kg_strbuf_puts(b, "\n *\n");
-  kg_strbuf_printf(b, " * %d kernel%s (one per size binding):\n", s->nbindings, s->nbindings == 1 ? "" : "s");
+  if (any_dynamic(s))
+    kg_strbuf_printf(b, " * %d kernel%s, each compiled once for a range of the sizes it takes at run time:\n", s->nbindings,
+                     s->nbindings == 1 ? "" : "s");
+  else
+    kg_strbuf_printf(b, " * %d kernel%s (one per size binding):\n", s->nbindings, s->nbindings == 1 ? "" : "s");
   for (int i = 0; i < s->nbindings; i++) {
     const kg_header_binding *bd = &s->bindings[i];
     char *fn = kg_header_fn_name(s, i);
     kg_strbuf_printf(b, " *\n *   %s:", fn);
     for (int k = 0; k < s->nsizes; k++)
-      kg_strbuf_printf(b, " %s=%lld", s->size_names[k], (long long)bd->size_values[k]);
+      if (s->size_dynamic && s->size_dynamic[k] && bd->range_lo)
+        kg_strbuf_printf(b, " %s=%lld..%lld (at run time; tuned at %lld)", s->size_names[k], (long long)bd->range_lo[k],
+                         (long long)bd->range_hi[k], (long long)bd->size_values[k]);
+      else
+        kg_strbuf_printf(b, " %s=%lld", s->size_names[k], (long long)bd->size_values[k]);
     kg_strbuf_puts(b, "\n");
     free(fn);
     if (!cuda) {
@@ -174,6 +197,7 @@ void kg_header_put_top(kg_strbuf *b, const kg_header_spec *s, const char *lead) 
                  "#define KG_ERR_OUT_OF_MEMORY (-2) /* a temporary could not be allocated */\n"
                  "#define KG_ERR_NO_DRIVER (-3)     /* the CUDA driver (libcuda) cannot be loaded or has no device */\n"
                  "#define KG_ERR_NO_IMAGE (-4)      /* no cubin for the device's arch and no PTX it can compile */\n"
+                 "#define KG_ERR_SIZE (-5)          /* a size outside the range the kernel was compiled for */\n"
                  "static inline const char *kg_strerror(int code) {\n"
                  "  switch (code) {\n"
                  "    case KG_OK: return \"ok\";\n"
@@ -181,6 +205,7 @@ void kg_header_put_top(kg_strbuf *b, const kg_header_spec *s, const char *lead) 
                  "    case KG_ERR_OUT_OF_MEMORY: return \"out of memory\";\n"
                  "    case KG_ERR_NO_DRIVER: return \"the CUDA driver cannot be loaded or has no device\";\n"
                  "    case KG_ERR_NO_IMAGE: return \"no cubin for this GPU's arch and no PTX it can compile\";\n"
+                 "    case KG_ERR_SIZE: return \"a size outside the range the kernel serves\";\n"
                  "    default: return code > 0 ? \"CUDA driver error (a CUresult)\" : \"unknown error\";\n"
                  "  }\n"
                  "}\n");
@@ -191,6 +216,7 @@ void kg_header_put_top(kg_strbuf *b, const kg_header_spec *s, const char *lead) 
   for (int i = 0; i < s->nbindings; i++) {
     char *fn = kg_header_fn_name(s, i);
     kg_strbuf_printf(b, "int %s(%s%s", fn, lead ? lead : "", lead ? ", " : "");
+    kg_header_put_dyn_params(b, s, 1);
     kg_header_put_params(b, s, 1);
     kg_strbuf_puts(b, ");\n");
     free(fn);
@@ -205,9 +231,14 @@ void kg_header_put_top(kg_strbuf *b, const kg_header_spec *s, const char *lead) 
   else
     kg_strbuf_puts(b, "/* Several size bindings: the dispatcher. */\n");
   kg_strbuf_printf(b, "int %s%s(%s%s", pre, s->name, lead ? lead : "", lead ? ", " : "");
-  if (s->nbindings != 1) put_sizes_params(b, s, 1);
+  if (s->nbindings != 1 || any_dynamic(s)) put_sizes_params(b, s, 1);
   kg_header_put_params(b, s, 1);
   kg_strbuf_puts(b, ");\n");
+  if (any_dynamic(s))
+    kg_strbuf_printf(b, "/* The values kernel i serves (0 <= i < %d), per size parameter: fills lo[0..%d) and hi[0..%d) and\n"
+                        " * returns 0; -1 when there is no kernel i. (_sizes gives the values each was tuned at.) */\n"
+                        "int %s%s_ranges(int i, int64_t *lo, int64_t *hi);\n",
+                     s->nbindings, s->nsizes, s->nsizes, pre, s->name);
   kg_strbuf_printf(b, "/* The size binding of kernel i (0 <= i < %d), in the size parameters' order: fills sizes[0..%d) and\n"
                      " * returns 0; -1 when there is no kernel i. */\n"
                      "int %s%s_sizes(int i, int64_t *sizes);\n",
@@ -231,11 +262,17 @@ void kg_header_put_dispatch(kg_strbuf *b, const kg_header_spec *s, const char *l
   kg_strbuf_puts(b, ") {\n");
   for (int i = 0; i < s->nbindings; i++) {
     char *fn = kg_header_fn_name(s, i);
+    const kg_header_binding *bd = &s->bindings[i];
     kg_strbuf_puts(b, "  if (");
     for (int k = 0; k < s->nsizes; k++)
-      kg_strbuf_printf(b, "%s%s == %lld", k ? " && " : "", s->size_names[k], (long long)s->bindings[i].size_values[k]);
+      if (s->size_dynamic && s->size_dynamic[k] && bd->range_lo)
+        kg_strbuf_printf(b, "%s%s >= %lld && %s <= %lld", k ? " && " : "", s->size_names[k],
+                         (long long)bd->range_lo[k], s->size_names[k], (long long)bd->range_hi[k]);
+      else
+        kg_strbuf_printf(b, "%s%s == %lld", k ? " && " : "", s->size_names[k], (long long)bd->size_values[k]);
     if (s->nsizes == 0) kg_strbuf_puts(b, "1");
     kg_strbuf_printf(b, ") return %s(%s%s", fn, lead_arg ? lead_arg : "", lead_arg ? ", " : "");
+    kg_header_put_dyn_params(b, s, 0);
     kg_header_put_params(b, s, 0);
     kg_strbuf_puts(b, ");\n");
     free(fn);
@@ -263,11 +300,31 @@ void kg_header_put_dispatch(kg_strbuf *b, const kg_header_spec *s, const char *l
     kg_strbuf_puts(b, "  (void)sizes;\n");
   kg_strbuf_puts(b, "  return 0;\n}\n\n");
 
+  if (any_dynamic(s)) {
+    kg_strbuf_printf(b, "int %s%s_ranges(int i, int64_t *lo, int64_t *hi) {\n", pre, s->name);
+    kg_strbuf_printf(b, "  static const int64_t table[%d][2][%d] = {", s->nbindings, s->nsizes);
+    for (int i = 0; i < s->nbindings; i++) {
+      const kg_header_binding *bd = &s->bindings[i];
+      kg_strbuf_printf(b, "%s{{", i ? ", " : "");
+      for (int k = 0; k < s->nsizes; k++)
+        kg_strbuf_printf(b, "%s%lld", k ? ", " : "", (long long)(bd->range_lo ? bd->range_lo[k] : bd->size_values[k]));
+      kg_strbuf_puts(b, "}, {");
+      for (int k = 0; k < s->nsizes; k++)
+        kg_strbuf_printf(b, "%s%lld", k ? ", " : "", (long long)(bd->range_hi ? bd->range_hi[k] : bd->size_values[k]));
+      kg_strbuf_puts(b, "}}");
+    }
+    kg_strbuf_puts(b, "};\n");
+    kg_strbuf_printf(b, "  if (i < 0 || i >= %d) return -1;\n", s->nbindings);
+    kg_strbuf_printf(b, "  for (int k = 0; k < %d; k++) lo[k] = table[i][0][k], hi[k] = table[i][1][k];\n", s->nsizes);
+    kg_strbuf_puts(b, "  return 0;\n}\n\n");
+  }
+
+  int takes_sizes = s->nbindings != 1 || any_dynamic(s);
   kg_strbuf_printf(b, "int %s%s(%s%s", pre, s->name, lead ? lead : "", lead ? ", " : "");
-  if (s->nbindings != 1) put_sizes_params(b, s, 1);
+  if (takes_sizes) put_sizes_params(b, s, 1);
   kg_header_put_params(b, s, 1);
   kg_strbuf_puts(b, ") {\n  return ");
-  if (s->nbindings == 1) {
+  if (!takes_sizes) {
     char *fn = kg_header_fn_name(s, 0);
     kg_strbuf_printf(b, "%s(", fn);
     free(fn);
@@ -275,7 +332,7 @@ void kg_header_put_dispatch(kg_strbuf *b, const kg_header_spec *s, const char *l
     kg_strbuf_printf(b, "%s%s_dispatch(", pre, s->name);
   }
   if (lead_arg) kg_strbuf_printf(b, "%s, ", lead_arg);
-  if (s->nbindings != 1) put_sizes_params(b, s, 0);
+  if (takes_sizes) put_sizes_params(b, s, 0);
   kg_header_put_params(b, s, 0);
   kg_strbuf_puts(b, ");\n}\n\n");
 }
@@ -301,6 +358,13 @@ int kg_header_print(const kg_header_spec *s, char **out, char *err, size_t errle
     for (int j = 0; j < i; j++) {
       int same = 1;
       for (int k = 0; k < s->nsizes; k++) same &= s->bindings[i].size_values[k] == s->bindings[j].size_values[k];
+      /* dynamic kernels: overlapping ranges would make the dispatch order decide */
+      if (s->bindings[i].range_lo && s->bindings[j].range_lo) {
+        same = 1;
+        for (int k = 0; k < s->nsizes; k++)
+          same &= s->bindings[i].range_lo[k] <= s->bindings[j].range_hi[k] &&
+                  s->bindings[j].range_lo[k] <= s->bindings[i].range_hi[k];
+      }
       if (same) {
         char *fn = kg_header_fn_name(s, i);
         snprintf(err, errlen, "export: %s: two kernels for the same sizes", fn);

@@ -62,7 +62,10 @@ typedef struct kg_header_variant {
 } kg_header_variant;
 
 typedef struct kg_header_binding {
-  const int64_t *size_values;    /* spec->nsizes values */
+  const int64_t *size_values;    /* spec->nsizes values (a dynamic size: the value its schedule was tuned at) */
+  /* A header of dynamic kernels (spec->size_dynamic): per size, the values this binding's kernel serves (a static
+   * size: its value twice); the dispatcher picks the first binding whose ranges hold the sizes. NULL otherwise. */
+  const int64_t *range_lo, *range_hi;
   /* C target: the function's definition as kg_codegen_c_function printed it, named kg_header_fn_name(spec, i) */
   const char *c_function;
   kg_header_origin origin;       /* C target */
@@ -82,13 +85,18 @@ typedef struct kg_header_spec {
   const char *const *param_dims; /* per parameter, its shape for the comment: "[M][K]" */
   int nsizes;
   const char *const *size_names;
+  /* Per size, 1 when the kernels take it at run time (their functions then lead with an int64_t parameter for
+   * each such size, in size order, after the stream on CUDA, and check it against their range, returning
+   * KG_ERR_SIZE outside it); NULL: none. */
+  const int *size_dynamic;
   const kg_header_binding *bindings;
   int nbindings;
   const char *log_path;          /* the log the kernels came from (for the comment); may be NULL */
   const char *kgen_version;
 } kg_header_spec;
 
-/* The public function of binding b: "<prefix><name>_<S1><v1>_<S2><v2>..." (kg_matmul_M1024_K1024_N1024), heap. */
+/* The public function of binding b: "<prefix><name>_<S1><v1>_<S2><v2>..." (kg_matmul_M1024_K1024_N1024), a dynamic
+ * size written as its range ("M1to63"), heap. */
 char *kg_header_fn_name(const kg_header_spec *s, int b);
 
 /* The whole header text (heap) for s->target. 0, or -1 with the reason in err (an empty spec, a name that is not
@@ -104,6 +112,8 @@ void kg_header_put_top(struct kg_strbuf *b, const kg_header_spec *s, const char 
 void kg_header_put_dispatch(struct kg_strbuf *b, const kg_header_spec *s, const char *lead);
 /* The include guard's closing. */
 void kg_header_put_bottom(struct kg_strbuf *b, const kg_header_spec *s);
+/* The leading size parameters of a binding's function ("int64_t M, " or "M, "; nothing without dynamic sizes). */
+void kg_header_put_dyn_params(struct kg_strbuf *b, const kg_header_spec *s, int with_types);
 /* The parameter list "const float *A, const float *B, float *C" (with_types) or "A, B, C". */
 void kg_header_put_params(struct kg_strbuf *b, const kg_header_spec *s, int with_types);
 /* The target-specific bodies (header_c.c, header_cuda.c): everything between kg_header_put_top and

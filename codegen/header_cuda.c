@@ -14,6 +14,12 @@
  * Everything that differs per kernel is data (descriptors), and the code that loads and launches is written once
  * in the shared part: the real path and the emulated one choose the image by the same function.
  *
+ * Dynamic sizes (spec->size_dynamic): a binding's function takes them after the stream, returns KG_ERR_SIZE for
+ * one outside the binding's range before anything else, and passes them to the kernels (their leading arguments,
+ * in the program's size order). The launch table then holds each grid extent and temporary at the sizes' hi, and
+ * a variant's extent function (printed from kg_codegen_cuda's extent programs) gives those that follow the sizes
+ * at the call's values; a kernel whose grid is empty at them is not launched.
+ *
  * Requires: a spec for KG_TARGET_CUDA whose variants were printed by kg_codegen_cuda with the prefix
  * "<function name>_v<index>" (checked: the kernels' names carry it, so nothing collides across headers). */
 #include <stdio.h>
@@ -54,8 +60,8 @@ static const char shared_impl[] =
     "typedef struct kg_cu_function_st *kg_cu_function;\n"
     "typedef unsigned long long kg_cu_deviceptr;\n"
     "\n"
-    "/* One kernel program (one schedule) of a binding. Every kernel takes the same arguments: the parameters, then\n"
-    " * the temporaries. Archs are compute capabilities, major * 10 + minor. */\n"
+    "/* One kernel program (one schedule) of a binding. Every kernel takes the same arguments: the dynamic sizes\n"
+    " * (long long), the parameters, then the temporaries. Archs are compute capabilities, major * 10 + minor. */\n"
     "typedef struct kg_cuda_variant {\n"
     "  int nkernels, nparams, ntemps, ncubins;\n"
     "  int ptx_arch;                        /* 0: no PTX */\n"
@@ -66,6 +72,10 @@ static const char shared_impl[] =
     "  const unsigned char *const *cubin;   /* real path only */\n"
     "  const char *ptx;                     /* real path only */\n"
     "  void (*const *emu)(float **);        /* KG_EMULATE only: the emulator's entry of each kernel */\n"
+    "  int nsizes;                          /* dynamic sizes the kernels take first */\n"
+    "  /* With dynamic sizes: stores in *v the extent `which` (3 * k + d: grid dimension d of kernel k; 3 * nkernels\n"
+    "   * + t: the floats of temporary t) at the sizes and returns 1, or returns 0 when it is the table's. */\n"
+    "  int (*extent)(const long long *sizes, int which, long long *v);\n"
     "} kg_cuda_variant;\n"
     "\n"
     "/* A size binding: its variants and, on the real path, what was loaded (module and functions belong to the\n"
@@ -100,6 +110,35 @@ static const char shared_impl[] =
     "  return best;\n"
     "}\n"
     "\n"
+    "/* Integer helpers of the extents that follow dynamic sizes (floor division and modulo, as kgen's IR). */\n"
+    "static inline long long kg_cuda_xfloordiv(long long a, long long b) {\n"
+    "  long long q = a / b;\n"
+    "  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;\n"
+    "}\n"
+    "static inline long long kg_cuda_xfloormod(long long a, long long b) { return a - kg_cuda_xfloordiv(a, b) * b; }\n"
+    "static inline long long kg_cuda_xmin(long long a, long long b) { return a < b ? a : b; }\n"
+    "static inline long long kg_cuda_xmax(long long a, long long b) { return a > b ? a : b; }\n"
+    "\n"
+    "/* The launch of va at the sizes: fills grid[3] of kernel k (0 along a dimension: nothing to launch); -1 when a\n"
+    " * grid extent is past the device's limits. */\n"
+    "static int kg_cuda_grid(const kg_cuda_variant *va, const long long *sizes, int k, unsigned grid[3]) {\n"
+    "  static const long long lim[3] = {2147483647LL, 65535LL, 65535LL};\n"
+    "  for (int d = 0; d < 3; d++) {\n"
+    "    long long v = va->launch[k][d];\n"
+    "    if (va->extent && !va->extent(sizes, 3 * k + d, &v)) v = va->launch[k][d];\n"
+    "    if (v < 0 || v > lim[d]) return -1;\n"
+    "    grid[d] = (unsigned)v;\n"
+    "  }\n"
+    "  return 0;\n"
+    "}\n"
+    "\n"
+    "/* The floats of temporary t of va at the sizes (at least 1). */\n"
+    "static size_t kg_cuda_temp_floats(const kg_cuda_variant *va, const long long *sizes, int t) {\n"
+    "  long long v = (long long)va->temp_elems[t];\n"
+    "  if (va->extent && !va->extent(sizes, 3 * va->nkernels + t, &v)) v = (long long)va->temp_elems[t];\n"
+    "  return v > 0 ? (size_t)v : 1;\n"
+    "}\n"
+    "\n"
     "#ifdef KG_EMULATE\n"
     "#define KG_CUDA_LAUNCH_FAILED 719 /* CUDA_ERROR_LAUNCH_FAILED */\n"
     "static int kg_cuda_emulated_variant(const kg_cuda_binding *b) {\n"
@@ -111,27 +150,36 @@ static const char shared_impl[] =
     "#endif\n"
     "}\n"
     "\n"
-    "/* Runs the chosen variant's kernels on kgen's CUDA emulator (host pointers; temporaries start as NaN). */\n"
-    "static int kg_cuda_call(kg_cuda_binding *b, CUstream stream, void **params, kg_cu_deviceptr *temps) {\n"
+    "/* Runs the chosen variant's kernels on kgen's CUDA emulator (host pointers; temporaries start as NaN). params\n"
+    " * holds the sizes' then the parameters' addresses; the emulator's entries read the sizes after the buffers. */\n"
+    "static int kg_cuda_call(kg_cuda_binding *b, CUstream stream, const long long *sizes, void **params,\n"
+    "                        kg_cu_deviceptr *temps) {\n"
     "  (void)stream;\n"
     "  (void)temps;\n"
     "  int v = kg_cuda_emulated_variant(b);\n"
     "  if (v < 0) return KG_ERR_NO_IMAGE;\n"
     "  const kg_cuda_variant *va = &b->variants[v];\n"
-    "  float **args = (float **)calloc((size_t)(va->nparams + va->ntemps), sizeof(float *));\n"
+    "  float **args = (float **)calloc((size_t)(va->nparams + va->ntemps + 1), sizeof(float *));\n"
     "  if (!args) return KG_ERR_OUT_OF_MEMORY;\n"
     "  int rc = KG_OK;\n"
-    "  for (int i = 0; i < va->nparams; i++) memcpy(&args[i], params[i], sizeof(float *));\n"
+    "  for (int i = 0; i < va->nparams; i++) memcpy(&args[i], params[va->nsizes + i], sizeof(float *));\n"
     "  for (int t = 0; t < va->ntemps && rc == KG_OK; t++) {\n"
-    "    size_t n = va->temp_elems[t] ? (size_t)va->temp_elems[t] : 1;\n"
+    "    size_t n = kg_cuda_temp_floats(va, sizes, t);\n"
     "    float *p = (float *)malloc(n * sizeof(float));\n"
     "    if (!p) rc = KG_ERR_OUT_OF_MEMORY;\n"
     "    for (size_t e = 0; p && e < n; e++) p[e] = __builtin_nanf(\"\");\n"
     "    args[va->nparams + t] = p;\n"
     "  }\n"
+    "  args[va->nparams + va->ntemps] = (float *)(uintptr_t)sizes;\n"
     "  for (int k = 0; k < va->nkernels && rc == KG_OK; k++) {\n"
     "    const unsigned *l = va->launch[k];\n"
-    "    const int64_t grid[3] = {l[0], l[1], l[2]}, block[3] = {l[3], l[4], l[5]};\n"
+    "    unsigned g[3];\n"
+    "    if (kg_cuda_grid(va, sizes, k, g) != 0) {\n"
+    "      rc = KG_ERR_SIZE;\n"
+    "      break;\n"
+    "    }\n"
+    "    if (!g[0] || !g[1] || !g[2]) continue;\n"
+    "    const int64_t grid[3] = {g[0], g[1], g[2]}, block[3] = {l[3], l[4], l[5]};\n"
     "    char err[1024];\n"
     "    if (kg_emu_launch(va->emu[k], args, grid, block, l[6], err, sizeof err) != 0) {\n"
     "      fprintf(stderr, \"%s: kernel %s: %s\\n\", b->name, va->kernel[k], err);\n"
@@ -289,24 +337,30 @@ static const char shared_impl[] =
     "static int kg_cuda_variant_of(kg_cuda_binding *b) { return kg_cuda_load(b) == KG_OK ? b->variant : -1; }\n"
     "\n"
     "/* The loaded variant's kernels in order on stream, the temporaries in stream-ordered memory around them.\n"
-    " * params holds nparams pointers to the arguments and room for ntemps more; temps room for ntemps. */\n"
-    "static int kg_cuda_call(kg_cuda_binding *b, CUstream stream, void **params, kg_cu_deviceptr *temps) {\n"
+    " * params holds the addresses of the nsizes sizes (at sizes) and of the nparams parameters, and room for\n"
+    " * ntemps more; temps room for ntemps. */\n"
+    "static int kg_cuda_call(kg_cuda_binding *b, CUstream stream, const long long *sizes, void **params,\n"
+    "                        kg_cu_deviceptr *temps) {\n"
     "  int rc = kg_cuda_load(b);\n"
     "  if (rc != KG_OK) return rc;\n"
     "  const kg_cuda_variant *va = &b->variants[b->variant];\n"
+    "  unsigned g[3];\n"
+    "  for (int k = 0; k < va->nkernels; k++) /* every grid first, so that a refused call launches nothing */\n"
+    "    if (kg_cuda_grid(va, sizes, k, g) != 0) return KG_ERR_SIZE;\n"
     "  kg_cu_result r = 0;\n"
     "  int nt = 0;\n"
     "  for (; nt < va->ntemps; nt++) {\n"
-    "    size_t n = va->temp_elems[nt] ? (size_t)va->temp_elems[nt] : 1;\n"
-    "    r = kg_cu.mem_alloc_async(&temps[nt], n * sizeof(float), stream);\n"
+    "    r = kg_cu.mem_alloc_async(&temps[nt], kg_cuda_temp_floats(va, sizes, nt) * sizeof(float), stream);\n"
     "    if (r != 0) break;\n"
-    "    params[va->nparams + nt] = &temps[nt];\n"
+    "    params[va->nsizes + va->nparams + nt] = &temps[nt];\n"
     "  }\n"
     "  if (r == 2) rc = KG_ERR_OUT_OF_MEMORY; /* CUDA_ERROR_OUT_OF_MEMORY */\n"
     "  else rc = r;\n"
     "  for (int k = 0; k < va->nkernels && rc == KG_OK; k++) {\n"
     "    const unsigned *l = va->launch[k];\n"
-    "    rc = kg_cu.launch_kernel(b->fn[k], l[0], l[1], l[2], l[3], l[4], l[5], l[6], stream, params, NULL);\n"
+    "    kg_cuda_grid(va, sizes, k, g);\n"
+    "    if (!g[0] || !g[1] || !g[2]) continue; /* nothing to do at these sizes */\n"
+    "    rc = kg_cu.launch_kernel(b->fn[k], g[0], g[1], g[2], l[3], l[4], l[5], l[6], stream, params, NULL);\n"
     "  }\n"
     "  for (int t = 0; t < nt; t++) {\n"
     "    r = kg_cu.mem_free_async(temps[t], stream);\n"
@@ -377,6 +431,38 @@ static const char *variant_problem(const kg_header_spec *s, const char *fn, int 
   return NULL;
 }
 
+/* The values binding i serves of size k (a dynamic one): its range, else its first variant's. */
+static void spec_range(const kg_header_spec *s, int i, int k, int64_t *lo, int64_t *hi) {
+  const kg_header_binding *bd = &s->bindings[i];
+  const kg_cuda_program *p = bd->variants[0].prog;
+  *lo = *hi = bd->size_values[k];
+  if (bd->range_lo) {
+    *lo = bd->range_lo[k];
+    *hi = bd->range_hi[k];
+    return;
+  }
+  for (int j = 0; j < p->nsizes; j++)
+    if (!strcmp(p->size_names[j], s->size_names[k])) *lo = p->size_lo[j], *hi = p->size_hi[j];
+}
+
+/* Why variant va's dynamic sizes do not fit binding i of s (the spec's dynamic sizes, by name, each range inside
+ * the program's), or NULL. */
+static const char *dynamic_problem(const kg_header_spec *s, int i, const kg_cuda_program *p) {
+  int nd = 0;
+  for (int k = 0; k < s->nsizes; k++) nd += s->size_dynamic && s->size_dynamic[k];
+  if (p->nsizes != nd) return "its kernels take another number of dynamic sizes than the header's functions";
+  for (int j = 0; j < p->nsizes; j++) {
+    int k = 0;
+    while (k < s->nsizes && (!s->size_dynamic[k] || strcmp(s->size_names[k], p->size_names[j]))) k++;
+    if (k == s->nsizes) return "its kernels take a dynamic size the header's functions do not";
+    if (!strncmp(p->size_names[j], "kg_", 3)) return "a dynamic size named like the header's own names (kg_...)";
+    int64_t lo, hi;
+    spec_range(s, i, k, &lo, &hi);
+    if (lo < p->size_lo[j] || hi > p->size_hi[j]) return "the binding's range of a dynamic size is not inside its kernels'";
+  }
+  return NULL;
+}
+
 /* What the spec must hold for the printed header to be right; 0, or -1 with the reason. */
 static int check_spec(const kg_header_spec *s, char *err, size_t errlen) {
   /* the functions' parameters must not hide the header's own names (kg_params, kg_cuda_call, ...) */
@@ -396,6 +482,7 @@ static int check_spec(const kg_header_spec *s, char *err, size_t errlen) {
     }
     for (int v = 0; v < bd->nvariants && rc == 0; v++) {
       const char *why = variant_problem(s, fn, v, &bd->variants[v]);
+      if (!why) why = dynamic_problem(s, i, bd->variants[v].prog);
       if (why) {
         snprintf(err, errlen, "export: %s: variant %d: %s", fn, v, why);
         rc = -1;
@@ -488,6 +575,30 @@ static void put_variant_images(kg_strbuf *b, const char *fn, int v, const kg_hea
   }
 }
 
+/* A variant with dynamic sizes: the function that computes its grid extents and temporaries that follow them (see
+ * kg_cuda_variant.extent), from the programs kg_codegen_cuda made (kg_cuda_extent_print). */
+static void put_variant_extent(kg_strbuf *b, const char *fn, int v, const kg_cuda_program *p) {
+  kg_strbuf_printf(b, "static int %s_v%d_extent(const long long *kg_s, int kg_which, long long *kg_v) {\n", fn, v);
+  for (int i = 0; i < p->nsizes; i++)
+    kg_strbuf_printf(b, "  const long long %s = kg_s[%d];\n  (void)%s;\n", p->size_names[i], i, p->size_names[i]);
+  kg_strbuf_puts(b, "  switch (kg_which) {\n");
+  const char *const *names = (const char *const *)p->size_names;
+  for (int k = 0; p->grid_dyn && k < p->nkernels; k++)
+    for (int d = 0; d < 3; d++)
+      if (p->grid_dyn[k][d].n) {
+        kg_strbuf_printf(b, "    case %d: /* kernel %d, grid %c */\n      *kg_v = ", 3 * k + d, k, "xyz"[d]);
+        kg_cuda_extent_print(b, &p->grid_dyn[k][d], names);
+        kg_strbuf_puts(b, ";\n      return 1;\n");
+      }
+  for (int t = 0; p->temp_dyn && t < p->ntemps; t++)
+    if (p->temp_dyn[t].n) {
+      kg_strbuf_printf(b, "    case %d: /* temporary %d */\n      *kg_v = ", 3 * p->nkernels + t, t);
+      kg_cuda_extent_print(b, &p->temp_dyn[t], names);
+      kg_strbuf_puts(b, ";\n      return 1;\n");
+    }
+  kg_strbuf_puts(b, "    default:\n      (void)kg_v;\n      return 0;\n  }\n}\n");
+}
+
 /* The variant's tables both paths use: kernel names, launch shapes, temporaries, cubin archs. */
 static void put_variant_tables(kg_strbuf *b, const char *fn, int v, const kg_header_variant *va) {
   const kg_cuda_program *p = va->prog;
@@ -507,6 +618,7 @@ static void put_variant_tables(kg_strbuf *b, const char *fn, int v, const kg_hea
   kg_strbuf_printf(b, "static const int %s_v%d_cubin_arch[] = {", fn, v);
   for (int c = 0; c < va->ncubins; c++) kg_strbuf_printf(b, "%s%d", c ? ", " : "", arch_number(va->cubins[c].arch));
   kg_strbuf_puts(b, va->ncubins ? "};\n" : "0}; /* none */\n");
+  if (p->nsizes > 0) put_variant_extent(b, fn, v, p);
 }
 
 /* The arch KG_EMULATE runs a binding as when KG_EMULATE_SM is not defined: its first cubin's, else its first
@@ -546,11 +658,14 @@ static void put_binding_data(kg_strbuf *b, const kg_header_spec *s, int i) {
     kg_strbuf_printf(b, "    {%d, %d, %d, %d, %d, %s_v%d_kernel, %s_v%d_launch, %s_v%d_temp_elems, %s_v%d_cubin_arch,\n",
                      p->nkernels, p->nparams, p->ntemps, va->ncubins, va->ptx ? arch_number(va->ptx_arch) : 0, fn, v,
                      fn, v, fn, v, fn, v);
-    kg_strbuf_printf(b, "#ifdef KG_EMULATE\n     NULL, NULL, %s_v%d_emu},\n#else\n", fn, v);
+    char tail[600];
+    if (p->nsizes > 0) snprintf(tail, sizeof tail, "%d, %s_v%d_extent", p->nsizes, fn, v);
+    else snprintf(tail, sizeof tail, "0, NULL");
+    kg_strbuf_printf(b, "#ifdef KG_EMULATE\n     NULL, NULL, %s_v%d_emu, %s},\n#else\n", fn, v, tail);
     if (va->ptx)
-      kg_strbuf_printf(b, "     %s_v%d_cubin, %s_v%d_ptx, NULL},\n#endif\n", fn, v, fn, v);
+      kg_strbuf_printf(b, "     %s_v%d_cubin, %s_v%d_ptx, NULL, %s},\n#endif\n", fn, v, fn, v, tail);
     else
-      kg_strbuf_printf(b, "     %s_v%d_cubin, NULL, NULL},\n#endif\n", fn, v);
+      kg_strbuf_printf(b, "     %s_v%d_cubin, NULL, NULL, %s},\n#endif\n", fn, v, tail);
   }
   kg_strbuf_puts(b, "};\n");
   kg_strbuf_printf(b, "static kg_cu_function %s_fn[%d];\n", fn, binding_max(bd, 0));
@@ -559,16 +674,35 @@ static void put_binding_data(kg_strbuf *b, const kg_header_spec *s, int i) {
   free(fn);
 }
 
-/* A binding's public functions: the kernel's and its _variant. */
+/* A binding's public functions: the kernel's and its _variant. With dynamic sizes the kernel's function takes them
+ * first (the spec's order), refuses one outside the binding's range with KG_ERR_SIZE before anything else, and
+ * passes them to the kernels in their program's order. */
 static void put_binding_functions(kg_strbuf *b, const kg_header_spec *s, int i) {
+  const kg_header_binding *bd = &s->bindings[i];
+  const kg_cuda_program *p0 = bd->variants[0].prog;
   char *fn = kg_header_fn_name(s, i);
-  int maxt = binding_max(&s->bindings[i], 1);
+  int maxt = binding_max(bd, 1), ns = p0->nsizes;
   kg_strbuf_printf(b, "int %s(CUstream stream, ", fn);
+  kg_header_put_dyn_params(b, s, 1);
   kg_header_put_params(b, s, 1);
-  kg_strbuf_printf(b, ") {\n  void *kg_params[%d] = {", s->nparams + maxt);
-  for (int k = 0; k < s->nparams; k++) kg_strbuf_printf(b, "%s(void *)&%s", k ? ", " : "", s->param_names[k]);
-  kg_strbuf_printf(b, "};\n  kg_cu_deviceptr kg_temps[%d];\n  return kg_cuda_call(&%s_binding, stream, kg_params, kg_temps);\n}\n",
-                   maxt, fn);
+  kg_strbuf_puts(b, ") {\n");
+  for (int k = 0; k < s->nsizes; k++) {
+    if (!s->size_dynamic || !s->size_dynamic[k]) continue;
+    int64_t lo = 0, hi = 0;
+    spec_range(s, i, k, &lo, &hi);
+    kg_strbuf_printf(b, "  if (%s < %lldLL || %s > %lldLL) return KG_ERR_SIZE;\n", s->size_names[k], (long long)lo,
+                     s->size_names[k], (long long)hi);
+  }
+  if (ns > 0) {
+    kg_strbuf_printf(b, "  const long long kg_sizes[%d] = {", ns);
+    for (int k = 0; k < ns; k++) kg_strbuf_printf(b, "%s(long long)%s", k ? ", " : "", p0->size_names[k]);
+    kg_strbuf_puts(b, "};\n");
+  }
+  kg_strbuf_printf(b, "  void *kg_params[%d] = {", ns + s->nparams + maxt);
+  for (int k = 0; k < ns; k++) kg_strbuf_printf(b, "%s(void *)&kg_sizes[%d]", k ? ", " : "", k);
+  for (int k = 0; k < s->nparams; k++) kg_strbuf_printf(b, "%s(void *)&%s", k || ns ? ", " : "", s->param_names[k]);
+  kg_strbuf_printf(b, "};\n  kg_cu_deviceptr kg_temps[%d];\n  return kg_cuda_call(&%s_binding, stream, %s, kg_params, kg_temps);\n}\n",
+                   maxt, fn, ns > 0 ? "kg_sizes" : "NULL");
   kg_strbuf_printf(b, "int %s_variant(void) { return kg_cuda_variant_of(&%s_binding); }\n\n", fn, fn);
   free(fn);
 }

@@ -510,7 +510,9 @@ static void walk(walker *w, const kg_irstmt *s) {
       return;
     case KG_IRS_FOR: {
       int64_t e = 1;
-      if (!kg_ir_const_upper(s->loop.extent, &e) || e < 1) e = 1;
+      /* a dynamic kernel's extent is taken at the size it is measured at, so one model learns across sizes */
+      if (!kg_ir_const_upper(s->loop.extent, &e) && kg_ir_eval_sizes(w->f, s->loop.extent, &e)) e = 1;
+      if (e < 1) e = 1;
       loopent l = {var_ok(w, s->loop.var) ? s->loop.var->id : -1, (double)e, s->loop.kind, s->loop.tag};
       if (l.tag > KG_THREAD_NONE && l.tag < KG_THREAD_COUNT && l.extent > k->tag_ext[l.tag])
         k->tag_ext[l.tag] = l.extent;

@@ -30,6 +30,7 @@ typedef struct binding {
   const kg_program *prog;
   char *fn;
   int64_t sizes[KG_TLOG_MAX_SIZES];
+  int64_t rlo[KG_TLOG_MAX_SIZES], rhi[KG_TLOG_MAX_SIZES]; /* dynamic kernels: the values each size may take */
   /* C */
   char *c_function, *trace_text, *record_text, *note;
   const kg_tlog_record *rec;
@@ -304,6 +305,26 @@ static char *signature(const kg_program *p, char **dims) {
   return kg_strbuf_take(&b);
 }
 
+/* The values a dynamic kernel of p serves: per size, the bucket its records were tuned for (every record of one
+ * workload identity shares it), else the size's whole range; a static size its value. */
+static void binding_ranges(const kg_tlog *log, const kg_program *p, int64_t *lo, int64_t *hi) {
+  kg_tlog_workload wl;
+  kg_tlog_workload_of(p, &wl);
+  const kg_tlog_record *r = NULL;
+  for (int i = 0; i < log->n && !r; i++)
+    if (log->recs[i].ndyn && !strcmp(log->recs[i].workload.hash, wl.hash) && !strcmp(log->recs[i].workload.name, wl.name))
+      r = &log->recs[i];
+  for (int k = 0; k < p->nsizes && k < KG_TLOG_MAX_SIZES; k++) {
+    const kg_size_var *sv = &p->sizes[k];
+    lo[k] = hi[k] = sv->value;
+    if (!sv->dynamic) continue;
+    lo[k] = sv->lo;
+    hi[k] = sv->hi;
+    for (int j = 0; r && j < r->ndyn; j++)
+      if (!strcmp(r->dyn_names[j], sv->name)) lo[k] = r->bucket_lo[j], hi[k] = r->bucket_hi[j];
+  }
+}
+
 int kg_export_header(const kg_program *const *progs, int n, const kg_tlog *log, const kg_export_opts *o,
                      char **header, char **warnings, char *err, size_t errlen) {
   *header = NULL;
@@ -315,6 +336,7 @@ int kg_export_header(const kg_program *const *progs, int n, const kg_tlog *log, 
   }
   for (int i = 1; i < n; i++)
     if (strcmp(progs[i]->def->name, progs[0]->def->name) || progs[i]->nsizes != progs[0]->nsizes ||
+        kg_program_ndynamic(progs[i]) != kg_program_ndynamic(progs[0]) ||
         progs[i]->ninputs + progs[i]->noutputs != progs[0]->ninputs + progs[0]->noutputs) {
       snprintf(err, errlen, "export: one header holds one def (%s and %s)", progs[0]->def->name, progs[i]->def->name);
       return -1;
@@ -367,6 +389,9 @@ int kg_export_header(const kg_program *const *progs, int n, const kg_tlog *log, 
     kg_schedule_free(s0);
   }
   for (int k = 0; k < ns; k++) snames[k] = progs[0]->sizes[k].name;
+  int *sdyn = kg_xrealloc(NULL, sizeof *sdyn * (size_t)(ns + 1));
+  for (int k = 0; k < ns; k++) sdyn[k] = progs[0]->sizes[k].dynamic;
+  const int dynamic = kg_program_ndynamic(progs[0]) > 0;
   kg_header_spec spec = {.name = progs[0]->def->name,
                          .prefix = opts.prefix ? opts.prefix : "kg_",
                          .target = opts.target,
@@ -377,6 +402,7 @@ int kg_export_header(const kg_program *const *progs, int n, const kg_tlog *log, 
                          .param_dims = (const char *const *)pdims,
                          .nsizes = ns,
                          .size_names = snames,
+                         .size_dynamic = dynamic ? sdyn : NULL,
                          .bindings = hb,
                          .nbindings = n,
                          .log_path = opts.log_path,
@@ -386,6 +412,11 @@ int kg_export_header(const kg_program *const *progs, int n, const kg_tlog *log, 
     bd[i].prog = progs[i];
     for (int k = 0; k < ns; k++) bd[i].sizes[k] = progs[i]->sizes[k].value;
     hb[i].size_values = bd[i].sizes;
+    if (dynamic) {
+      binding_ranges(log, progs[i], bd[i].rlo, bd[i].rhi);
+      hb[i].range_lo = bd[i].rlo;
+      hb[i].range_hi = bd[i].rhi;
+    }
     bd[i].fn = kg_header_fn_name(&spec, i);
     rc = opts.target == KG_TARGET_CUDA ? export_cuda(&x, &bd[i]) : export_c(&x, &bd[i]);
     if (rc) break;
@@ -414,6 +445,7 @@ int kg_export_header(const kg_program *const *progs, int n, const kg_tlog *log, 
   free(pnames);
   free(pin);
   free(snames);
+  free(sdyn);
   free(sig);
   free(bd);
   free(hb);

@@ -115,3 +115,16 @@ void kg_cpu_call(const kg_cpu_module *m, float **args, int nargs) {
   *(void **)(&fn) = m->fn;
   fn(args);
 }
+
+void kg_cpu_call_sizes(const kg_cpu_module *m, float **args, int nargs, const int64_t *sizes, int nsizes) {
+  if (nsizes <= 0) {
+    kg_cpu_call(m, args, nargs);
+    return;
+  }
+  float **all = malloc(sizeof(float *) * (size_t)(nargs + 1));
+  if (!all) return; /* the outputs stay unwritten, as for any failure inside the call */
+  if (nargs > 0) memcpy(all, args, sizeof(float *) * (size_t)nargs);
+  all[nargs] = (float *)(uintptr_t)sizes; /* the wrapper casts it back (see kg_codegen_c) */
+  kg_cpu_call(m, all, nargs + 1);
+  free(all);
+}

@@ -2,6 +2,7 @@
 #ifndef KG_CPU_H
 #define KG_CPU_H
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct kg_cpu_module {
   void *handle;    /* dlopen handle */
@@ -17,4 +18,7 @@ int kg_cpu_build(const char *src, const char *fn_name, kg_cpu_module *m);
 void kg_cpu_module_free(kg_cpu_module *m);
 /* Calls the entry point with nargs float pointers (inputs then outputs). */
 void kg_cpu_call(const kg_cpu_module *m, float **args, int nargs);
+/* The same for code with dynamic sizes (kg_lowered.nsize_vars > 0): sizes[0..nsizes) are their values in
+ * size_vars order, passed after the buffers as the wrapper expects (see kg_codegen_c). nsizes 0 is kg_cpu_call. */
+void kg_cpu_call_sizes(const kg_cpu_module *m, float **args, int nargs, const int64_t *sizes, int nsizes);
 #endif

@@ -545,35 +545,64 @@ int kg_cuda_module_load(kg_cuda_module *m, const kg_cuda_program *p, const void 
 
 int kg_cuda_launch_program(const kg_cuda_module *m, const kg_cuda_program *p, kg_devptr *args, char *err,
                            size_t errlen) {
+  return kg_cuda_launch_program_sizes(m, p, args, NULL, err, errlen);
+}
+
+#define KG_CUDA_STACK_KERNELS 16
+
+int kg_cuda_launch_program_sizes(const kg_cuda_module *m, const kg_cuda_program *p, kg_devptr *args,
+                                 const int64_t *sizes, char *err, size_t errlen) {
   if (ensure_current(err, errlen) != 0) return -1;
   if (!m->module || m->nfuncs != p->nkernels)
     return fail_msg(err, errlen, "kg_cuda_launch_program: the module was not loaded from this program");
-  int nargs = p->nparams + p->ntemps;
+  /* the grids at these sizes (a static program's are its own): on the stack for the usual few kernels, so that
+   * timed launches carry no allocation */
+  int64_t stack_grid[KG_CUDA_STACK_KERNELS][3];
+  int64_t(*grid)[3] = stack_grid;
+  if (p->nsizes > 0) {
+    if (p->nkernels > KG_CUDA_STACK_KERNELS) grid = malloc(sizeof *grid * (size_t)p->nkernels);
+    if (!grid) return fail_msg(err, errlen, "kg_cuda_launch_program: out of memory");
+    if (kg_cuda_program_grid(p, sizes, grid, NULL, err, errlen) != 0) {
+      if (grid != stack_grid) free(grid);
+      return -1;
+    }
+  }
+  int nargs = p->nsizes + p->nparams + p->ntemps;
   void *stack_params[64];
   void **params = nargs <= 64 ? stack_params : malloc(sizeof(void *) * (size_t)nargs);
-  if (!params) return fail_msg(err, errlen, "kg_cuda_launch_program: out of memory");
-  /* cuLaunchKernel takes a pointer to each argument's value. */
-  for (int i = 0; i < nargs; i++) params[i] = &args[i];
+  if (!params) {
+    if (grid != stack_grid) free(grid);
+    return fail_msg(err, errlen, "kg_cuda_launch_program: out of memory");
+  }
+  /* cuLaunchKernel takes a pointer to each argument's value: the sizes (long long), then the buffers. */
+  for (int i = 0; i < p->nsizes; i++) params[i] = (void *)&sizes[i];
+  for (int i = 0; i < p->nparams + p->ntemps; i++) params[p->nsizes + i] = &args[i];
   int rc = 0;
-  /* Every shape is checked before the first launch, so that a bad program launches nothing. */
+  /* Every shape is checked before the first launch, so that a bad program launches nothing. A grid that follows
+   * the sizes may be empty at some of them: that kernel has nothing to do and is skipped. */
   for (int i = 0; i < p->nkernels; i++) {
     const kg_cuda_kernel *k = &p->kernels[i];
+    const int64_t *g = p->nsizes > 0 ? grid[i] : k->grid;
     int ok = 1;
     for (int d = 0; d < 3; d++)
-      ok = ok && k->grid[d] >= 1 && k->grid[d] <= 0xffffffffLL && k->block[d] >= 1 && k->block[d] <= 0xffffffffLL;
+      ok = ok && (g[d] >= 1 || (g[d] == 0 && p->grid_dyn && p->grid_dyn[i][d].n)) && g[d] <= 0xffffffffLL &&
+           k->block[d] >= 1 &&
+           k->block[d] <= 0xffffffffLL;
     if (!ok || k->dynamic_shared < 0 || k->dynamic_shared > 0xffffffffLL) {
       if (err && errlen)
         snprintf(err, errlen,
                  "kernel %s: launch shape out of range (grid %lld x %lld x %lld, block %lld x %lld x %lld)", k->name,
-                 (long long)k->grid[0], (long long)k->grid[1], (long long)k->grid[2], (long long)k->block[0],
-                 (long long)k->block[1], (long long)k->block[2]);
+                 (long long)g[0], (long long)g[1], (long long)g[2], (long long)k->block[0], (long long)k->block[1],
+                 (long long)k->block[2]);
       rc = -1;
       break;
     }
   }
   for (int i = 0; i < p->nkernels && rc == 0; i++) {
     const kg_cuda_kernel *k = &p->kernels[i];
-    cu_result r = cu.launch_kernel(m->funcs[i], (unsigned)k->grid[0], (unsigned)k->grid[1], (unsigned)k->grid[2],
+    const int64_t *g = p->nsizes > 0 ? grid[i] : k->grid;
+    if (g[0] == 0 || g[1] == 0 || g[2] == 0) continue;
+    cu_result r = cu.launch_kernel(m->funcs[i], (unsigned)g[0], (unsigned)g[1], (unsigned)g[2],
                                    (unsigned)k->block[0], (unsigned)k->block[1], (unsigned)k->block[2],
                                    (unsigned)k->dynamic_shared, NULL, params, NULL);
     if (r != CU_SUCCESS) {
@@ -583,6 +612,7 @@ int kg_cuda_launch_program(const kg_cuda_module *m, const kg_cuda_program *p, kg
     }
   }
   if (params != stack_params) free(params);
+  if (grid != stack_grid) free(grid);
   return rc;
 }
 

@@ -49,9 +49,16 @@ void kg_cuda_module_unload(kg_cuda_module *m);
 
 /* Launches every kernel of p in order on the default stream: args are the device pointers of the parameters
  * then of the temporaries (p->nparams + p->ntemps). The dynamic shared memory opt-in of kernels that need it
- * is set once by kg_cuda_module_load. Does not synchronise. */
+ * is set once by kg_cuda_module_load. Does not synchronise. A program with dynamic sizes (p->nsizes > 0) needs
+ * kg_cuda_launch_program_sizes. */
 int kg_cuda_launch_program(const kg_cuda_module *m, const kg_cuda_program *p, kg_devptr *args, char *err,
                            size_t errlen);
+/* The same at the dynamic sizes' values sizes (p->nsizes of them, in p->size_names order; NULL when p has none):
+ * each is checked against its range and the grids are computed from them (kg_cuda_program_grid) before anything
+ * is launched; they are the kernels' leading arguments. The temporaries in args must hold
+ * kg_cuda_program_grid's temp_elems at these sizes. A kernel whose grid is empty at these sizes is skipped. */
+int kg_cuda_launch_program_sizes(const kg_cuda_module *m, const kg_cuda_program *p, kg_devptr *args,
+                                 const int64_t *sizes, char *err, size_t errlen);
 
 /* Times one call of fn(ctx) with events around it on the default stream (seconds). */
 typedef struct kg_cuda_event_timer {

@@ -138,6 +138,11 @@ void kg_emu_module_free(kg_emu_module *m) {
 }
 
 int kg_emu_run_program(const kg_emu_module *m, const kg_cuda_program *p, float **args, char *err, size_t errlen) {
+  return kg_emu_run_program_sizes(m, p, args, NULL, err, errlen);
+}
+
+int kg_emu_run_program_sizes(const kg_emu_module *m, const kg_cuda_program *p, float **args, const int64_t *sizes,
+                             char *err, size_t errlen) {
   if (errlen) err[0] = 0;
   if (!m->handle) {
     snprintf(err, errlen, "emulator: the module is not built");
@@ -152,21 +157,52 @@ int kg_emu_run_program(const kg_emu_module *m, const kg_cuda_program *p, float *
   }
   /* object pointer to function pointer through memcpy: a cast is undefined in ISO C */
   memcpy(&launch, &sym, sizeof sym);
-  for (int k = 0; k < p->nkernels; k++) {
-    const kg_cuda_kernel *kn = &p->kernels[k];
-    sym = emu_sym(m->handle, kn->name, "__emu");
-    if (!sym) {
-      snprintf(err, errlen, "emulator: kernel %s: the module has no entry %s__emu", kn->name, kn->name);
+  /* With dynamic sizes: the grids at these sizes, and the entries' arguments with a pointer to the sizes after
+   * the buffers (see kg_codegen_cuda). */
+  int64_t(*grid)[3] = NULL;
+  float **a = args;
+  if (p->nsizes > 0) {
+    grid = malloc(sizeof *grid * (size_t)(p->nkernels + 1));
+    int nb = p->nparams + p->ntemps;
+    a = malloc(sizeof *a * (size_t)(nb + 1));
+    if (!grid || !a) {
+      free(grid);
+      free(a);
+      snprintf(err, errlen, "emulator: out of memory");
       return -1;
     }
-    memcpy(&entry, &sym, sizeof sym);
+    memcpy(a, args, sizeof *a * (size_t)nb);
+    a[nb] = (float *)(uintptr_t)sizes;
     char why[512];
-    if (launch(entry, args, kn->grid, kn->block, kn->dynamic_shared, why, sizeof why) != 0) {
-      snprintf(err, errlen, "emulator: kernel %s (grid %lldx%lldx%lld, block %lldx%lldx%lld): %s", kn->name,
-               (long long)kn->grid[0], (long long)kn->grid[1], (long long)kn->grid[2], (long long)kn->block[0],
-               (long long)kn->block[1], (long long)kn->block[2], why);
+    if (kg_cuda_program_grid(p, sizes, grid, NULL, why, sizeof why) != 0) {
+      snprintf(err, errlen, "emulator: %s", why);
+      free(grid);
+      free(a);
       return -1;
     }
   }
-  return 0;
+  int rc = 0;
+  for (int k = 0; k < p->nkernels && rc == 0; k++) {
+    const kg_cuda_kernel *kn = &p->kernels[k];
+    const int64_t *g = grid ? grid[k] : kn->grid;
+    sym = emu_sym(m->handle, kn->name, "__emu");
+    if (!sym) {
+      snprintf(err, errlen, "emulator: kernel %s: the module has no entry %s__emu", kn->name, kn->name);
+      rc = -1;
+      break;
+    }
+    /* a grid that follows the sizes may be empty at these: nothing to do */
+    if (grid && (g[0] == 0 || g[1] == 0 || g[2] == 0)) continue;
+    memcpy(&entry, &sym, sizeof sym);
+    char why[512];
+    if (launch(entry, a, g, kn->block, kn->dynamic_shared, why, sizeof why) != 0) {
+      snprintf(err, errlen, "emulator: kernel %s (grid %lldx%lldx%lld, block %lldx%lldx%lld): %s", kn->name,
+               (long long)g[0], (long long)g[1], (long long)g[2], (long long)kn->block[0], (long long)kn->block[1],
+               (long long)kn->block[2], why);
+      rc = -1;
+    }
+  }
+  free(grid);
+  if (a != args) free(a);
+  return rc;
 }

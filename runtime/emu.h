@@ -26,6 +26,12 @@ void kg_emu_module_free(kg_emu_module *m);
  * memory; the caller allocates temporaries of p->temp_elems). Returns 0, or -1 with the reason in err (barrier
  * divergence, a block too large, a fiber stack that cannot be allocated). */
 int kg_emu_run_program(const kg_emu_module *m, const kg_cuda_program *p, float **args, char *err, size_t errlen);
+/* The same at the dynamic sizes' values sizes (p->nsizes of them; NULL when p has none): checked against their
+ * ranges, the grids computed from them (kg_cuda_program_grid; a kernel with an empty grid is skipped), and passed
+ * to the kernels. The temporaries in args need kg_cuda_program_grid's temp_elems at these sizes. A program with
+ * dynamic sizes needs this one. */
+int kg_emu_run_program_sizes(const kg_emu_module *m, const kg_cuda_program *p, float **args, const int64_t *sizes,
+                             char *err, size_t errlen);
 /* The emulation header's text (for tests and for `kgen lower --dump emu-header`). */
 extern const char kg_cuda_emu_header[];
 #endif

@@ -273,6 +273,11 @@ static int worker_start(kg_measurer *m, char *err, size_t errlen) {
     kg_wire_i64(q, m->numel[i]);
     kg_wire_i64(q, (int64_t)m->file_off[i]);
   }
+  /* the bound values of the dynamic sizes, in the program's order (kg_lowered.size_ids order): the one compiled
+   * kernel is measured at the program's binding */
+  kg_wire_i64(q, kg_program_ndynamic(m->p));
+  for (int k = 0; k < m->p->nsizes; k++)
+    if (m->p->sizes[k].dynamic) kg_wire_i64(q, m->p->sizes[k].value);
   /* CUDA's initialisation can take seconds on a large machine; the first answer gets more time */
   double wait = m->o.timeout_s > 60 ? m->o.timeout_s : 60;
   int rc = kg_wire_send(m->sock, q);
@@ -530,6 +535,15 @@ typedef struct built {
   int have_emu;
 } built;
 
+/* The program's bound values of the dynamic sizes cp takes, in cp's order (what the worker runs at). */
+static void bound_sizes(const kg_program *p, const kg_cuda_program *cp, int64_t *out) {
+  for (int i = 0; i < cp->nsizes; i++) {
+    out[i] = 0;
+    for (int k = 0; k < p->nsizes; k++)
+      if (!strcmp(p->sizes[k].name, cp->size_names[i])) out[i] = p->sizes[k].value;
+  }
+}
+
 /* The file a dlopen handle was loaded from (heap), or NULL. */
 static char *handle_path(void *handle) {
   struct link_map *lm = NULL;
@@ -574,6 +588,18 @@ static void build_one(const kg_measurer *m, const kg_candidate *c, built *b, kg_
       goto done;
     }
     b->have_cp = 1;
+    if (b->cp.nsizes > 0) { /* measured at the bound values: the launch must resolve there */
+      int64_t *sz = kg_xrealloc(NULL, sizeof(int64_t) * (size_t)(b->cp.nsizes + 1));
+      int64_t(*grid)[3] = kg_xrealloc(NULL, sizeof *grid * (size_t)(b->cp.nkernels + 1));
+      bound_sizes(m->p, &b->cp, sz);
+      int grc = kg_cuda_program_grid(&b->cp, sz, grid, NULL, err, sizeof err);
+      free(sz);
+      free(grid);
+      if (grc != 0) {
+        result_msg(r, KG_STATUS_RESOURCE_LIMIT, "codegen cuda: at the bound sizes: %s", err);
+        goto done;
+      }
+    }
     if (c->source) {
       free(b->cp.source);
       b->cp.source = kg_xrealloc(NULL, strlen(c->source) + 1);
@@ -637,19 +663,40 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static void put_program(kg_wire *q, const kg_cuda_program *p) {
+/* The launch table of a CUDA candidate. With dynamic sizes, the worker runs it only at the program's bound values
+ * (its CONFIG): the grids and temporaries go resolved at those, then the sizes' names and ranges (the kernels take
+ * the values as leading arguments). build_one checked that they resolve. */
+static void put_program(kg_wire *q, const kg_cuda_program *p, const kg_program *prog) {
+  int64_t *sizes = kg_xrealloc(NULL, sizeof(int64_t) * (size_t)(p->nsizes + 1));
+  int64_t(*grid)[3] = kg_xrealloc(NULL, sizeof *grid * (size_t)(p->nkernels + 1));
+  int64_t *temps = kg_xrealloc(NULL, sizeof(int64_t) * (size_t)(p->ntemps + 1));
+  char why[256];
+  bound_sizes(prog, p, sizes);
+  if (kg_cuda_program_grid(p, sizes, grid, temps, why, sizeof why) != 0) {
+    for (int k = 0; k < p->nkernels; k++) memcpy(grid[k], p->kernels[k].grid, sizeof grid[k]);
+    memcpy(temps, p->temp_elems, sizeof(int64_t) * (size_t)p->ntemps);
+  }
   kg_wire_i64(q, p->nkernels);
   for (int k = 0; k < p->nkernels; k++) {
     const kg_cuda_kernel *kk = &p->kernels[k];
     kg_wire_str(q, kk->name);
-    for (int d = 0; d < 3; d++) kg_wire_i64(q, kk->grid[d]);
+    for (int d = 0; d < 3; d++) kg_wire_i64(q, grid[k][d]);
     for (int d = 0; d < 3; d++) kg_wire_i64(q, kk->block[d]);
     kg_wire_i64(q, kk->static_shared);
     kg_wire_i64(q, kk->dynamic_shared);
   }
   kg_wire_i64(q, p->nparams);
   kg_wire_i64(q, p->ntemps);
-  for (int t = 0; t < p->ntemps; t++) kg_wire_i64(q, p->temp_elems[t]);
+  for (int t = 0; t < p->ntemps; t++) kg_wire_i64(q, temps[t]);
+  kg_wire_i64(q, p->nsizes);
+  for (int i = 0; i < p->nsizes; i++) {
+    kg_wire_str(q, p->size_names[i]);
+    kg_wire_i64(q, p->size_lo[i]);
+    kg_wire_i64(q, p->size_hi[i]);
+  }
+  free(sizes);
+  free(grid);
+  free(temps);
 }
 
 static void run_one(kg_measurer *m, const built *b, kg_measure_result *r) {
@@ -677,7 +724,7 @@ static void run_one(kg_measurer *m, const built *b, kg_measure_result *r) {
     kg_wire_bytes(q, b->cubin.cubin, b->cubin.cubin_size);
   else
     kg_wire_bytes(q, NULL, 0);
-  if (m->runner != KG_RUNNER_CPU) put_program(q, &b->cp);
+  if (m->runner != KG_RUNNER_CPU) put_program(q, &b->cp, m->p);
   uint32_t st;
   if (worker_call(m, m->o.timeout_s, r, &st) != 0) return;
   char *msg = kg_wire_get_str(&m->rep);

@@ -12,6 +12,9 @@ int kg_pipeline_build(const kg_schedule *s, kg_target_kind target, kg_pipeline *
   kg_arena_init(&pl->arena);
   pl->ir = kg_lower(s, target, &pl->arena, err, errlen);
   if (!pl->ir) return -1;
+  pl->nsizes = pl->ir->nsize_vars;
+  pl->sizes = kg_xrealloc(NULL, sizeof(int64_t) * (size_t)(pl->nsizes + 1));
+  for (int i = 0; i < pl->nsizes; i++) pl->sizes[i] = s->prog->sizes[pl->ir->size_ids[i]].value;
   if (kg_codegen_c(pl->ir, entry_name, &pl->source, err, errlen) != 0) return -1;
   if (kg_cpu_build(pl->source, entry_name, &pl->mod) != 0) {
     snprintf(err, errlen, "C compiler failed:\n%s", pl->mod.log ? pl->mod.log : "(no output)");
@@ -24,6 +27,7 @@ int kg_pipeline_build(const kg_schedule *s, kg_target_kind target, kg_pipeline *
 void kg_pipeline_free(kg_pipeline *pl) {
   if (pl->built || pl->mod.dir || pl->mod.log) kg_cpu_module_free(&pl->mod);
   free(pl->source);
+  free(pl->sizes);
   kg_arena_free(&pl->arena);
   memset(pl, 0, sizeof *pl);
 }
@@ -34,7 +38,7 @@ static void call_kernel(kg_pipeline *pl, kg_data *d) {
   int n = 0;
   for (int i = 0; i < d->ninputs; i++) args[n++] = d->inputs[i];
   for (int i = 0; i < d->noutputs; i++) args[n++] = d->outputs[i];
-  kg_cpu_call(&pl->mod, args, n);
+  kg_cpu_call_sizes(&pl->mod, args, n, pl->sizes, pl->nsizes);
   free(args);
 }
 

@@ -13,9 +13,13 @@ typedef struct kg_pipeline {
   char *source;     /* generated C (heap) */
   kg_cpu_module mod;
   int built;
+  int64_t *sizes;   /* the program's bound values of the code's dynamic sizes (ir->size_ids order), heap */
+  int nsizes;
 } kg_pipeline;
 
-/* Lowers, prints and compiles. On failure returns -1; err holds the reason (for a compiler failure, its log). */
+/* Lowers, prints and compiles. A program with dynamic sizes gets one kernel for their whole range, which verify and
+ * time call at the program's bound values (s->prog->sizes[k].value). On failure returns -1; err holds the reason
+ * (for a compiler failure, its log). */
 int kg_pipeline_build(const kg_schedule *s, kg_target_kind target, kg_pipeline *pl, char *err, size_t errlen);
 void kg_pipeline_free(kg_pipeline *pl);
 /* Poisons the outputs, runs once, compares with d->ref (kg_data_reference must have run). */

@@ -4,11 +4,12 @@
  * closes.
  *
  * Runners:
- *   cpu       dlopens the candidate's .so (built by the caller) and calls kgen_entry_args(inputs, outputs) on the
- *             shared buffers: inputs are mapped read-only, every buffer sits between inaccessible pages, so an
- *             input write or an overrun is a SIGSEGV of this process. Timing with clock_gettime.
- *   emulator  dlopens the candidate's emulator module and runs it with kg_emu_run_program; temporaries on this
- *             process's heap.
+ *   cpu       dlopens the candidate's .so (built by the caller) and calls kgen_entry_args(inputs, outputs, and
+ *             for a program with dynamic sizes a pointer to their values, which CONFIG carries) on the shared
+ *             buffers: inputs are mapped read-only, every buffer sits between inaccessible pages, so an input
+ *             write or an overrun is a SIGSEGV of this process. Timing with clock_gettime.
+ *   emulator  dlopens the candidate's emulator module and runs it with kg_emu_run_program_sizes (CONFIG's
+ *             sizes); temporaries on this process's heap.
  *   gpu       opens CUDA itself (never the caller: a process that forks must not hold a CUDA context), uploads
  *             the inputs once per life, allocates outputs and temporaries per candidate, copies the poisoned
  *             outputs up and the results back into the shared buffers. After the verification run the inputs
@@ -38,6 +39,8 @@ typedef struct worker {
   kg_runner runner;
   int nin, nout;
   int64_t *numel;   /* inputs then outputs */
+  int nsizes;
+  int64_t *sizes;   /* the values of the program's dynamic sizes (CONFIG), passed to every candidate */
   float **buf;      /* inputs then outputs: the shared mappings */
   void **map_base;
   size_t *map_len;
@@ -123,6 +126,12 @@ static void do_config(worker *w, kg_wire *in) {
       status = KG_WORKER_FATAL;
     }
   }
+  int64_t ns = kg_wire_get_i64(in);
+  if (in->bad || ns < 0 || ns > 4096) _exit(122);
+  w->nsizes = (int)ns;
+  w->sizes = kg_xrealloc(NULL, sizeof(int64_t) * (size_t)(ns + 1));
+  for (int i = 0; i < w->nsizes; i++) w->sizes[i] = kg_wire_get_i64(in);
+  if (in->bad) _exit(122);
   if (status == KG_WORKER_OK && w->runner == KG_RUNNER_GPU) {
     if (kg_cuda_open(&w->dev, w->err, sizeof w->err) != 0) {
       status = KG_WORKER_FATAL;
@@ -188,6 +197,20 @@ static int read_program(kg_wire *in, kg_cuda_program *p) {
     p->temp_elems[t] = kg_wire_get_i64(in);
     if (p->temp_elems[t] < 0) return -1;
   }
+  /* dynamic sizes: names and ranges (the grids above are resolved at CONFIG's values) */
+  int64_t ns = kg_wire_get_i64(in);
+  if (in->bad || ns < 0 || ns > 4096) return -1;
+  if (ns > 0) {
+    p->size_names = kg_xrealloc(NULL, sizeof(char *) * (size_t)ns);
+    p->size_lo = kg_xrealloc(NULL, sizeof(int64_t) * (size_t)ns);
+    p->size_hi = kg_xrealloc(NULL, sizeof(int64_t) * (size_t)ns);
+    for (int i = 0; i < ns; i++) {
+      p->size_names[i] = kg_wire_get_str(in);
+      p->size_lo[i] = kg_wire_get_i64(in);
+      p->size_hi[i] = kg_wire_get_i64(in);
+      p->nsizes = i + 1;
+    }
+  }
   return in->bad ? -1 : 0;
 }
 
@@ -195,6 +218,8 @@ static float **host_args(worker *w) {
   int n = w->nin + w->nout + (w->runner == KG_RUNNER_EMULATOR ? w->prog.ntemps : 0);
   float **args = kg_xrealloc(NULL, sizeof(float *) * (size_t)(n + 1));
   for (int i = 0; i < w->nin + w->nout; i++) args[i] = w->buf[i];
+  /* C code with dynamic sizes reads their values after the buffers (see kg_codegen_c) */
+  if (w->runner == KG_RUNNER_CPU && w->nsizes > 0) args[w->nin + w->nout] = (float *)(void *)w->sizes;
   if (w->runner == KG_RUNNER_EMULATOR)
     for (int t = 0; t < w->prog.ntemps; t++) args[w->nin + w->nout + t] = w->temps[t];
   return args;
@@ -202,7 +227,9 @@ static float **host_args(worker *w) {
 
 /* Launches the GPU candidate once and waits for it. */
 static int gpu_run(worker *w) {
-  if (kg_cuda_launch_program(&w->mod, &w->prog, w->args_dev, w->err, sizeof w->err) != 0) return -1;
+  if (kg_cuda_launch_program_sizes(&w->mod, &w->prog, w->args_dev, w->nsizes ? w->sizes : NULL, w->err,
+                                   sizeof w->err) != 0)
+    return -1;
   return kg_cuda_sync(w->err, sizeof w->err);
 }
 
@@ -215,7 +242,7 @@ static int run_once(worker *w, float **args) {
     kg_emu_module em;
     memset(&em, 0, sizeof em);
     em.handle = w->so;
-    return kg_emu_run_program(&em, &w->prog, args, w->err, sizeof w->err);
+    return kg_emu_run_program_sizes(&em, &w->prog, args, w->nsizes ? w->sizes : NULL, w->err, sizeof w->err);
   }
   case KG_RUNNER_GPU:
     return gpu_run(w);
@@ -366,7 +393,9 @@ static void do_time(worker *w, kg_wire *in) {
     if (w->runner == KG_RUNNER_GPU) {
       if (flush && kg_cuda_flush_l2(&w->dev, w->err, sizeof w->err) != 0) rc = -1;
       if (rc == 0) rc = kg_cuda_timer_start(&w->timer, w->err, sizeof w->err);
-      if (rc == 0) rc = kg_cuda_launch_program(&w->mod, &w->prog, w->args_dev, w->err, sizeof w->err);
+      if (rc == 0)
+        rc = kg_cuda_launch_program_sizes(&w->mod, &w->prog, w->args_dev, w->nsizes ? w->sizes : NULL, w->err,
+                                          sizeof w->err);
       if (rc == 0) rc = kg_cuda_timer_stop(&w->timer, &dt, w->err, sizeof w->err);
     } else {
       double t0 = kg_now_s();

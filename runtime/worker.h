@@ -29,7 +29,7 @@ extern const int kg_worker_linked;
 
 enum {
   /* caller -> worker */
-  KG_MSG_CONFIG = 1, /* runner, buffers: the first message of a worker's life */
+  KG_MSG_CONFIG = 1, /* runner, buffers, then the values of the dynamic sizes (count, int64s): the first message of a worker's life */
   KG_MSG_VERIFY,     /* load a candidate, run it once (outputs already poisoned by the caller) */
   KG_MSG_TIME,       /* warm-up and timed repeats of the loaded candidate */
   /* worker -> caller */

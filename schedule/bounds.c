@@ -293,7 +293,8 @@ static ival ival_scale(kg_arena *a, ival x, int64_t c) {
 
 static int size_const(const rctx *R, const kg_expr *e, int64_t *v) {
   if (e->kind == KG_EXPR_NUM && e->num.is_int) return *v = e->num.i, 1;
-  if (e->kind == KG_EXPR_SIZE) return *v = R->q->s->prog->sizes[e->var.size].value, 1;
+  if (e->kind == KG_EXPR_SIZE && !R->q->s->prog->sizes[e->var.size].dynamic)
+    return *v = R->q->s->prog->sizes[e->var.size].value, 1;
   return 0;
 }
 
@@ -303,7 +304,10 @@ static ival ival_of(rctx *R, const kg_expr *e) {
     case KG_EXPR_NUM:
       if (!e->num.is_int) return ival_bad();
       return ival_const(e->num.i, 1);
-    case KG_EXPR_SIZE: return ival_const(R->q->s->prog->sizes[e->var.size].value, 1);
+    case KG_EXPR_SIZE:
+      /* a dynamic size has no value here: an index over it makes the region the whole dimension */
+      if (R->q->s->prog->sizes[e->var.size].dynamic) return ival_bad();
+      return ival_const(R->q->s->prog->sizes[e->var.size].value, 1);
     case KG_EXPR_IVAR:
       if (e->var.iv->id < 0 || e->var.iv->id >= R->nenv) return ival_bad();
       return R->env[e->var.iv->id];
@@ -514,9 +518,11 @@ static ival iter_range(const kg_region_query *q, const kg_iter *it, ival *memo, 
     const kg_iter *f = it->fused_into;
     ival fr = iter_range(q, f, memo, done);
     int64_t inner_ext = q->ext[f->fuse_inner->id];
+    kg_irexpr *inner_sym = q->sext ? q->sext[f->fuse_inner->id] : NULL;
     if (fr.ok && fr.ext == 1) {
       kg_irexpr *v = lin_to_ir(a, &fr.min);
-      kg_irexpr *x = kg_ir_binary(a, it == f->fuse_outer ? KG_OP_DIV : KG_OP_MOD, v, kg_ir_int(a, inner_ext));
+      kg_irexpr *x = kg_ir_binary(a, it == f->fuse_outer ? KG_OP_DIV : KG_OP_MOD, v,
+                                  inner_sym ? inner_sym : kg_ir_int(a, inner_ext));
       int64_t c;
       r = (ival){1, kg_ir_is_const(x, &c) ? lin_const(c) : lin_atom(a, x), 1};
     } else {
@@ -577,6 +583,29 @@ void kg_bounds_infer_region(const kg_region_query *q, kg_irexpr **min, int64_t *
   }
   for (int d = 0; d < t->ndim; d++) {
     int64_t shape = t->shape[d];
+    if (t->dyn[d]) {
+      /* A dimension that follows a dynamic size: q->ext holds extents at the size's hi, so the region is what
+       * one iteration of the attach loop touches for any value; if that is the whole dimension, the region's size
+       * would follow the size, which a region buffer cannot do. Points past the run-time size are guarded by
+       * lowering, so nothing is clipped to the bound value here. */
+      shape = q->s->prog->sizes[t->dyn[d] - 1].hi;
+      if (others || R.full[d] || !R.seen[d] || R.ext[d] >= shape) {
+        if (q->symbolic) *q->symbolic = 1;
+        min[d] = kg_ir_int(a, 0);
+        ext_out[d] = shape;
+        continue;
+      }
+      if (lin_is_const(&R.min[d])) {
+        int64_t lo = R.min[d].c < 0 ? 0 : R.min[d].c;
+        min[d] = kg_ir_int(a, lo);
+        ext_out[d] = R.ext[d] - (lo - R.min[d].c);
+        if (ext_out[d] < 1) ext_out[d] = 1;
+      } else {
+        min[d] = lin_to_ir(a, &R.min[d]);
+        ext_out[d] = R.ext[d];
+      }
+      continue;
+    }
     if (others || R.full[d] || !R.seen[d] || R.ext[d] >= shape) {
       min[d] = kg_ir_int(a, 0);
       ext_out[d] = shape;

@@ -47,6 +47,12 @@ typedef struct kg_region_query {
    * their current value. Lowering passes the enclosing threadIdx-bound loops for a shared-scope producer, so that
    * its region covers every thread of the block and does not depend on the thread index. */
   const kg_var_ranges *relax;
+  /* Set (when non-NULL) if a dimension of P that follows a dynamic size needs the whole dimension: the region's
+   * size would then depend on the run-time size, and lowering rejects the schedule. */
+  int *symbolic;
+  /* C's symbolic extents by iter id (lowering's, NULL where constant; the array itself may be NULL): a fused loop
+   * whose inner part follows a dynamic size splits its value by that expression, not by ext's bound. */
+  kg_irexpr *const *sext;
 } kg_region_query;
 void kg_bounds_infer_region(const kg_region_query *q, kg_irexpr **min, int64_t *ext_out);
 /* tighten.c: on the C target, the guards of non-dividing splits in perfect nests become tighter loop extents. */

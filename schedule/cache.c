@@ -118,7 +118,9 @@ static kg_ivar *new_ivar(kg_schedule *s, const char *name, int is_reduce, int64_
 }
 
 static kg_ivar *copy_ivar(kg_schedule *s, const kg_ivar *from) {
-  return new_ivar(s, from->name, from->is_reduce, from->lo, from->extent);
+  kg_ivar *iv = new_ivar(s, from->name, from->is_reduce, from->lo, from->extent);
+  iv->dyn = from->dyn;
+  return iv;
 }
 
 static int name_taken(const kg_schedule *s, const char *name) {
@@ -146,13 +148,14 @@ static int numel_fits(int ndim, const int64_t *shape) {
 }
 
 /* A temporary tensor of the given shape (checked with numel_fits); its stage field stays NULL. */
-static kg_tensor *new_tensor(kg_schedule *s, const char *name, int ndim, const int64_t *shape) {
+static kg_tensor *new_tensor(kg_schedule *s, const char *name, int ndim, const int64_t *shape, const int *dyn) {
   kg_tensor *t = KG_NEW(&s->arena, kg_tensor);
   t->name = name;
   t->id = s->n_tensors++;
   t->kind = KG_TENSOR_TEMP;
   t->ndim = ndim;
   for (int d = 0; d < ndim; d++) t->shape[d] = shape[d];
+  for (int d = 0; d < ndim; d++) t->dyn[d] = dyn ? dyn[d] : 0;
   return t;
 }
 
@@ -172,6 +175,7 @@ static kg_ivar **fresh_spatial_axes(kg_schedule *s, const kg_tensor *t, kg_ivar 
   for (int d = 0; d < t->ndim; d++) {
     snprintf(nm, sizeof nm, "ax%d", d);
     ax[d] = new_ivar(s, names_from ? names_from[d]->name : nm, 0, 0, t->shape[d]);
+    ax[d]->dyn = t->dyn[d];
   }
   return ax;
 }
@@ -219,7 +223,7 @@ int kg_sched_cache_read(kg_schedule *s, const kg_step *step, char *err, size_t e
   if (!numel_fits(t->ndim, t->shape))
     FAIL("cache_read: stage %s: tensor %s: the copy would have more than 2^40 elements", readers[0]->name, t->name);
 
-  kg_tensor *ct = new_tensor(s, fresh_name(s, t->name, kg_scope_names[scope]), t->ndim, t->shape);
+  kg_tensor *ct = new_tensor(s, fresh_name(s, t->name, kg_scope_names[scope]), t->ndim, t->shape, t->dyn);
   kg_sstage *cs = new_stage(s, KG_ORIGIN_CACHE_READ, ct, scope);
   cs->ax = fresh_spatial_axes(s, t, NULL);
   cs->nax = t->ndim;
@@ -249,7 +253,7 @@ int kg_sched_cache_write(kg_schedule *s, kg_sstage *st, const kg_step *step, cha
   if (!numel_fits(st->out->ndim, st->out->shape))
     FAIL("cache_write: stage %s: the cache would have more than 2^40 elements", st->name);
 
-  kg_tensor *ct = new_tensor(s, fresh_name(s, st->name, kg_scope_names[scope]), st->out->ndim, st->out->shape);
+  kg_tensor *ct = new_tensor(s, fresh_name(s, st->name, kg_scope_names[scope]), st->out->ndim, st->out->shape, st->out->dyn);
   kg_sstage *cs = new_stage(s, KG_ORIGIN_CACHE_WRITE, ct, scope);
   cs->ax = st->ax;
   cs->nax = st->nax;
@@ -298,6 +302,10 @@ int kg_sched_rfactor(kg_schedule *s, kg_sstage *st, const kg_step *step, char *e
   if (x) FAIL("rfactor: stage %s: stage %s is computed at its loop %s", st->name, x->name, x->attach_iter->name);
   int kr = it->root_axis - st->nax;
   const kg_ivar *k = st->rax[kr];
+  /* the partial tensor's last dimension and the outer loop's extent would follow the size */
+  if (k->dyn)
+    FAIL("rfactor: stage %s: loop %s ranges over the dynamic size %s", st->name, lname,
+         s->prog->sizes[k->dyn - 1].name);
   int64_t extent = k->extent;
   char *iname = kg_arena_printf(&s->arena, "%s.i", k->name), *oname = kg_arena_printf(&s->arena, "%s.o", k->name);
   for (int a = 0; a < st->nax + st->nrax; a++) {
@@ -307,12 +315,14 @@ int kg_sched_rfactor(kg_schedule *s, kg_sstage *st, const kg_step *step, char *e
   }
 
   int64_t shape[KG_MAX_DIMS];
-  for (int d = 0; d < st->out->ndim; d++) shape[d] = st->out->shape[d];
+  int dyn[KG_MAX_DIMS];
+  for (int d = 0; d < st->out->ndim; d++) shape[d] = st->out->shape[d], dyn[d] = st->out->dyn[d];
   shape[st->out->ndim] = f;
+  dyn[st->out->ndim] = 0;
   if (!numel_fits(st->out->ndim + 1, shape))
     FAIL("rfactor: stage %s: loop %s: factor %lld: the partial tensor would have more than 2^40 elements",
          st->name, lname, (long long)f);
-  kg_tensor *rt = new_tensor(s, fresh_name(s, st->name, "rf"), st->out->ndim + 1, shape);
+  kg_tensor *rt = new_tensor(s, fresh_name(s, st->name, "rf"), st->out->ndim + 1, shape, dyn);
   kg_sstage *rs = new_stage(s, KG_ORIGIN_RFACTOR, rt, KG_SCOPE_GLOBAL);
   rs->nax = st->nax + 1;
   rs->ax = KG_NEW_ARRAY(&s->arena, kg_ivar *, rs->nax);

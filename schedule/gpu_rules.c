@@ -191,6 +191,7 @@ typedef struct vcheck {
   int64_t maxext[KG_THREAD_COUNT];
   int64_t shared, local;
   const char *bad; /* the broken rule, NULL while none */
+  const kg_lowered *at_hi; /* the lowered program with its dynamic sizes at their largest values */
 } vcheck;
 
 static void max_extents(vcheck *v, const kg_irstmt *st) {
@@ -202,8 +203,14 @@ static void max_extents(vcheck *v, const kg_irstmt *st) {
     case KG_IRS_FOR: {
       int64_t e;
       if (st->loop.tag != KG_THREAD_NONE) {
-        if (!kg_ir_is_const(st->loop.extent, &e)) v->bad = "a bound loop of variable extent";
-        else if (e > v->maxext[st->loop.tag]) v->maxext[st->loop.tag] = e;
+        /* a block loop may follow a dynamic size (the grid is computed at launch; its limit must hold at the
+         * sizes' largest values); a thread loop sets blockDim, which is fixed */
+        if (kg_ir_is_const(st->loop.extent, &e) ||
+            (kg_thread_tag_is_block(st->loop.tag) && kg_ir_eval_sizes(v->at_hi, st->loop.extent, &e) == 0)) {
+          if (e > v->maxext[st->loop.tag]) v->maxext[st->loop.tag] = e;
+        } else {
+          v->bad = "a bound loop of variable extent";
+        }
       }
       max_extents(v, st->loop.body);
       break;
@@ -294,6 +301,9 @@ int kg_gpu_launchable(const kg_schedule *sc, const kg_gpu_budget *budget, char *
     memset(&v, 0, sizeof v);
     v.s = sc;
     v.budget = budget;
+    kg_lowered at_hi = *f;
+    at_hi.size_value = f->size_hi;
+    v.at_hi = &at_hi;
     for (int t = 0; t < KG_THREAD_COUNT; t++) v.maxext[t] = 1;
     max_extents(&v, f->body->seq.items[k]);
     check_nest(&v, f->body->seq.items[k], 0);

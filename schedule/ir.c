@@ -477,16 +477,56 @@ static void print_stmt(kg_strbuf *b, const kg_irstmt *s, int ind) {
   }
 }
 
+int kg_ir_eval_sizes(const kg_lowered *f, const kg_irexpr *e, int64_t *v) {
+  int64_t x, y;
+  switch (e->kind) {
+    case KG_IRE_INT: *v = e->i; return 0;
+    case KG_IRE_VAR:
+      for (int i = 0; i < f->nsize_vars; i++)
+        if (f->size_vars[i] == e->var) return *v = f->size_value[i], 0;
+      return -1;
+    case KG_IRE_SELECT: /* an INT minimum */
+      if (e->ty != KG_TY_INT || e->sel.c->kind != KG_IRE_BINARY || e->sel.c->bin.op != KG_OP_LT) return -1;
+      if (kg_ir_eval_sizes(f, e->sel.a, &x) || kg_ir_eval_sizes(f, e->sel.b, &y)) return -1;
+      *v = x < y ? x : y;
+      return 0;
+    case KG_IRE_BINARY:
+      if (e->ty != KG_TY_INT || kg_ir_eval_sizes(f, e->bin.a, &x) || kg_ir_eval_sizes(f, e->bin.b, &y)) return -1;
+      switch (e->bin.op) {
+        case KG_OP_ADD: *v = x + y; return 0;
+        case KG_OP_SUB: *v = x - y; return 0;
+        case KG_OP_MUL: *v = x * y; return 0;
+        case KG_OP_DIV:
+          if (y == 0) return -1;
+          *v = x / y - ((x % y != 0) && ((x < 0) != (y < 0)));
+          return 0;
+        case KG_OP_MOD:
+          if (y == 0) return -1;
+          *v = x % y;
+          if (*v != 0 && ((*v < 0) != (y < 0))) *v += y;
+          return 0;
+        default: return -1;
+      }
+    default: return -1;
+  }
+}
+
 void kg_ir_print(kg_strbuf *b, const kg_lowered *f) {
   kg_strbuf_printf(b, "func %s(", f->name);
+  for (int i = 0; i < f->nsize_vars; i++)
+    kg_strbuf_printf(b, "size %s in [%lld, %lld], ", f->size_vars[i]->name, (long long)f->size_lo[i],
+                     (long long)f->size_hi[i]);
   for (int i = 0; i < f->nparams; i++) {
     const kg_buffer *p = f->params[i];
-    kg_strbuf_printf(b, "%s%s %s: f32[%lld]", i ? ", " : "", p->is_input ? "in" : "out", p->name,
-                     (long long)p->size);
+    kg_strbuf_printf(b, "%s%s %s: f32[%s%lld]", i ? ", " : "", p->is_input ? "in" : "out", p->name,
+                     f->nsize_vars ? "<= " : "", (long long)p->size);
   }
   kg_strbuf_puts(b, ")\n");
-  for (int i = 0; i < f->ntemps; i++)
-    kg_strbuf_printf(b, "  temp %s: f32[%lld] %s\n", f->temps[i]->name, (long long)f->temps[i]->size,
-                     kg_scope_names[f->temps[i]->scope]);
+  for (int i = 0; i < f->ntemps; i++) {
+    kg_strbuf_printf(b, "  temp %s: f32[", f->temps[i]->name);
+    if (f->temps[i]->dyn_size) print_expr(b, f->temps[i]->dyn_size);
+    else kg_strbuf_printf(b, "%lld", (long long)f->temps[i]->size);
+    kg_strbuf_printf(b, "] %s\n", kg_scope_names[f->temps[i]->scope]);
+  }
   print_stmt(b, f->body, 1);
 }

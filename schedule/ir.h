@@ -17,7 +17,9 @@ typedef struct kg_buffer {
   int id;
   kg_scope scope;
   kg_tensor *tensor;
-  int64_t size;     /* elements */
+  int64_t size;     /* elements (with dynamic sizes: the most it can take, every dynamic size at its hi) */
+  kg_irexpr *dyn_size; /* a global temporary whose element count follows dynamic sizes: that count, an INT
+                          expression over kg_lowered.size_vars; NULL otherwise (regions and parameters never) */
   int param_index;  /* >= 0 for parameters: inputs in order, then outputs in order; -1 otherwise */
   int is_input;     /* read-only parameter */
 } kg_buffer;
@@ -136,6 +138,18 @@ struct kg_irstmt {
 typedef struct kg_lowered {
   const char *name; /* the def's name */
   kg_target_kind target;
+  /* Dynamic sizes (kg_program_set_dynamic), in the program's size order: the function's leading parameters,
+   * printed as int64_t (C) or long long (CUDA) named size_vars[i]->name. size_ids[i] indexes prog->sizes;
+   * [size_lo[i], size_hi[i]] is the range the code serves, which the printed function checks first (C: returns
+   * -5, an exported header's KG_ERR_SIZE). Loop extents, guards, flat-index strides, the dyn_size of global
+   * temporaries and values (a size used in an expression) may then mention these variables; every region
+   * (shared, local, attached stage) still has a constant size. Ranges of loop variables whose extent follows a
+   * size are taken at the size's hi. */
+  kg_irvar **size_vars;
+  int *size_ids;
+  int64_t *size_lo, *size_hi;
+  int64_t *size_value; /* the program's bound value of each (what measurement runs at, and features use) */
+  int nsize_vars;
   kg_buffer **params;
   int nparams;
   kg_buffer **temps;
@@ -175,6 +189,9 @@ int kg_ir_uses_marked(const kg_irexpr *e, const unsigned char *mark, int n);
 /* The integer minimum: select(a < b, a, b) over the same a and b nodes, which printers show as min(a, b). */
 kg_irexpr *kg_ir_min_int(kg_arena *a, kg_irexpr *x, kg_irexpr *y);
 int kg_ir_is_min_int(const kg_irexpr *e);
+/* The value of an INT expression over constants and the dynamic-size variables of f, at their bound values
+ * (f->size_value). 0 and *v set, or -1 when it uses another variable or divides by zero. */
+int kg_ir_eval_sizes(const kg_lowered *f, const kg_irexpr *e, int64_t *v);
 /* A constant upper bound of an INT expression that is a constant or a minimum with a constant in it. */
 int kg_ir_const_upper(const kg_irexpr *e, int64_t *u);
 

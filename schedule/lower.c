@@ -52,6 +52,7 @@ typedef struct lctx {
   kg_irexpr **lets;      /* by irvar id: values of LET variables (for index normalisation) */
   int caplets;
   int in_parallel;       /* inside a PARALLEL loop (init copies of parallel loops become serial) */
+  kg_irvar **size_var;   /* by size index: the parameter of a dynamic size, NULL for a static one */
   int nbuffers, nvars;
 } lctx;
 
@@ -59,8 +60,10 @@ typedef struct nest {
   kg_sstage *st;
   int nroot;
   kg_irexpr **dom_min; /* per root axis (spatial, then reduction): absolute min */
-  int64_t *dom_ext;
-  int64_t *ext;        /* by iter id */
+  int64_t *dom_ext;    /* (a dynamic extent: its value at the size's hi) */
+  kg_irexpr **dom_sext;/* per root axis: the extent as an expression when it follows a dynamic size, else NULL */
+  int64_t *ext;        /* by iter id (at the sizes' hi where symbolic) */
+  kg_irexpr **sext;    /* by iter id: the symbolic extent, NULL when constant */
   kg_irvar **leafvar;  /* by leaf index */
   int R;               /* index of the outermost reduction leaf, -1 without */
   region *out_region;  /* attached stage: its region buffer */
@@ -216,7 +219,34 @@ static int64_t iter_ext(lctx *L, nest *n, const kg_iter *it, unsigned char *done
   if (e < 1) e = 1;
   done[it->id] = 1;
   n->ext[it->id] = e;
+  /* the same arithmetic over the run-time sizes, for the iters whose extent follows one */
+  kg_irexpr *se = NULL;
+  kg_arena *a = L->a;
+  switch (it->origin) {
+    case KG_ITER_ROOT: se = n->dom_sext ? n->dom_sext[it->root_axis] : NULL; break;
+    case KG_ITER_SPLIT_OUTER: {
+      kg_irexpr *pe = n->sext[it->split_parent->id];
+      int64_t f = it->factor > 0 ? it->factor : 1;
+      if (pe) se = f == 1 ? pe : kg_ir_binary(a, KG_OP_DIV, kg_ir_binary(a, KG_OP_ADD, pe, kg_ir_int(a, f - 1)),
+                                             kg_ir_int(a, f));
+      break;
+    }
+    case KG_ITER_SPLIT_INNER: break;
+    case KG_ITER_FUSED: {
+      kg_irexpr *o = n->sext[it->fuse_outer->id], *i = n->sext[it->fuse_inner->id];
+      if (o || i)
+        se = kg_ir_binary(a, KG_OP_MUL, o ? o : kg_ir_int(a, n->ext[it->fuse_outer->id]),
+                          i ? i : kg_ir_int(a, n->ext[it->fuse_inner->id]));
+      break;
+    }
+  }
+  n->sext[it->id] = se;
   return e;
+}
+
+/* A loop's extent as the IR states it: the symbolic one, or the constant. */
+static kg_irexpr *ext_expr(lctx *L, const nest *n, const kg_iter *it) {
+  return n->sext[it->id] ? n->sext[it->id] : kg_ir_int(L->a, n->ext[it->id]);
 }
 
 static int is_leaf(const kg_iter *it) { return !it->split_outer && !it->fused_into; }
@@ -239,8 +269,7 @@ static kg_irexpr *iter_val(lctx *L, nest *n, const kg_iter *it, kg_irexpr **leaf
     const kg_iter *f = it->fused_into;
     kg_irexpr *fv = iter_val(L, n, f, leafval, val, done);
     if (fv)
-      v = kg_ir_binary(L->a, it == f->fuse_outer ? KG_OP_DIV : KG_OP_MOD, fv,
-                       kg_ir_int(L->a, n->ext[f->fuse_inner->id]));
+      v = kg_ir_binary(L->a, it == f->fuse_outer ? KG_OP_DIV : KG_OP_MOD, fv, ext_expr(L, n, f->fuse_inner));
   }
   done[it->id] = 1;
   val[it->id] = v;
@@ -253,6 +282,12 @@ static kg_irexpr **iter_values(lctx *L, nest *n, kg_irexpr **leafval) {
   unsigned char *done = KG_NEW_ARRAY(L->a, unsigned char, st->nall + 1);
   for (int r = 0; r < n->nroot; r++) iter_val(L, n, st->roots[r], leafval, val, done);
   return val;
+}
+
+/* Dimension d of t: the size's parameter when it follows a dynamic size, else its constant. */
+static kg_irexpr *dim_expr(lctx *L, const kg_tensor *t, int d) {
+  if (t->dyn[d] && L->size_var[t->dyn[d] - 1]) return kg_ir_var(L->a, L->size_var[t->dyn[d] - 1]);
+  return kg_ir_int(L->a, t->shape[d]);
 }
 
 static kg_irexpr *guard_and(lctx *L, kg_irexpr *acc, kg_irexpr *c) {
@@ -271,19 +306,19 @@ static kg_irexpr *build_guard(lctx *L, nest *n, kg_irexpr **val) {
     kg_iter *it = st->all[i];
     if (!it->split_outer || !val[it->id]) continue;
     int64_t f = it->split_inner->factor;
-    if (f > 0 && n->ext[it->id] % f == 0) continue;
-    g = guard_and(L, g, kg_ir_binary(a, KG_OP_LT, kg_bounds_simplify(a, val[it->id], NULL, 0),
-                                kg_ir_int(a, n->ext[it->id])));
+    if (!n->sext[it->id] && f > 0 && n->ext[it->id] % f == 0) continue;
+    g = guard_and(L, g, kg_ir_binary(a, KG_OP_LT, kg_bounds_simplify(a, val[it->id], NULL, 0), ext_expr(L, n, it)));
   }
   if (n->out_region) {
     for (int d = 0; d < st->nax; d++) {
       kg_irexpr *rel = val[st->roots[d]->id];
       if (!rel) continue;
       int64_t m, shape = st->out->shape[d];
-      if (kg_ir_is_const(n->dom_min[d], &m) && m >= 0 && m + n->dom_ext[d] <= shape) continue;
+      int dyn = st->out->dyn[d];
+      if (!dyn && kg_ir_is_const(n->dom_min[d], &m) && m >= 0 && m + n->dom_ext[d] <= shape) continue;
       kg_irexpr *abs = kg_bounds_simplify(a, kg_ir_binary(a, KG_OP_ADD, n->dom_min[d], rel), NULL, 0);
       g = guard_and(L, g, kg_ir_binary(a, KG_OP_GE, abs, kg_ir_int(a, 0)));
-      g = guard_and(L, g, kg_ir_binary(a, KG_OP_LT, abs, kg_ir_int(a, shape)));
+      g = guard_and(L, g, kg_ir_binary(a, KG_OP_LT, abs, dim_expr(L, st->out, d)));
     }
   }
   return g;
@@ -293,15 +328,23 @@ static kg_irexpr *build_guard(lctx *L, nest *n, kg_irexpr **val) {
 
 static kg_irexpr *lower_expr(lctx *L, const kg_expr *e);
 
-static kg_irexpr *flat_index(lctx *L, kg_irexpr **idx, int ndim, const int64_t *dims, kg_irexpr *const *mins) {
+/* t (NULL for a region buffer): its dimensions that follow dynamic sizes make symbolic strides. */
+static kg_irexpr *flat_index(lctx *L, kg_irexpr **idx, int ndim, const int64_t *dims, kg_irexpr *const *mins,
+                             const kg_tensor *t) {
   kg_arena *a = L->a;
   kg_irexpr *r = kg_ir_int(a, 0);
   int64_t stride = 1;
+  kg_irexpr *sstride = NULL; /* the stride as an expression once a symbolic dimension has been passed */
   for (int d = ndim - 1; d >= 0; d--) {
     kg_irexpr *x = idx[d];
     if (mins) x = kg_ir_binary(a, KG_OP_SUB, x, mins[d]);
-    r = kg_ir_binary(a, KG_OP_ADD, kg_ir_binary(a, KG_OP_MUL, x, kg_ir_int(a, stride)), r);
-    if (__builtin_mul_overflow(stride, dims[d], &stride)) stride = 1; /* shapes were checked to fit */
+    r = kg_ir_binary(a, KG_OP_ADD, kg_ir_binary(a, KG_OP_MUL, x, sstride ? sstride : kg_ir_int(a, stride)), r);
+    if (t && t->dyn[d] && L->size_var[t->dyn[d] - 1])
+      sstride = kg_ir_binary(a, KG_OP_MUL, sstride ? sstride : kg_ir_int(a, stride), dim_expr(L, t, d));
+    else if (sstride)
+      sstride = kg_ir_binary(a, KG_OP_MUL, sstride, kg_ir_int(a, dims[d]));
+    else if (__builtin_mul_overflow(stride, dims[d], &stride))
+      stride = 1; /* shapes were checked to fit */
   }
   /* region buffers: expand the LETs so that "index - region min" cancels to the inner loop variables */
   return kg_bounds_simplify(a, r, mins ? L->lets : NULL, mins ? L->ranges.cap : 0);
@@ -312,7 +355,7 @@ static kg_irexpr *buffer_index(lctx *L, kg_tensor *t, kg_irexpr **idx, kg_buffer
   kg_sstage *st = L->tstage[t->id];
   if (rg) {
     *buf = rg->buf;
-    return flat_index(L, idx, rg->ndim, rg->ext, rg->min);
+    return flat_index(L, idx, rg->ndim, rg->ext, rg->min, NULL);
   }
   if (st && st->attach == KG_ATTACH_AT) {
     fail(L, "lower: tensor %s is used outside the loop %s of stage %s where it is computed", t->name,
@@ -325,7 +368,7 @@ static kg_irexpr *buffer_index(lctx *L, kg_tensor *t, kg_irexpr **idx, kg_buffer
     fail(L, "lower: tensor %s has no buffer", t->name);
     return kg_ir_int(L->a, 0);
   }
-  return flat_index(L, idx, t->ndim, t->shape, NULL);
+  return flat_index(L, idx, t->ndim, t->shape, NULL, t);
 }
 
 static kg_irexpr *lower_read(lctx *L, const kg_expr *e) {
@@ -375,7 +418,8 @@ static kg_irexpr *lower_expr(lctx *L, const kg_expr *e) {
         fail(L, "lower: unknown size variable");
         return kg_ir_int(a, 0);
       }
-      r = kg_ir_int(a, L->p->sizes[e->var.size].value);
+      r = L->size_var[e->var.size] ? kg_ir_var(a, L->size_var[e->var.size])
+                                   : kg_ir_int(a, L->p->sizes[e->var.size].value);
       break;
     case KG_EXPR_IVAR:
       if (!e->var.iv || e->var.iv->id < 0 || e->var.iv->id >= L->s->n_ivars || !L->env[e->var.iv->id]) {
@@ -489,8 +533,8 @@ static kg_irstmt *build_store(lctx *L, nest *n, kg_irexpr **leafval, store_mode 
   for (int d = 0; d < st->nax && d < KG_MAX_DIMS; d++) idx[d] = L->env[st->ax[d]->id];
   kg_buffer *buf = n->out_buf;
   kg_irexpr *ix;
-  if (n->out_region) ix = flat_index(L, idx, st->nax, n->out_region->ext, n->out_region->min);
-  else ix = flat_index(L, idx, st->nax, st->out->shape, NULL);
+  if (n->out_region) ix = flat_index(L, idx, st->nax, n->out_region->ext, n->out_region->min, NULL);
+  else ix = flat_index(L, idx, st->nax, st->out->shape, NULL, st->out);
   kg_irexpr *value;
   if (mode == STORE_INIT) {
     value = kg_ir_float(a, kg_reducer_identity(st->red));
@@ -528,7 +572,8 @@ static kg_irstmt *build_store(lctx *L, nest *n, kg_irexpr **leafval, store_mode 
   return seq;
 }
 
-static kg_irstmt *lower_stage(lctx *L, kg_sstage *st, kg_irexpr **dom_min, int64_t *dom_ext, region *rg);
+static kg_irstmt *lower_stage(lctx *L, kg_sstage *st, kg_irexpr **dom_min, int64_t *dom_ext, kg_irexpr **dom_sext,
+                              region *rg);
 
 /* The reduction's init, placed before the outermost reduction loop R: copies of the spatial loops after R. */
 static kg_irstmt *build_init(lctx *L, nest *n) {
@@ -555,7 +600,7 @@ static kg_irstmt *build_init(lctx *L, nest *n) {
   for (int k = st->nleaves - 1; k > n->R; k--) {
     kg_iter *it = st->leaves[k];
     if (it->is_reduce) continue;
-    body = kg_ir_for(a, copy[k], kg_ir_int(a, n->ext[it->id]), kind[k], it->tag,
+    body = kg_ir_for(a, copy[k], ext_expr(L, n, it), kind[k], it->tag,
                      kg_arena_printf(a, "%s.init", it->name), st->name, body);
   }
   return body;
@@ -595,16 +640,31 @@ static kg_irstmt *build_cross_thread(lctx *L, nest *n) {
 /* The body of leaf k's loop: the stages computed at it (each in its region buffer), then the inner loops. */
 /* The domain of st's root axes: the spatial ones over rg (NULL: the whole tensor), the reduction ones over their
  * full range. */
-static void root_domain(kg_arena *a, const kg_sstage *st, const region *rg, kg_irexpr ***dmin, int64_t **dext) {
+/* The dynamic ones (dsext[r] non-NULL) extend to their size's hi in dext and are the size's parameter in dsext; a
+ * region's dimensions are constant. */
+static void root_domain(lctx *L, const kg_sstage *st, const region *rg, kg_irexpr ***dmin, int64_t **dext,
+                        kg_irexpr ***dsext) {
+  kg_arena *a = L->a;
   *dmin = KG_NEW_ARRAY(a, kg_irexpr *, st->nax + st->nrax + 1);
   *dext = KG_NEW_ARRAY(a, int64_t, st->nax + st->nrax + 1);
+  *dsext = KG_NEW_ARRAY(a, kg_irexpr *, st->nax + st->nrax + 1);
   for (int d = 0; d < st->nax; d++) {
     (*dmin)[d] = rg ? rg->min[d] : kg_ir_int(a, 0);
     (*dext)[d] = rg ? rg->ext[d] : st->out->shape[d];
+    int k = st->out->dyn[d] - 1;
+    if (!rg && k >= 0 && L->size_var[k]) {
+      (*dext)[d] = L->p->sizes[k].hi;
+      (*dsext)[d] = kg_ir_var(a, L->size_var[k]);
+    }
   }
   for (int r = 0; r < st->nrax; r++) {
     (*dmin)[st->nax + r] = kg_ir_int(a, st->rax[r]->lo);
     (*dext)[st->nax + r] = st->rax[r]->extent;
+    int k = st->rax[r]->dyn - 1;
+    if (k >= 0 && L->size_var[k]) {
+      (*dext)[st->nax + r] = L->p->sizes[k].hi;
+      (*dsext)[st->nax + r] = kg_ir_var(a, L->size_var[k]);
+    }
   }
 }
 
@@ -627,9 +687,14 @@ static kg_irstmt *build_body(lctx *L, nest *n, int k) {
     kg_sstage *P = at[j];
     region *r = KG_NEW(a, region);
     r->ndim = P->out->ndim;
+    int symbolic = 0;
     kg_region_query q = {a, s, st, k, n->ext, n->leafvar, n->dom_min, P, L->tstage,
-                         L->target == KG_TARGET_CUDA && P->scope == KG_SCOPE_SHARED ? &L->relax : NULL};
+                         L->target == KG_TARGET_CUDA && P->scope == KG_SCOPE_SHARED ? &L->relax : NULL, &symbolic,
+                         n->sext};
     kg_bounds_infer_region(&q, r->min, r->ext);
+    if (symbolic)
+      fail(L, "lower: stage %s: computed at %s.%s, its region spans a whole dimension that follows a dynamic size; "
+           "compute it at a loop inside that size's loops", P->name, st->name, it->name);
     int64_t size = 1;
     for (int d = 0; d < r->ndim; d++)
       if (__builtin_mul_overflow(size, r->ext[d], &size)) {
@@ -644,14 +709,14 @@ static kg_irstmt *build_body(lctx *L, nest *n, int k) {
   kg_irstmt *seq = kg_ir_seq(a);
   for (int j = 0; j < nat; j++) {
     kg_sstage *P = at[j];
-    kg_irexpr **dmin;
+    kg_irexpr **dmin, **dsext;
     int64_t *dext;
-    root_domain(a, P, rg[j], &dmin, &dext);
+    root_domain(L, P, rg[j], &dmin, &dext, &dsext);
     int barriers = L->target == KG_TARGET_CUDA && rg[j]->buf->scope == KG_SCOPE_SHARED;
     kg_ir_seq_push(a, seq, kg_ir_comment(a, kg_arena_printf(a, "stage %s (computed at %s.%s)", P->name, st->name,
                                                               it->name)));
     if (barriers) kg_ir_seq_push(a, seq, kg_ir_barrier(a));
-    kg_ir_seq_push(a, seq, lower_stage(L, P, dmin, dext, rg[j]));
+    kg_ir_seq_push(a, seq, lower_stage(L, P, dmin, dext, dsext, rg[j]));
     if (barriers) kg_ir_seq_push(a, seq, kg_ir_barrier(a));
   }
   kg_ir_seq_push(a, seq, build_from(L, n, k + 1));
@@ -685,8 +750,7 @@ static kg_irstmt *build_from(lctx *L, nest *n, int k) {
   kg_irstmt *body = build_body(L, n, k);
   if (thread) L->relax.known[v->id] = 0;
   L->in_parallel = saved;
-  kg_irstmt *loop = kg_ir_for(a, n->leafvar[k], kg_ir_int(a, n->ext[it->id]), it->kind, it->tag, it->name,
-                              st->name, body);
+  kg_irstmt *loop = kg_ir_for(a, n->leafvar[k], ext_expr(L, n, it), it->kind, it->tag, it->name, st->name, body);
   if (!init) return loop;
   kg_irstmt *seq = kg_ir_seq(a);
   kg_ir_seq_push(a, seq, init);
@@ -696,7 +760,8 @@ static kg_irstmt *build_from(lctx *L, nest *n, int k) {
 
 /* One stage's nest over the domain [dom_min, dom_min + dom_ext) of each root axis; rg: its region buffer when
  * attached (NULL: its global buffer). */
-static kg_irstmt *lower_stage(lctx *L, kg_sstage *st, kg_irexpr **dom_min, int64_t *dom_ext, region *rg) {
+static kg_irstmt *lower_stage(lctx *L, kg_sstage *st, kg_irexpr **dom_min, int64_t *dom_ext, kg_irexpr **dom_sext,
+                              region *rg) {
   kg_arena *a = L->a;
   nest n;
   memset(&n, 0, sizeof n);
@@ -704,7 +769,9 @@ static kg_irstmt *lower_stage(lctx *L, kg_sstage *st, kg_irexpr **dom_min, int64
   n.nroot = st->nax + st->nrax;
   n.dom_min = dom_min;
   n.dom_ext = dom_ext;
+  n.dom_sext = dom_sext;
   n.ext = KG_NEW_ARRAY(a, int64_t, st->nall + 1);
+  n.sext = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
   n.out_region = rg;
   n.out_buf = rg ? rg->buf : L->tbuf[st->out->id];
   if (!n.out_buf) {
@@ -799,6 +866,26 @@ static int check_cuda_stage(lctx *L, const kg_sstage *st) {
   return 0;
 }
 
+/* Elements of a global tensor: at the sizes' hi, and (dyn non-NULL) as an expression when it follows them. */
+static int64_t tensor_elems(lctx *L, const kg_tensor *t, kg_irexpr **dyn) {
+  int64_t n = 1;
+  kg_irexpr *e = NULL;
+  for (int d = 0; d < t->ndim; d++) {
+    int k = t->dyn[d] - 1;
+    int64_t x = k >= 0 && L->size_var[k] ? L->p->sizes[k].hi : t->shape[d];
+    if (__builtin_mul_overflow(n, x, &n)) {
+      fail(L, "lower: tensor %s: too many elements", t->name);
+      n = 1;
+    }
+    if (k >= 0 && L->size_var[k]) e = kg_ir_int(L->a, 1);
+  }
+  if (e && dyn) {
+    for (int d = 0; d < t->ndim; d++) e = kg_ir_binary(L->a, KG_OP_MUL, e, dim_expr(L, t, d));
+    *dyn = e;
+  }
+  return n;
+}
+
 static int check_target(lctx *L) {
   const kg_schedule *s = L->s;
   for (int i = 0; i < s->nstages; i++) {
@@ -861,11 +948,31 @@ kg_lowered *kg_lower(const kg_schedule *s, kg_target_kind target, kg_arena *a, c
   f->name = L->p->def ? L->p->def->name : "kernel";
   f->target = target;
   const kg_program *p = L->p;
+  /* Dynamic sizes first, so that they keep their own names (the parameters a user passes). */
+  L->size_var = KG_NEW_ARRAY(a, kg_irvar *, p->nsizes + 1);
+  int ndyn = 0;
+  for (int k = 0; k < p->nsizes; k++) ndyn += p->sizes[k].dynamic != 0;
+  f->size_vars = KG_NEW_ARRAY(a, kg_irvar *, ndyn + 1);
+  f->size_ids = KG_NEW_ARRAY(a, int, ndyn + 1);
+  f->size_lo = KG_NEW_ARRAY(a, int64_t, ndyn + 1);
+  f->size_hi = KG_NEW_ARRAY(a, int64_t, ndyn + 1);
+  f->size_value = KG_NEW_ARRAY(a, int64_t, ndyn + 1);
+  for (int k = 0; k < p->nsizes; k++) {
+    if (!p->sizes[k].dynamic) continue;
+    kg_irvar *v = new_var(L, p->sizes[k].name, "size");
+    set_range(L, v, p->sizes[k].lo, p->sizes[k].hi);
+    L->size_var[k] = v;
+    f->size_vars[f->nsize_vars] = v;
+    f->size_ids[f->nsize_vars] = k;
+    f->size_lo[f->nsize_vars] = p->sizes[k].lo;
+    f->size_value[f->nsize_vars] = p->sizes[k].value;
+    f->size_hi[f->nsize_vars++] = p->sizes[k].hi;
+  }
   f->nparams = p->ninputs + p->noutputs;
   f->params = KG_NEW_ARRAY(a, kg_buffer *, f->nparams + 1);
   for (int i = 0; i < f->nparams; i++) {
     kg_tensor *t = i < p->ninputs ? p->inputs[i] : p->outputs[i - p->ninputs];
-    kg_buffer *b = new_buffer(L, t, KG_SCOPE_GLOBAL, kg_tensor_numel(t), NULL);
+    kg_buffer *b = new_buffer(L, t, KG_SCOPE_GLOBAL, tensor_elems(L, t, NULL), NULL);
     b->param_index = i;
     b->is_input = i < p->ninputs;
     f->params[i] = b;
@@ -875,7 +982,8 @@ kg_lowered *kg_lower(const kg_schedule *s, kg_target_kind target, kg_arena *a, c
   for (int i = 0; i < s->nstages; i++) {
     kg_sstage *st = s->stages[i];
     if (st->attach != KG_ATTACH_ROOT || L->tbuf[st->out->id]) continue;
-    kg_buffer *b = new_buffer(L, st->out, KG_SCOPE_GLOBAL, kg_tensor_numel(st->out), NULL);
+    kg_buffer *b = new_buffer(L, st->out, KG_SCOPE_GLOBAL, 1, NULL);
+    b->size = tensor_elems(L, st->out, &b->dyn_size);
     f->temps[f->ntemps++] = b;
     L->tbuf[st->out->id] = b;
   }
@@ -883,13 +991,13 @@ kg_lowered *kg_lower(const kg_schedule *s, kg_target_kind target, kg_arena *a, c
   for (int i = 0; i < s->nstages && !L->failed; i++) {
     kg_sstage *st = s->stages[i];
     if (st->attach != KG_ATTACH_ROOT) continue;
-    kg_irexpr **dmin;
+    kg_irexpr **dmin, **dsext;
     int64_t *dext;
-    root_domain(a, st, NULL, &dmin, &dext);
+    root_domain(L, st, NULL, &dmin, &dext, &dsext);
     /* one item per root stage (the CUDA printer makes a kernel of each), its comment inside */
     kg_irstmt *item = kg_ir_seq(a);
     kg_ir_seq_push(a, item, kg_ir_comment(a, kg_arena_printf(a, "stage %s", st->name)));
-    kg_ir_seq_push(a, item, lower_stage(L, st, dmin, dext, NULL));
+    kg_ir_seq_push(a, item, lower_stage(L, st, dmin, dext, dsext, NULL));
     kg_ir_seq_push(a, f->body, item);
   }
   /* CUDA keeps the guards: a thread-bound loop cannot change its extent per block */

@@ -152,6 +152,7 @@ static void fill_record(kg_tlog_record *r, const task *tk, const kg_trace *trace
   r->bytes = kg_program_bytes(tk->t->prog);
   r->time = wall_unix();
   r->kgen = KGEN_VERSION;
+  kg_tlog_dynamic_of(tk->t->prog, tk->t->bucket_lo, tk->t->bucket_hi, r);
   if (pt) {
     r->sketch = sp->sketches[pt->sketch].name;
     r->nknobs = pt->nknobs < KG_TLOG_MAX_KNOBS ? pt->nknobs : KG_TLOG_MAX_KNOBS;
@@ -223,10 +224,24 @@ static kg_schedule *default_schedule(const task *tk) {
   return s;
 }
 
-/* Measures tk's default schedule (the naive GPU mapping on CUDA) unless the log holds it. */
-static int measure_default(task *tk, kg_tlog_writer *w, int *trials, char *err, size_t errlen) {
-  kg_schedule *s = default_schedule(tk);
-  const char *text = tk->default_text;
+/* Measures one schedule of tk (given: a trace applied to the default schedule; NULL: the default schedule itself)
+ * unless the log holds it. A given trace that does not apply to tk is measured all the same: the harness records
+ * why it failed. */
+static int measure_one(task *tk, const kg_trace *given, kg_tlog_writer *w, int *trials, char *err, size_t errlen) {
+  kg_schedule *s = given ? kg_schedule_new(tk->t->prog) : default_schedule(tk);
+  char *gtext = NULL;
+  if (given) {
+    char e[256];
+    if (kg_schedule_apply_trace(s, given, e, sizeof e) != 0) {
+      kg_schedule_free(s);
+      s = kg_schedule_new(tk->t->prog);
+      kg_trace_free(&s->trace);
+      kg_trace_init(&s->trace);
+      for (int i = 0; i < given->nsteps; i++) kg_trace_push(&s->trace, &given->steps[i]);
+    }
+    gtext = kg_trace_to_text(&s->trace);
+  }
+  const char *text = given ? gtext : tk->default_text;
   int rc = 0;
   if (!kg_strset_has(&tk->seen, text)) {
     kg_candidate c = {&s->trace, NULL};
@@ -238,13 +253,14 @@ static int measure_default(task *tk, kg_tlog_writer *w, int *trials, char *err, 
     if (kg_features_extract(s, tk->sp->target, f) == 0) add_row(tk, f, med);
     kg_strset_add(&tk->seen, text);
     note_result(tk, med, text, NULL);
-    tk->default_s = med;
+    if (!given) tk->default_s = med;
     tk->trials++;
     if (res.status != KG_STATUS_OK) tk->failed++;
     (*trials)++;
     kg_measure_result_free(&res);
   }
   kg_schedule_free(s);
+  free(gtext);
   return rc;
 }
 
@@ -460,7 +476,10 @@ int kg_tune(const kg_tune_task *tasks_in, int ntasks, const kg_tune_opts *oin, k
   if (!model_loaded && o.model == KG_MODEL_XGB && retrain(model, tasks, ntasks, err, errlen)) goto out;
   int done = 0;
   for (int i = 0; i < ntasks && !o.skip_default && done < o.trials; i++)
-    if (measure_default(&tasks[i], w, &done, err, errlen)) goto out;
+    if (measure_one(&tasks[i], NULL, w, &done, err, errlen)) goto out;
+  for (int g = 0; g < o.ngiven; g++)
+    for (int i = 0; i < ntasks && done < o.trials; i++)
+      if (measure_one(&tasks[i], o.given[g], w, &done, err, errlen)) goto out;
   if (w && kg_tlog_flush(w, err, errlen)) goto out;
   rep->trials = done;
   while (rep->trials < o.trials) {

@@ -24,6 +24,9 @@
 typedef struct kg_tune_task {
   const kg_program *prog; /* the caller's, outlives the tuning */
   const char *label;      /* for progress and the summary, e.g. "matmul M=1024 N=1024 K=1024" */
+  /* A program with dynamic sizes: the bucket of values this task's schedule is for, per dynamic size in program
+   * order (recorded in the log); NULL: the whole range. */
+  const int64_t *bucket_lo, *bucket_hi;
 } kg_tune_task;
 
 typedef struct kg_tune_opts {
@@ -38,6 +41,9 @@ typedef struct kg_tune_opts {
   double eps;              /* share of random picks among the measured (<0: 0; 0: 0.05) */
   double mutation_prob;    /* 0: 0.85 */
   int skip_default;        /* do not measure the default schedule (tests) */
+  const kg_trace *const *given; /* schedules measured on every task before the search (each once; not again when
+                                 * the log holds it), e.g. what other sizes were tuned to: they count as trials */
+  int ngiven;
   FILE *progress;          /* NULL: quiet. One line per round: trials, best time and GFLOP/s (GB/s), the model's
                             * ranking accuracy on the round, build vs measure time, elapsed, remaining */
   int progress_inplace;    /* rewrite the line in place (a terminal) instead of one line per round */

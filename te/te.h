@@ -122,6 +122,8 @@ struct kg_ivar {
   int is_reduce;
   int64_t lo, extent;      /* range [lo, lo+extent) after checking (lo is 0 for left-hand indices) */
   kg_expr *lo_expr, *hi_expr; /* explicit "in lo..hi" (size expressions), else NULL */
+  int dyn;                 /* 1 + index into kg_program.sizes of the dynamic size this variable's extent equals
+                              (lo is then 0), or 0 (static): see kg_program_set_dynamic */
 };
 
 typedef enum { KG_TENSOR_INPUT, KG_TENSOR_OUTPUT, KG_TENSOR_TEMP } kg_tensor_kind;
@@ -133,6 +135,8 @@ struct kg_tensor {
   kg_tensor_kind kind;
   int ndim;
   int64_t shape[KG_MAX_DIMS];      /* after binding the size variables */
+  int dyn[KG_MAX_DIMS];            /* per dimension: 1 + index into kg_program.sizes of the dynamic size it
+                                      equals, or 0 (static); shape[d] then holds the size's bound value */
   kg_expr *shape_expr[KG_MAX_DIMS]; /* as written (NULL where inferred) */
   kg_stage *stage;                 /* producer; NULL for inputs */
   struct kg_stmt *stmt;            /* defining statement; NULL for inputs and extracted reductions */
@@ -168,6 +172,10 @@ typedef struct kg_size_var {
   kg_pos pos;
   int64_t value;
   int bound; /* given by -D */
+  /* Dynamic (kg_program_set_dynamic): generated code takes the size as a run-time parameter and accepts every
+   * value in [lo, hi]; value is the binding that schedules are built on and the reference evaluates. */
+  int dynamic;
+  int64_t lo, hi;
 } kg_size_var;
 
 typedef struct kg_def {
@@ -229,6 +237,26 @@ void kg_program_build_stages(kg_program *p);
 kg_module *kg_parse_module(kg_arena *a, const kg_source *src, kg_diag *diag);
 /* Check one def (check.c): resolves names, binds sizes, infers shapes, proves bounds. Returns 0 or -1. */
 int kg_check_def(kg_program *p, const kg_binding *bindings, int nbindings, kg_diag *diag, kg_arena *diag_arena);
+
+/* A size to keep symbolic (`--dynamic NAME[=LO..HI]`); lo = hi = 0 asks for the default range. */
+typedef struct kg_dynamic_size {
+  const char *name;
+  int64_t lo, hi;
+} kg_dynamic_size;
+/* Marks sizes of a loaded program dynamic (te/dynamic.c). A dynamic size must enter the program only as a whole
+ * dimension of tensors, a whole reduction range [0, SIZE), or as a value in expressions: the program is checked
+ * again at other values of each size, and every tensor dimension and variable range must either not change or
+ * equal the size. Then lowering can keep it symbolic and one kernel serves every value. The default range is
+ * [1, the largest value that keeps every tensor under 2^31 elements]; an explicit one must contain the bound value
+ * and lie inside that. Returns 0, or -1 with a user error in diag (unknown size, a size used inside an expression
+ * such as H-2, a bad range). */
+int kg_program_set_dynamic(kg_program *p, const kg_dynamic_size *dyn, int ndyn, kg_diag *diag,
+                           kg_arena *diag_arena);
+/* p checked again with size k bound to value, its dynamic sizes kept dynamic with the same ranges (the program a
+ * dynamic kernel is measured on at another value). NULL with a user error in diag. */
+kg_program *kg_program_rebind(const kg_program *p, int k, int64_t value, kg_diag *diag, kg_arena *diag_arena);
+/* Number of dynamic sizes, and whether any. */
+int kg_program_ndynamic(const kg_program *p);
 
 /* Number of elements of a tensor. */
 int64_t kg_tensor_numel(const kg_tensor *t);

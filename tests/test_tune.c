@@ -152,7 +152,7 @@ static void base_opts(kg_tune_opts *o, const char *log, int trials, uint64_t see
 static void test_improves(const char *name, kg_program *p) {
   char log[320];
   path_in_tmp(log, sizeof log, name);
-  kg_tune_task t = {p, name};
+  kg_tune_task t = {p, name, NULL, NULL};
   kg_tune_opts o;
   base_opts(&o, log, 33, 5);
   kg_tune_report rep;
@@ -185,7 +185,7 @@ static void test_improves(const char *name, kg_program *p) {
 static char *first_round(kg_program *p, const char *name, uint64_t seed) {
   char log[320];
   path_in_tmp(log, sizeof log, name);
-  kg_tune_task t = {p, "seeded"};
+  kg_tune_task t = {p, "seeded", NULL, NULL};
   kg_tune_opts o;
   base_opts(&o, log, 8, seed);
   o.skip_default = 1;
@@ -221,7 +221,7 @@ static void test_seed(kg_program *p) {
 static void test_resume(kg_program *p) {
   char log[320];
   path_in_tmp(log, sizeof log, "resume.kglog");
-  kg_tune_task t = {p, "resume"};
+  kg_tune_task t = {p, "resume", NULL, NULL};
   kg_tune_opts o;
   base_opts(&o, log, 12, 9);
   kg_tune_report rep;
@@ -244,7 +244,7 @@ static void test_resume(kg_program *p) {
 static void test_two_tasks(kg_program *a, kg_program *b) {
   char log[320];
   path_in_tmp(log, sizeof log, "two.kglog");
-  kg_tune_task t[2] = {{a, "a"}, {b, "b"}};
+  kg_tune_task t[2] = {{a, "a", NULL, NULL}, {b, "b", NULL, NULL}};
   kg_tune_opts o;
   base_opts(&o, log, 26, 4);
   kg_tune_report rep;

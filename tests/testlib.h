@@ -247,4 +247,25 @@ static inline void kg_test_cuda_draw_free(kg_test_cuda_draw *x) {
   free(x->trace);
   x->trace = NULL;
 }
+/* A library workload file (te/lib/NAME.te): its text and its `# sizes:` bindings. */
+typedef struct kg_test_wfile {
+  char path[256];
+  char *text; /* heap: the caller frees it */
+  size_t len;
+  kg_binding b[KG_TEST_MAX_BIND];
+  char names[KG_TEST_MAX_BIND][32];
+  int nb;
+} kg_test_wfile;
+
+/* Reads te/lib/NAME.te into w; a missing file or `# sizes:` line fails a check and returns -1. */
+static inline int kg_test_wfile_read(kg_test_wfile *w, const char *name) {
+  memset(w, 0, sizeof *w);
+  snprintf(w->path, sizeof w->path, "te/lib/%s.te", name);
+  w->text = kg_test_read_file(w->path, &w->len);
+  CHECKF(w->text != NULL, "cannot read %s", w->path);
+  if (!w->text) return -1;
+  w->nb = kg_test_parse_sizes(w->text, w->b, w->names, 1);
+  CHECKF(w->nb > 0, "%s: no '# sizes:' line", w->path);
+  return w->nb > 0 ? 0 : -1;
+}
 #endif

@@ -28,6 +28,21 @@ static uint64_t fnv1a_str(uint64_t h, const char *s) { return fnv1a(h, s, strlen
 /* Requires a checked program. The hash covers the def's name, the canonical program text, every size binding as
  * "NAME=VALUE" in the program's order, and the element type "f32"; only the first KG_TLOG_MAX_SIZES bindings are
  * listed in w (the hash still covers all of them). */
+void kg_tlog_dynamic_of(const kg_program *p, const int64_t *bucket_lo, const int64_t *bucket_hi,
+                        kg_tlog_record *r) {
+  r->ndyn = 0;
+  for (int i = 0; i < p->nsizes && r->ndyn < KG_TLOG_MAX_SIZES; i++) {
+    const kg_size_var *sv = &p->sizes[i];
+    if (!sv->dynamic) continue;
+    int k = r->ndyn++;
+    r->dyn_names[k] = sv->name;
+    r->dyn_lo[k] = sv->lo;
+    r->dyn_hi[k] = sv->hi;
+    r->bucket_lo[k] = bucket_lo ? bucket_lo[k] : sv->lo;
+    r->bucket_hi[k] = bucket_hi ? bucket_hi[k] : sv->hi;
+  }
+}
+
 void kg_tlog_workload_of(const kg_program *p, kg_tlog_workload *w) {
   memset(w, 0, sizeof *w);
   w->name = p->def->name;
@@ -37,7 +52,13 @@ void kg_tlog_workload_of(const kg_program *p, kg_tlog_workload *w) {
   free(canon);
   for (int i = 0; i < p->nsizes; i++) {
     char val[32];
-    snprintf(val, sizeof val, "=%lld", (long long)p->sizes[i].value);
+    /* a dynamic size's range is part of the kernel: a kernel taking M at run time is not the one specialized to
+     * the same value, and static workloads hash as they always did */
+    if (p->sizes[i].dynamic)
+      snprintf(val, sizeof val, "=%lld@%lld..%lld", (long long)p->sizes[i].value, (long long)p->sizes[i].lo,
+               (long long)p->sizes[i].hi);
+    else
+      snprintf(val, sizeof val, "=%lld", (long long)p->sizes[i].value);
     h = fnv1a(h, p->sizes[i].name, strlen(p->sizes[i].name));
     h = fnv1a_str(h, val);
     if (w->nsizes < KG_TLOG_MAX_SIZES) {
@@ -114,7 +135,7 @@ char *kg_tlog_encode(const kg_tlog_record *r, size_t *len) {
   kg_strbuf_init(&b);
   msgpack_packer pk;
   msgpack_packer_init(&pk, &b, strbuf_write);
-  msgpack_pack_map(&pk, 7 + (r->sketch != NULL) + (r->nknobs > 0));
+  msgpack_pack_map(&pk, 7 + (r->sketch != NULL) + (r->nknobs > 0) + (r->ndyn > 0));
 
   pack_str(&pk, "v");
   msgpack_pack_int(&pk, KG_TLOG_VERSION);
@@ -160,6 +181,18 @@ char *kg_tlog_encode(const kg_tlog_record *r, size_t *len) {
     pack_str(&pk, "knobs");
     msgpack_pack_array(&pk, (size_t)r->nknobs);
     for (int i = 0; i < r->nknobs; i++) msgpack_pack_int64(&pk, r->knobs[i]);
+  }
+  if (r->ndyn > 0) {
+    pack_str(&pk, "dynamic");
+    msgpack_pack_map(&pk, (size_t)r->ndyn);
+    for (int i = 0; i < r->ndyn; i++) {
+      pack_str(&pk, r->dyn_names[i]);
+      msgpack_pack_array(&pk, 4);
+      msgpack_pack_int64(&pk, r->dyn_lo[i]);
+      msgpack_pack_int64(&pk, r->dyn_hi[i]);
+      msgpack_pack_int64(&pk, r->bucket_lo[i]);
+      msgpack_pack_int64(&pk, r->bucket_hi[i]);
+    }
   }
   *len = b.len;
   return kg_strbuf_take(&b);
@@ -483,6 +516,24 @@ static const char *read_record(const msgpack_object *o, kg_arena *a, kg_tlog_rec
     r->nknobs = (int)knobs->via.array.size;
     for (int i = 0; i < r->nknobs; i++)
       if (get_int(&knobs->via.array.ptr[i], &r->knobs[i])) return "knobs: not an array of at most 64 integers";
+  }
+  const msgpack_object *dyn = get_optional(o, "dynamic");
+  r->ndyn = 0;
+  if (dyn) {
+    if (!keyed_map(dyn, KG_TLOG_MAX_SIZES)) return "dynamic: not a map of at most 32 sizes";
+    r->ndyn = (int)dyn->via.map.size;
+    for (int i = 0; i < r->ndyn; i++) {
+      const msgpack_object_kv *kv = &dyn->via.map.ptr[i];
+      if (get_str(&kv->key, STR_NAME, a, &r->dyn_names[i])) return "dynamic: an empty name";
+      const msgpack_object *v = &kv->val;
+      int64_t x[4];
+      if (v->type != MSGPACK_OBJECT_ARRAY || v->via.array.size != 4) return "dynamic: not [lo, hi, bucket_lo, bucket_hi]";
+      for (int k = 0; k < 4; k++)
+        if (get_int(&v->via.array.ptr[k], &x[k])) return "dynamic: not [lo, hi, bucket_lo, bucket_hi]";
+      if (x[0] < 1 || x[1] < x[0] || x[2] < x[0] || x[3] < x[2] || x[3] > x[1])
+        return "dynamic: need 1 <= lo <= bucket_lo <= bucket_hi <= hi";
+      r->dyn_lo[i] = x[0], r->dyn_hi[i] = x[1], r->bucket_lo[i] = x[2], r->bucket_hi[i] = x[3];
+    }
   }
   return NULL;
 }

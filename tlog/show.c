@@ -74,6 +74,13 @@ static void put_header(kg_strbuf *b, const kg_tlog_record *r) {
     put_text(b, r->workload.size_names[i]);
     kg_strbuf_printf(b, "=%lld", (long long)r->workload.size_values[i]);
   }
+  for (int i = 0; i < r->ndyn; i++) {
+    kg_strbuf_puts(b, i ? ", " : " (dynamic ");
+    put_text(b, r->dyn_names[i]);
+    kg_strbuf_printf(b, " in %lld..%lld, bucket %lld..%lld", (long long)r->dyn_lo[i], (long long)r->dyn_hi[i],
+                     (long long)r->bucket_lo[i], (long long)r->bucket_hi[i]);
+    if (i == r->ndyn - 1) kg_strbuf_putc(b, ')');
+  }
   kg_strbuf_printf(b, " on %s ", r->target.kind);
   put_text(b, r->target.arch);
   kg_strbuf_puts(b, " (");

@@ -21,6 +21,9 @@
  *   kgen     str      kgen version
  *   sketch   str      optional: the search-space sketch the candidate came from
  *   knobs    [int...] optional: its knob values (see search/space.h)
+ *   dynamic  map      optional, a kernel that takes sizes at run time: str -> [lo, hi, bucket_lo, bucket_hi] per
+ *                     dynamic size: the values the kernel accepts, and the bucket of values its schedule serves;
+ *                     the workload's sizes say which value of each it was measured at
  * Unknown keys are ignored by the reader (newer writers may add some). */
 #ifndef KG_TLOG_H
 #define KG_TLOG_H
@@ -43,8 +46,13 @@ typedef struct kg_tlog_workload {
   int64_t size_values[KG_TLOG_MAX_SIZES];
 } kg_tlog_workload;
 
-/* Fills w for program p (strings point into p). */
+/* Fills w for program p (strings point into p). A dynamic size's range is hashed with its value. */
 void kg_tlog_workload_of(const kg_program *p, kg_tlog_workload *w);
+struct kg_tlog_record;
+/* Fills r's dynamic-size fields from p's dynamic sizes (in program order); the bucket of the k-th is
+ * [bucket_lo[k], bucket_hi[k]], or its whole range when those are NULL. */
+void kg_tlog_dynamic_of(const kg_program *p, const int64_t *bucket_lo, const int64_t *bucket_hi,
+                        struct kg_tlog_record *r);
 
 typedef struct kg_tlog_target {
   const char *kind;     /* "c" or "cuda" */
@@ -70,6 +78,11 @@ typedef struct kg_tlog_record {
   const char *sketch;   /* NULL when absent */
   int64_t knobs[KG_TLOG_MAX_KNOBS];
   int nknobs;
+  /* dynamic sizes (ndyn 0: a kernel specialized to the workload's sizes) */
+  int ndyn;
+  const char *dyn_names[KG_TLOG_MAX_SIZES];
+  int64_t dyn_lo[KG_TLOG_MAX_SIZES], dyn_hi[KG_TLOG_MAX_SIZES];
+  int64_t bucket_lo[KG_TLOG_MAX_SIZES], bucket_hi[KG_TLOG_MAX_SIZES];
 } kg_tlog_record;
 
 /* The median of r's times (0 when it has none). */
