@@ -15,8 +15,9 @@ char *cli_resolve_program(const char *arg);
 /* Resolves and reads a program's text (*path: the resolved path, caller frees both); prints why on failure. */
 char *cli_read_program(const char *file, char **path, size_t *len);
 /* --dynamic NAME or NAME=LO..HI (a range) or NAME=V1,V2,... (sizes: lo/hi are their extremes, and *vals, when
- * non-NULL, gets the list, up to maxvals; *nvals its count, 0 for a range). 0, or -1 when malformed. */
-int cli_parse_dynamic(const char *s, kg_dynamic_size *d, int64_t *vals, int maxvals, int *nvals);
+ * non-NULL, gets the list, up to maxvals; *nvals its count, 0 for a range). d->name points into name[64], which
+ * the caller keeps. 0, or -1 when malformed. */
+int cli_parse_dynamic(const char *s, char name[64], kg_dynamic_size *d, int64_t *vals, int maxvals, int *nvals);
 /* Loads and checks a program, then marks the sizes in dyn dynamic (ndyn may be 0); prints the error and returns
  * NULL on failure. */
 kg_program *cli_load_program(const char *file, const char *def, const kg_binding *b, int nb,

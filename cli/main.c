@@ -20,6 +20,7 @@ typedef struct options {
   kg_binding bindings[MAX_BINDINGS];
   int nbindings;
   kg_dynamic_size dyn[MAX_BINDINGS]; /* --dynamic */
+  char dyn_names[MAX_BINDINGS][64];
   int ndyn;
   int random_schedule, random_steps, random_steps_given;
   uint64_t random_seed, data_seed;
@@ -132,7 +133,7 @@ static int parse_args(int argc, char **argv, options *o) {
       o->nbindings++;
     } else if (!strcmp(a, "--dynamic")) {
       NEED_VAL();
-      if (o->ndyn >= MAX_BINDINGS || cli_parse_dynamic(val, &o->dyn[o->ndyn], NULL, 0, NULL))
+      if (o->ndyn >= MAX_BINDINGS || cli_parse_dynamic(val, o->dyn_names[o->ndyn], &o->dyn[o->ndyn], NULL, 0, NULL))
         return usage_error("bad --dynamic '%s' (want NAME or NAME=LO..HI)", val);
       o->ndyn++;
     } else if (!strcmp(a, "--def")) {

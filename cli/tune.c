@@ -127,6 +127,7 @@ int cli_tune(int argc, char **argv) {
   kg_dyn_tune_opts dopt;
   memset(&dopt, 0, sizeof dopt);
   kg_dynamic_size dyn = {0};
+  char dyn_name[64];
   int64_t shapes[KG_DYN_MAX_BUCKETS];
   int has_dyn = 0;
   for (int i = 2; i < argc; i++) {
@@ -197,7 +198,7 @@ int cli_tune(int argc, char **argv) {
       NEED_VAL();
       int ns = 0, shp = !strcmp(a, "--shapes");
       if (has_dyn) return tune_usage("%s", "one --dynamic or --shapes only");
-      if (cli_parse_dynamic(val, &dyn, shp ? shapes : NULL, KG_DYN_MAX_BUCKETS, &ns) || !(dyn.lo > 0) ||
+      if (cli_parse_dynamic(val, dyn_name, &dyn, shp ? shapes : NULL, KG_DYN_MAX_BUCKETS, &ns) || !(dyn.lo > 0) ||
           (shp && ns == 0) || (!shp && ns > 0))
         return tune_usage(shp ? "bad --shapes '%s' (want NAME=V1,V2,...)" : "bad --dynamic '%s' (want NAME=LO..HI)",
                           val);

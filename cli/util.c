@@ -94,7 +94,7 @@ char *cli_read_program(const char *file, char **path, size_t *len) {
   return text;
 }
 
-int cli_parse_dynamic(const char *s, kg_dynamic_size *d, int64_t *vals, int maxvals, int *nvals) {
+int cli_parse_dynamic(const char *s, char name[64], kg_dynamic_size *d, int64_t *vals, int maxvals, int *nvals) {
   memset(d, 0, sizeof *d);
   if (nvals) *nvals = 0;
   const char *eq = strchr(s, '=');
@@ -102,9 +102,6 @@ int cli_parse_dynamic(const char *s, kg_dynamic_size *d, int64_t *vals, int maxv
   if (n == 0 || n > 63) return -1;
   for (size_t i = 0; i < n; i++)
     if (!(isalnum((unsigned char)s[i]) || s[i] == '_')) return -1;
-  static char names[16][64];
-  static int next;
-  char *name = names[next++ % 16];
   memcpy(name, s, n);
   name[n] = 0;
   d->name = name;

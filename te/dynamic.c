@@ -61,12 +61,29 @@ static int fits(const kg_program *p, const int64_t *hi) {
   return 1;
 }
 
+/* Back to no dynamic size: every call states the whole set. */
+static void clear_marks(kg_program *p) {
+  for (int i = 0; i < p->nsizes; i++) p->sizes[i].dynamic = 0, p->sizes[i].lo = p->sizes[i].hi = 0;
+  for (int t = 0; t < p->ntensors; t++)
+    for (int d = 0; d < KG_MAX_DIMS; d++) p->tensors[t]->dyn[d] = 0;
+  for (int s = 0; s < p->nstages; s++) {
+    for (int d = 0; d < p->stages[s]->nax; d++) p->stages[s]->ax[d]->dyn = 0;
+    for (int r = 0; r < p->stages[s]->nrax; r++) p->stages[s]->rax[r]->dyn = 0;
+  }
+}
+
 int kg_program_set_dynamic(kg_program *p, const kg_dynamic_size *dyn, int ndyn, kg_diag *diag,
                            kg_arena *diag_arena) {
   kg_diag local;
   memset(&local, 0, sizeof local);
-  int idx[64];
-  if (ndyn > 64) ndyn = 64;
+  /* idx: each dynamic size's index in p->sizes; hi: every size's largest value (a static one: its value) */
+  int *idx = calloc((size_t)ndyn + 1, sizeof *idx);
+  int64_t *hi = calloc((size_t)p->nsizes + 1, sizeof *hi);
+  int rc = -1;
+  if (!idx || !hi) {
+    kg_diag_error(diag, diag_arena, file_pos(p), "--dynamic: out of memory");
+    goto out;
+  }
   for (int j = 0; j < ndyn; j++) {
     idx[j] = -1;
     for (int i = 0; i < p->nsizes; i++)
@@ -74,20 +91,25 @@ int kg_program_set_dynamic(kg_program *p, const kg_dynamic_size *dyn, int ndyn, 
     if (idx[j] < 0) {
       kg_diag_error(diag, diag_arena, file_pos(p), "--dynamic %s: '%s' is not a size variable of %s", dyn[j].name,
                     dyn[j].name, p->def->name);
-      return -1;
+      goto out;
     }
+    for (int i = 0; i < j; i++)
+      if (idx[i] == idx[j]) {
+        kg_diag_error(diag, diag_arena, file_pos(p), "--dynamic %s is given twice", dyn[j].name);
+        goto out;
+      }
     if (dyn[j].lo || dyn[j].hi) {
       if (dyn[j].lo < 1 || dyn[j].hi < dyn[j].lo) {
         kg_diag_error(diag, diag_arena, file_pos(p), "--dynamic %s=%lld..%lld: the range must be 1 <= LO <= HI",
                       dyn[j].name, (long long)dyn[j].lo, (long long)dyn[j].hi);
-        return -1;
+        goto out;
       }
     }
   }
-  for (int t = 0; t < p->ntensors; t++)
-    for (int d = 0; d < KG_MAX_DIMS; d++) p->tensors[t]->dyn[d] = 0;
+  clear_marks(p);
 
-  /* Every variable of the program by id, to compare ranges across reloads. */
+  /* Per dynamic size: the program checked at two other values, compared dimension by dimension and reduction
+   * range by reduction range (stages and their variables come out in the same order each time). */
   for (int j = 0; j < ndyn; j++) {
     int k = idx[j];
     int64_t v0 = p->sizes[k].value, v1 = v0 + 1, v2 = v0 + 3;
@@ -98,7 +120,7 @@ int kg_program_set_dynamic(kg_program *p, const kg_dynamic_size *dyn, int ndyn, 
                     "--dynamic %s: the program does not check at %s=%lld (%s), so %s cannot vary freely",
                     dyn[j].name, dyn[j].name, (long long)(q1 ? v2 : v1), local.msg ? local.msg : "error",
                     dyn[j].name);
-      return -1;
+      goto out;
     }
     const char *bad = NULL;
     int bad_d = 0;
@@ -140,9 +162,7 @@ int kg_program_set_dynamic(kg_program *p, const kg_dynamic_size *dyn, int ndyn, 
                       "--dynamic %s: %s depends on %s in another way than being %s itself; a dynamic size must be a "
                       "whole dimension or a whole reduction range",
                       dyn[j].name, bad, dyn[j].name, dyn[j].name);
-      for (int t = 0; t < p->ntensors; t++)
-        for (int d = 0; d < KG_MAX_DIMS; d++) p->tensors[t]->dyn[d] = 0;
-      return -1;
+      goto out;
     }
   }
   /* Spatial axes range over their stage's output dimensions; mark them too, for whoever reads ivars. */
@@ -150,13 +170,12 @@ int kg_program_set_dynamic(kg_program *p, const kg_dynamic_size *dyn, int ndyn, 
     for (int d = 0; d < p->stages[s]->nax; d++) p->stages[s]->ax[d]->dyn = p->stages[s]->out->dyn[d];
 
   /* Ranges: explicit ones must hold the bound value and fit; default ones grow to the largest that fits. */
-  int64_t hi[64 + 1];
-  for (int i = 0; i < p->nsizes && i < 64; i++) hi[i] = p->sizes[i].value;
+  for (int i = 0; i < p->nsizes; i++) hi[i] = p->sizes[i].value;
   for (int j = 0; j < ndyn; j++) hi[idx[j]] = dyn[j].hi ? dyn[j].hi : p->sizes[idx[j]].value;
   if (!fits(p, hi)) {
     kg_diag_error(diag, diag_arena, file_pos(p),
                   "--dynamic: with every dynamic size at its largest value a tensor has more than 2^31-1 elements");
-    return -1;
+    goto out;
   }
   /* Default ranges grow together, each doubling in turn while everything fits, so that no size takes all the
    * room from another; a lone one then bisects up to the exact limit. */
@@ -191,13 +210,18 @@ int kg_program_set_dynamic(kg_program *p, const kg_dynamic_size *dyn, int ndyn, 
     if (sv->value < lo || sv->value > hi[idx[j]]) {
       kg_diag_error(diag, diag_arena, file_pos(p), "--dynamic %s=%lld..%lld: the bound value %s=%lld is outside the range",
                     sv->name, (long long)lo, (long long)hi[idx[j]], sv->name, (long long)sv->value);
-      return -1;
+      goto out;
     }
     sv->dynamic = 1;
     sv->lo = lo;
     sv->hi = hi[idx[j]];
   }
-  return 0;
+  rc = 0;
+out:
+  if (rc) clear_marks(p); /* a failed call leaves the program as it was */
+  free(idx);
+  free(hi);
+  return rc;
 }
 
 kg_program *kg_program_rebind(const kg_program *p, int k, int64_t value, kg_diag *diag, kg_arena *diag_arena) {

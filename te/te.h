@@ -247,9 +247,10 @@ typedef struct kg_dynamic_size {
  * dimension of tensors, a whole reduction range [0, SIZE), or as a value in expressions: the program is checked
  * again at other values of each size, and every tensor dimension and variable range must either not change or
  * equal the size. Then lowering can keep it symbolic and one kernel serves every value. The default range is
- * [1, the largest value that keeps every tensor under 2^31 elements]; an explicit one must contain the bound value
- * and lie inside that. Returns 0, or -1 with a user error in diag (unknown size, a size used inside an expression
- * such as H-2, a bad range). */
+ * [1, the largest value that keeps every tensor under 2^31 elements] (several default ranges grow together); an
+ * explicit one must contain the bound value and lie inside that. The call states the whole set: sizes it does not
+ * name are static. Returns 0, or -1 with a user error in diag (unknown size, one named twice, a size used inside an
+ * expression such as H-2, a bad range), leaving every size static. */
 int kg_program_set_dynamic(kg_program *p, const kg_dynamic_size *dyn, int ndyn, kg_diag *diag,
                            kg_arena *diag_arena);
 /* p checked again with size k bound to value, its dynamic sizes kept dynamic with the same ranges (the program a

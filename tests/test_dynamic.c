@@ -127,6 +127,23 @@ static void test_errors(void) {
   kg_dynamic_size huge = {"M", 1, (int64_t)1 << 40};
   CHECK(load(KG_TEST_MATMUL, "M=7 K=17 N=20", &huge, 1, &d) == NULL);
   CHECK(d.msg && strstr(d.msg, "2^31-1"));
+  kg_dynamic_size twice[2] = {{"M", 0, 0}, {"M", 0, 0}};
+  CHECK(load(KG_TEST_MATMUL, "M=7 K=17 N=20", twice, 2, &d) == NULL);
+  CHECK(d.msg && strstr(d.msg, "--dynamic M is given twice"));
+  /* a failed call leaves every size static, also those it had marked before failing */
+  kg_program *st = load(KG_TEST_MATMUL, "M=7 K=17 N=20", NULL, 0, &d);
+  kg_dynamic_size mk[2] = {{"M", 0, 0}, {"K", 100, 200}};
+  CHECK(st && kg_program_set_dynamic(st, mk, 2, &d, &da) == -1);
+  if (st) {
+    CHECK(kg_program_ndynamic(st) == 0);
+    int marked = 0;
+    for (int t = 0; t < st->ntensors; t++)
+      for (int k = 0; k < st->tensors[t]->ndim; k++) marked += st->tensors[t]->dyn[k] != 0;
+    for (int s2 = 0; s2 < st->nstages; s2++)
+      for (int r = 0; r < st->stages[s2]->nrax; r++) marked += st->stages[s2]->rax[r]->dyn != 0;
+    CHECK(marked == 0);
+  }
+  kg_program_free(st);
   /* a size used in an expression of a dimension */
   const char *shift = "def f(X: f32[N]) -> (Y: f32[N - 1]) {\n  Y[i] = X[i + 1] - X[i]\n}\n";
   kg_dynamic_size n = {"N", 0, 0};
