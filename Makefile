@@ -143,7 +143,7 @@ FORCE:
 
 # examples/kernels/check_c.c: a plain C program including exported headers, checked against plain loops (run by
 # tests/cli/test_examples.sh). Built with the system compiler as a user would, not with kgen's flags.
-EXAMPLE_C_FLAGS = -std=c11 -Wall -Wextra -Werror -O3 -march=native -fopenmp
+EXAMPLE_C_FLAGS = -std=c11 -Wall -Wextra -Werror -O3 -march=native -fno-math-errno -fopenmp
 $(BUILD)/examples/check_c: examples/kernels/check_c.c $(C_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(EXAMPLE_C_FLAGS) -I$(BUILD)/kernels/c -o $@ $< -lm
@@ -158,7 +158,11 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libkgen.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libkgen.a $(LDLIBS)
 
-# The CPU tuning benchmark beside its peers (bench/tune-cpu.sh: hours at 500 trials; TRIALS=40 for a quick run).
-.PHONY: bench
+# The benchmark suite on this machine's CPU (bench/suite.sh: the peers, fusion, amortization, tuning curves and
+# shape transitions; about an hour on 2 cores at TRIALS=64). bench/device-check.sh runs it on a GPU.
+.PHONY: bench bench-tune
 bench:
+	BUILD=$(BUILD) bench/suite.sh
+# The longer CPU tuning benchmark (bench/tune-cpu.sh: hours at 500 trials; TRIALS=40 for a quick run).
+bench-tune:
 	BUILD=$(BUILD) bench/tune-cpu.sh

@@ -143,7 +143,10 @@ def parse_peers(logdir):
     m = re.search(r'^openblas sgemm (\d+)x\d+x\d+\s+([\d.]+) ms', txt, re.M)
     if m and m.group(1) == '1024':
         peers[('OpenBLAS', 'matmul')] = float(m.group(2)) / 1e3
-    txt = read_text(os.path.join(logdir, 'peers-halide.txt')) or ''
+    # one file for all workloads (bench/tune-cpu.sh) or one per workload, peers-halide-W.txt (bench/suite.sh)
+    names = sorted(f for f in os.listdir(logdir)
+                   if f == 'peers-halide.txt' or (f.startswith('peers-halide-') and f.endswith('.txt')))
+    txt = ''.join(read_text(os.path.join(logdir, f)) or '' for f in names)
     for m in re.finditer(r'^(\w+)\s+(\w+) .*?\s([\d.]+) ms\s+[\d.]+ .*verify: (.*)$', txt, re.M):
         sched, work, ms, verify = m.groups()
         if verify.strip() != 'ok':

@@ -20,7 +20,7 @@ static int tune_usage(const char *fmt, const char *arg) {
           "\nusage: kgen tune FILE.te|NAME [-D NAME=VALUE]... [FILE.te|NAME [-D ...]]... [--target auto|cuda|c]\n"
           "                 [--trials N] [--log FILE] [--seed S] [--model xgb|random] [--emulate] [--arch sm_XX]\n"
           "                 [--population N] [--generations N] [--per-round N] [--timeout S]\n"
-          "                 [--min-repeat-ms MS] [--best-out FILE] [--def NAME] [--quiet]\n"
+          "                 [--min-repeat-ms MS] [--best-out FILE] [--def NAME] [--no-fuse] [--quiet]\n"
           "       kgen tune FILE.te|NAME [-D ...] --dynamic NAME=LO..HI [--buckets N] | --shapes NAME=V1,V2,...\n"
           "                 [--exchange K] [options above]: a few schedules serving a whole range of one size\n");
   return 2;
@@ -77,7 +77,7 @@ static int tune_range(const char *file, const char *def, const kg_binding *g, in
   const char *tname = o->measure.target == KG_TARGET_CUDA ? (o->measure.emulate ? "emulator" : "cuda") : "c";
   char default_log[512];
   if (!log_path) {
-    snprintf(default_log, sizeof default_log, "%s.%s.dyn.kglog", p->def->name, tname);
+    snprintf(default_log, sizeof default_log, "%s.%s%s.dyn.kglog", p->def->name, tname, o->no_fuse ? ".nofuse" : "");
     log_path = default_log;
   }
   o->log_path = log_path;
@@ -212,6 +212,8 @@ int cli_tune(int argc, char **argv) {
       else dopt.top = (int)n;
     } else if (!strcmp(a, "--quiet")) {
       quiet = 1;
+    } else if (!strcmp(a, "--no-fuse")) {
+      o.no_fuse = 1;
     } else if (a[0] == '-') {
       return tune_usage("unknown option '%s'", a);
     } else {
@@ -260,16 +262,19 @@ int cli_tune(int argc, char **argv) {
   if (rc == 0) {
     const char *tname = o.measure.target == KG_TARGET_CUDA ? (o.measure.emulate ? "emulator" : "cuda") : "c";
     if (!log_path) {
-      snprintf(default_log, sizeof default_log, "%s.%s.kglog", progs[0]->def->name, tname);
+      /* its own log by default: a fusing run's records in it would not count (search/tune.h) */
+      snprintf(default_log, sizeof default_log, "%s.%s%s.kglog", progs[0]->def->name, tname,
+               o.no_fuse ? ".nofuse" : "");
       log_path = default_log;
     }
     o.log_path = log_path;
     if (!quiet) {
       o.progress = stderr;
       o.progress_inplace = isatty(2);
-      fprintf(stderr, "tuning %d workload%s on %s, %d trials, model %s, seed %llu, log %s\n", nwl,
-              nwl == 1 ? "" : "s", tname, o.trials > 0 ? o.trials : 64, o.model == KG_MODEL_XGB ? "xgb" : "random",
-              (unsigned long long)o.seed, log_path);
+      fprintf(stderr, "tuning %d workload%s on %s%s, %d trials, model %s, seed %llu, log %s\n", nwl,
+              nwl == 1 ? "" : "s", tname, o.no_fuse ? ", unfused (each stage its own loop nest)" : "",
+              o.trials > 0 ? o.trials : 64, o.model == KG_MODEL_XGB ? "xgb" : "random", (unsigned long long)o.seed,
+              log_path);
     }
     kg_tune_report rep;
     char err[2048];

@@ -44,8 +44,11 @@ int kg_cpu_build(const char *src, const char *fn_name, kg_cpu_module *m) {
   char *argv[80];
   int n = kg_compiler_split_words(cc, argv, 32);
   if (n == 0) argv[n++] = "cc";
-  const char *flags[] = {"-std=c11", "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC",
-                         "-o",       "kernel.so", "kernel.c", "-lm"};
+  /* -fno-math-errno: kernels never read errno, and a sqrt that may set it (layernorm's rsqrt) is a call that
+   * neither vectorizes nor leaves its loop. gcc 12 ignores it in `#pragma GCC optimize`, so it is a flag here,
+   * and exported headers recommend it (codegen/header_c.c). */
+  const char *flags[] = {"-std=c11", "-O3",       "-march=native", "-fno-math-errno", "-fopenmp", "-shared",
+                         "-fPIC",    "-o",        "kernel.so",     "kernel.c",        "-lm"};
   for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) argv[n++] = (char *)flags[i];
   /* $KGEN_CFLAGS comes last so it can override the defaults, e.g. -march=x86-64-v2 for valgrind, which does not
    * know AVX-512. */

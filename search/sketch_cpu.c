@@ -20,6 +20,11 @@
  * would not fit in the vector registers; cache tiles are counted in register tiles (ti, tj: powers of two), so a
  * cache tile never ends in a partial register tile except at the loop's end.
  * Stages are visited from the outputs back to the inputs, so a producer sees how its consumer was tiled.
+ * Unfused spaces (sp->unfused): the same sketches, with every program stage kept at root: elementwise stages are
+ * never inlined (no root knob), light reductions are not computed at their consumer's rows (cpu/rows keeps its
+ * rfactored vector lanes, computed inside the reduction's own loop), and a heavy stage has no epilogue to carry
+ * its tiles: cpu/tile-cw accumulates in its own cache_write local at its own register tile, the epilogue is an
+ * elementwise stage at root. cpu/simple is the default schedule made parallel and vectorized, so it realizes.
  *
  * Requires: realize receives a fresh default schedule of the space's program. */
 #include <stdio.h>
@@ -225,9 +230,10 @@ static kg_sstage *first_reader(const kg_schedule *s, const kg_sstage *st) {
 }
 
 /* For a heavy stage that is not an output: its elementwise consumer of the same shape, which carries its tiles
- * (the accumulation then runs at the consumer's register tile, the epilogue fused). NULL when there is none. */
-static kg_sstage *epilogue_of(const kg_schedule *s, const kg_sstage *h) {
-  if (h->is_output) return NULL;
+ * (the accumulation then runs at the consumer's register tile, the epilogue fused). NULL when there is none, or
+ * in an unfused space (sp_unfused), where the stage is tiled on its own. */
+static kg_sstage *epilogue_of(const kg_schedule *s, const kg_sstage *h, int sp_unfused) {
+  if (h->is_output || sp_unfused) return NULL;
   kg_sstage *c = first_reader(s, h);
   if (!c || c->nrax || c->nax != h->nax) return NULL;
   for (int i = c->id + 1; i < s->nstages; i++)
@@ -260,7 +266,7 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
   /* o: the stage whose loops carry the tiles; a: where the accumulation runs */
   kg_sstage *o = h, *a = h;
   if (kind == SK_TILE_CW) {
-    kg_sstage *c = epilogue_of(s, h);
+    kg_sstage *c = epilogue_of(s, h, z->sk->space->unfused);
     if (c) {
       o = c;
     } else {
@@ -358,12 +364,13 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
 static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char *err, size_t errlen) {
   rz z = {s, sk, pt, err, errlen, 0};
   sketch_kind kind = (sketch_kind)(intptr_t)sk->data;
+  int unfused = sk->space->unfused;
   int nst = s->nstages < MAX_STAGES ? s->nstages : MAX_STAGES;
   kg_sstage *st[MAX_STAGES];
   unsigned char skip[MAX_STAGES] = {0}; /* epilogues that their heavy producer tiles */
   for (int i = 0; i < nst; i++) {
     st[i] = s->stages[i];
-    kg_sstage *c = classify(st[i]) == CLS_HEAVY ? epilogue_of(s, st[i]) : NULL;
+    kg_sstage *c = classify(st[i]) == CLS_HEAVY ? epilogue_of(s, st[i], unfused) : NULL;
     if (c && c->id < MAX_STAGES) skip[c->id] = 1;
   }
   /* outputs back to inputs */
@@ -373,7 +380,8 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
     stage_class c = classify(x);
     if (kind == SK_TILE_CW && skip[x->id]) continue;
     if (c == CLS_ELEM && !x->is_output) {
-      if (knob(&z, x->name, "root", 0) == 0 && !apply(&z, 1, KG_STEP_COMPUTE_INLINE, x->name, NULL, 0, 0)) continue;
+      if (!unfused && knob(&z, x->name, "root", 0) == 0 && !apply(&z, 1, KG_STEP_COMPUTE_INLINE, x->name, NULL, 0, 0))
+        continue;
       generic_root(&z, x);
       continue;
     }
@@ -383,7 +391,7 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
       continue;
     }
     kg_sstage *rf = c == CLS_LIGHT && kind != SK_SIMPLE ? rfactor_lanes(&z, x) : NULL;
-    if (c == CLS_LIGHT && !x->is_output && kind != SK_SIMPLE) {
+    if (c == CLS_LIGHT && !x->is_output && kind != SK_SIMPLE && !unfused) {
       kg_sstage *cons = first_reader(s, x);
       if (cons && cons->attach == KG_ATTACH_ROOT && cons->nleaves > 0 && cons->leaves[0]->kind == KG_LOOP_PARALLEL &&
           !compute_at(&z, 1, x, cons, cons->leaves[0])) {
@@ -486,7 +494,7 @@ static void add_sketch(kg_space *sp, const kg_schedule *s, const char *name, ske
   for (int i = 0; i < s->nstages; i++) {
     const kg_sstage *x = s->stages[i];
     stage_class c = classify(x);
-    if (c == CLS_ELEM && !x->is_output && kind != SK_SIMPLE)
+    if (c == CLS_ELEM && !x->is_output && kind != SK_SIMPLE && !sp->unfused)
       add_knob(sk, KG_KNOB_CHOICE, x->name, "root", (const int64_t[]){0, 1}, 2);
     if (c == CLS_HEAVY && (kind == SK_TILE_CW || kind == SK_TILE_RK)) add_heavy_knobs(sk, x, kind);
     else add_vec_knob(sk, x);

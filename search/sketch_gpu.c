@@ -24,6 +24,10 @@
  * gpu/tile-fuse-noshared, gpu/tile-fuse-2d (elementwise stages tiled per axis), gpu/tile-noinline (elementwise
  * stages keep their kernels, so reductions can stage them in shared memory), gpu/cross-fuse and gpu/cross (every
  * reduction cross-thread); one that makes the same plan as an earlier one is left out.
+ * An unfused space (sp->unfused) takes its sketches from another list, with no inlining and no fused epilogues or
+ * cross-thread reductions at a consumer: every program stage is a kernel of its own (the only stages computed
+ * inside a kernel are its own register accumulator and shared-memory copies): gpu/simple, gpu/cross, gpu/tile,
+ * gpu/tile-noshared and gpu/tile-2d.
  *
  * A sketch is kept only when some point of it realizes (probed with a few random points); a realized schedule
  * must lower and pass the launch rules within the space's device limits (kg_gpu_launchable), else the point is
@@ -389,6 +393,12 @@ static const policy policies[] = {
     {"gpu/tile-noinline", 1, 1, 1, 0, 1, 0},      {"gpu/cross-fuse", 0, 1, 0, 0, 0, 0},
     {"gpu/cross", 0, 0, 0, 0, 0, 0},
 };
+/* An unfused space's: the structures above with fuse 0 and no_inline 1 (a stage per kernel). gpu/cross comes
+ * before gpu/tile, whose plan is the same where no reduction has reuse (softmax, norms): the name says what it is. */
+static const policy unfused_policies[] = {
+    {"gpu/simple", 0, 0, 0, 0, 1, 1},  {"gpu/cross", 0, 0, 0, 0, 1, 0},  {"gpu/tile", 1, 0, 1, 0, 1, 0},
+    {"gpu/tile-noshared", 1, 0, 0, 0, 1, 0}, {"gpu/tile-2d", 1, 0, 1, 1, 1, 0},
+};
 
 static int is_reduction(const kg_sstage *st) { return st->red != KG_RED_NONE && st->nrax > 0; }
 
@@ -509,8 +519,11 @@ int kg_sketches_gpu(kg_space *sp) {
   }
   int64_t max_threads = sp->limits.max_threads_per_block > 0 ? sp->limits.max_threads_per_block : 1024;
   int first = sp->nsketches;
-  for (size_t q = 0; q < sizeof policies / sizeof policies[0]; q++) {
-    const policy *po = &policies[q];
+  const policy *list = sp->unfused ? unfused_policies : policies;
+  size_t npolicies = sp->unfused ? sizeof unfused_policies / sizeof unfused_policies[0]
+                                 : sizeof policies / sizeof policies[0];
+  for (size_t q = 0; q < npolicies; q++) {
+    const policy *po = &list[q];
     const kg_schedule *base = sc[!po->no_inline];
     sketch_plan *pl = kg_arena_alloc(&sp->arena, sizeof *pl);
     pl->n = n;

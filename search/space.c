@@ -11,11 +11,17 @@
 const char *const kg_knob_kind_names[] = {"tile", "unroll", "vector", "location", "choice"};
 
 kg_space *kg_space_new(const kg_program *p, kg_target_kind target, const kg_gpu_limits *limits) {
+  return kg_space_new_opts(p, target, limits, NULL);
+}
+
+kg_space *kg_space_new_opts(const kg_program *p, kg_target_kind target, const kg_gpu_limits *limits,
+                            const kg_space_opts *o) {
   kg_space *sp = kg_xrealloc(NULL, sizeof *sp);
   memset(sp, 0, sizeof *sp);
   kg_arena_init(&sp->arena);
   sp->prog = p;
   sp->target = target;
+  sp->unfused = o && o->unfused; /* before the rules run: they read it */
   if (limits) sp->limits = *limits;
   else if (target == KG_TARGET_CUDA) kg_gpu_limits_for_arch("sm_86", &sp->limits);
   if (target == KG_TARGET_CUDA) kg_sketches_gpu(sp);
@@ -123,9 +129,24 @@ kg_schedule *kg_space_realize(const kg_space *sp, const kg_point *pt, char *err,
   }
   const kg_sketch *sk = &sp->sketches[pt->sketch];
   kg_schedule *s = kg_schedule_new(sp->prog);
-  if (sk->realize && sk->realize(sk, pt, s, err, errlen) != 0) {
+  if ((sk->realize && sk->realize(sk, pt, s, err, errlen) != 0) ||
+      (sp->unfused && kg_space_check_unfused(s, err, errlen) != 0)) {
     kg_schedule_free(s);
     return NULL;
   }
   return s;
+}
+
+int kg_space_check_unfused(const kg_schedule *s, char *err, size_t errlen) {
+  for (int i = 0; i < s->nstages; i++) {
+    const kg_sstage *st = s->stages[i];
+    if (st->origin != KG_ORIGIN_PROGRAM || st->attach == KG_ATTACH_ROOT) continue;
+    if (err && errlen && st->attach == KG_ATTACH_INLINE)
+      snprintf(err, errlen, "unfused search: stage '%s' is inlined into its readers", st->name);
+    else if (err && errlen)
+      snprintf(err, errlen, "unfused search: stage '%s' is computed at stage '%s' loop '%s'", st->name,
+               st->attach_stage ? st->attach_stage->name : "?", st->attach_iter ? st->attach_iter->name : "?");
+    return -1;
+  }
+  return 0;
 }

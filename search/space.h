@@ -10,7 +10,14 @@
  * Rules (search/sketch_cpu.c, search/sketch_gpu.c) add sketches to a space; sampling, mutation and crossover
  * (search/evolve.c) work on knob values only, generically. A point whose realization fails (an illegal step, or a
  * GPU schedule over the device's limits: threads, shared memory, registers, launch rules) is dropped before any
- * measurement. */
+ * measurement.
+ *
+ * An unfused space (kg_space_opts.unfused) is the baseline of a fusion experiment: every stage of the program
+ * keeps its own loop nest (on CUDA its own kernels) at root, tuned on its own. Its rules never inline a program
+ * stage nor compute one at another stage's loop; the stages a primitive creates for one stage (cache_read,
+ * cache_write, rfactor: that operator's own data movement) may still be computed inside it. kg_space_realize
+ * rejects any realized schedule that fuses a program stage all the same, so the guarantee does not rest on the
+ * rules alone. */
 #ifndef KG_SPACE_H
 #define KG_SPACE_H
 #include <stddef.h>
@@ -60,6 +67,7 @@ typedef struct kg_space {
   const kg_program *prog;
   kg_target_kind target;
   kg_gpu_limits limits; /* CUDA: the device's (or --arch's) limits that realized schedules must respect */
+  int unfused;          /* every program stage stays at root (see above); rules read it */
   int nsketches;
   kg_sketch sketches[KG_SPACE_MAX_SKETCHES];
 } kg_space;
@@ -70,8 +78,17 @@ typedef struct kg_point {
   int64_t knobs[KG_SPACE_MAX_KNOBS];  /* one value per knob of the sketch, each among the knob's values */
 } kg_point;
 
-/* The space of program p for target (limits: CUDA only, NULL for C). Always has at least one sketch. */
+/* How a space is built (all zero: the default, fusing space). */
+typedef struct kg_space_opts {
+  int unfused; /* no program stage inlined or computed at another stage's loop */
+} kg_space_opts;
+
+/* The space of program p for target (limits: CUDA only, NULL for C). Always has at least one sketch, and in an
+ * unfused space at least one that keeps every stage at root (cpu/simple, gpu/simple), as the default schedule
+ * does. kg_space_new(p, t, l) is kg_space_new_opts(p, t, l, NULL). */
 kg_space *kg_space_new(const kg_program *p, kg_target_kind target, const kg_gpu_limits *limits);
+kg_space *kg_space_new_opts(const kg_program *p, kg_target_kind target, const kg_gpu_limits *limits,
+                            const kg_space_opts *o);
 void kg_space_free(kg_space *sp);
 int kg_space_find_sketch(const kg_space *sp, const char *name); /* -1 when absent */
 
@@ -88,8 +105,14 @@ void kg_space_sample(const kg_space *sp, int sketch, uint64_t *rng, kg_point *ou
 /* Whether every value of pt belongs to its knob. */
 int kg_space_point_valid(const kg_space *sp, const kg_point *pt);
 /* The candidate's schedule: a fresh default schedule with the sketch realized at pt. NULL with err when
- * realization fails (illegal, or over the target's limits). */
+ * realization fails (illegal, over the target's limits, or, in an unfused space, fusing a program stage). */
 kg_schedule *kg_space_realize(const kg_space *sp, const kg_point *pt, char *err, size_t errlen);
+/* 0 when s fuses no program stage: every stage of origin KG_ORIGIN_PROGRAM is at root. -1 otherwise, with err
+ * (may be NULL) naming the first such stage, e.g. "unfused search: stage 'h' is inlined into its readers".
+ * Created stages are not looked at: compute_at attaches a stage only to its one consumer (reading it directly or
+ * through inlined stages, all created ones here), and what reads a cache or rfactor stage is the stage it was
+ * made for or another of that stage's own caches. */
+int kg_space_check_unfused(const kg_schedule *s, char *err, size_t errlen);
 
 /* Rules: add the sketches their rules derive for sp->prog (each returns how many it added). */
 int kg_sketches_cpu(kg_space *sp);

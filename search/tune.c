@@ -184,12 +184,15 @@ static void load_records(task *tk, const kg_tlog *log) {
     if (record_matches(&log->recs[i], tk)) idx[n++] = i;
   float *feat = kg_xrealloc(NULL, sizeof(float) * KG_NFEATURES * (size_t)(n + 1));
   int *ok = kg_xrealloc(NULL, sizeof(int) * (size_t)(n + 1));
+  int *fused = kg_xrealloc(NULL, sizeof(int) * (size_t)(n + 1)); /* no-fuse run: the record may not be the best */
 #pragma omp parallel for schedule(dynamic, 4)
   for (int k = 0; k < n; k++) {
     char err[256];
     kg_schedule *s = kg_schedule_new(tk->t->prog);
-    ok[k] = kg_schedule_apply_trace(s, &log->recs[idx[k]].trace, err, sizeof err) == 0 &&
-            kg_features_extract(s, tk->sp->target, feat + (size_t)KG_NFEATURES * k) == 0;
+    int applied = kg_schedule_apply_trace(s, &log->recs[idx[k]].trace, err, sizeof err) == 0;
+    ok[k] = applied && kg_features_extract(s, tk->sp->target, feat + (size_t)KG_NFEATURES * k) == 0;
+    /* a trace that no longer applies is nobody's best: its time is not this program's */
+    fused[k] = tk->sp->unfused && (!applied || kg_space_check_unfused(s, NULL, 0) != 0);
     kg_schedule_free(s);
   }
   for (int k = 0; k < n; k++) {
@@ -198,6 +201,11 @@ static void load_records(task *tk, const kg_tlog *log) {
     kg_strset_add(&tk->seen, text);
     double med = kg_tlog_record_ok(r) ? kg_tlog_record_median(r) : 0;
     if (ok[k]) add_row(tk, feat + (size_t)KG_NFEATURES * k, med);
+    if (fused[k]) { /* in a no-fuse run, a record that fuses (or no longer applies): seen, learned from, not best */
+      free(text);
+      tk->loaded++;
+      continue;
+    }
     int sk = r->sketch ? kg_space_find_sketch(tk->sp, r->sketch) : -1;
     const char *skname = sk >= 0 ? tk->sp->sketches[sk].name : NULL;
     if (sk >= 0 && med > 0) {
@@ -216,6 +224,7 @@ static void load_records(task *tk, const kg_tlog *log) {
   free(idx);
   free(feat);
   free(ok);
+  free(fused);
 }
 
 static kg_schedule *default_schedule(const task *tk) {
@@ -252,7 +261,9 @@ static int measure_one(task *tk, const kg_trace *given, kg_tlog_writer *w, int *
     double med = res.status == KG_STATUS_OK ? res.median_s : 0;
     if (kg_features_extract(s, tk->sp->target, f) == 0) add_row(tk, f, med);
     kg_strset_add(&tk->seen, text);
-    note_result(tk, med, text, NULL);
+    /* in a no-fuse run a given trace that fuses is measured as asked, but is not the best; the default schedule
+     * keeps every stage at root on both targets (checked in tests), so it always counts */
+    if (!tk->sp->unfused || kg_space_check_unfused(s, NULL, 0) == 0) note_result(tk, med, text, NULL);
     if (!given) tk->default_s = med;
     tk->trials++;
     if (res.status != KG_STATUS_OK) tk->failed++;
@@ -416,7 +427,13 @@ int kg_tune(const kg_tune_task *tasks_in, int ntasks, const kg_tune_opts *oin, k
   if (o.trials <= 0) o.trials = 64;
   if (o.population <= 0) o.population = o.measure.target == KG_TARGET_CUDA ? 2048 : 512;
   if (o.generations <= 0) o.generations = 4;
-  if (o.per_round <= 0) o.per_round = 64;
+  if (o.per_round <= 0) {
+    /* The model learns between rounds only: one 64-trial round for a 64-trial run would pick every candidate
+     * with an untrained model. At least four rounds per task for small budgets; 8..64 per round keeps each
+     * batch large enough to keep the compilers busy and the model's refits cheap. */
+    int per = o.trials / (4 * (ntasks > 0 ? ntasks : 1));
+    o.per_round = per < 8 ? 8 : per > 64 ? 64 : per;
+  }
   if (o.eps == 0) o.eps = 0.05;
   if (o.eps < 0) o.eps = 0;
   if (o.mutation_prob <= 0) o.mutation_prob = 0.85;
@@ -459,7 +476,8 @@ int kg_tune(const kg_tune_task *tasks_in, int ntasks, const kg_tune_opts *oin, k
       ntasks_made++;
       goto out;
     }
-    tk->sp = kg_space_new(tk->t->prog, o.measure.target, kg_measurer_limits(tk->m));
+    kg_space_opts so = {.unfused = o.no_fuse};
+    tk->sp = kg_space_new_opts(tk->t->prog, o.measure.target, kg_measurer_limits(tk->m), &so);
     kg_tlog_workload_of(tk->t->prog, &tk->wl);
     tk->target.kind = o.measure.target == KG_TARGET_CUDA ? "cuda" : "c";
     tk->target.arch = kg_measurer_arch(tk->m);

@@ -13,7 +13,12 @@
  * Resume: records of the same workload and target already in the log are loaded first; their traces are never
  * measured again, they train the model, and the best of them seed the population. Records go out one by one as
  * they are measured and the log is fsynced at the end of each round, so killing a tuner loses at most the round
- * in flight. The model is saved beside the log (LOG.model) after each round and reloaded when tuning resumes. */
+ * in flight. The model is saved beside the log (LOG.model) after each round and reloaded when tuning resumes.
+ *
+ * No fusion (kg_tune_opts.no_fuse): the spaces are unfused (search/space.h): every program stage its own loop nest
+ * or kernel, at root, tuned on its own. The default schedule is such a schedule on both targets. A schedule that
+ * fuses a program stage (a record of a fusing run in the same log, or a given trace) never becomes a task's best;
+ * it still counts as seen and trains the model, whose features describe the schedule whatever the run. */
 #ifndef KG_TUNE_H
 #define KG_TUNE_H
 #include <stdint.h>
@@ -37,10 +42,11 @@ typedef struct kg_tune_opts {
   kg_model_kind model;
   int population;          /* 0: 2048 on CUDA, 512 on C */
   int generations;         /* 0: 4 */
-  int per_round;           /* measurements per round and task (0: 64) */
+  int per_round;           /* measurements per round and task (0: trials / (4 tasks), within 8..64) */
   double eps;              /* share of random picks among the measured (<0: 0; 0: 0.05) */
   double mutation_prob;    /* 0: 0.85 */
   int skip_default;        /* do not measure the default schedule (tests) */
+  int no_fuse;             /* unfused search spaces: no program stage inlined or computed inside another (above) */
   const kg_trace *const *given; /* schedules measured on every task before the search (each once; not again when
                                  * the log holds it), e.g. what other sizes were tuned to: they count as trials */
   int ngiven;

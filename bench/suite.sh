@@ -1,0 +1,349 @@
+#!/usr/bin/env bash
+# kgen's benchmark suite (issue #7): one driver for the suite against the peers, the fusion experiment, the
+# compile-cost amortization experiment, the dynamic-shape experiment and the tuning curves. `make bench` runs it
+# on the CPU; bench/device-check.sh runs it on a GPU with a smaller budget. bench/suite_report.py then writes
+# bench/results/suite-TARGET-DATE.md and its PNG plots.
+#
+# Per workload (realistic sizes: transformer blocks at batch x sequence 4096, a ResNet-50 layer, norms, softmax):
+#   tune      kgen tune fused (the whole search space) and --no-fuse (every stage its own loop nest or kernel,
+#             each tuned: kgen's "unfused" baseline), TRIALS each, one log per variant, wall time recorded
+#   measure   the default schedule (naive), the best unfused and the best fused trace, each verified against the
+#             reference evaluator and timed by `kgen run --measure`; the fused kernel's inputs and outputs saved
+#             as .npy for the peers to check their answers against
+#   build     the amortization costs of the fused kernel: `kgen replay` (re-apply, compile, verify, time), `kgen
+#             export` and compiling the exported header (a build-time cost; no compile at run time)
+#   peers     PyTorch eager (and torch.compile default and max-autotune where torch has it), each checked against
+#             kgen's saved outputs; on the CPU OpenBLAS and Halide 14's autoschedulers (../shared/peers), on the
+#             GPU cuBLAS (FP32 and TF32), cuDNN and a device-to-device copy
+#   curves    tuning with --model random at the same trials for CURVE_WORKLOADS (the model-vs-random curves)
+#   dynamic   bench/dynamic-shapes.sh, and beside it torch.compile(dynamic=False / True) on the same sequence
+#   report    bench/suite_report.py
+#
+# A benchmark, not a test: run it on an otherwise idle machine. At TRIALS=64 it takes about an hour on a 2-core
+# machine. Every command that produced a figure is listed in LOGDIR/commands.txt and in the report.
+#
+# usage (from anywhere; it works in the repository root):
+#   bench/suite.sh
+# environment:
+#   TARGET=auto              c, cuda, or auto (cuda when nvidia-smi sees a GPU)
+#   WORKLOADS="bias_gelu_residual layernorm rmsnorm softmax mlp_gelu attention matmul conv2d reduce_rows"
+#   TRIALS=64                trials of each tuning run (fused, unfused, random)
+#   CURVE_WORKLOADS="matmul conv2d softmax"   workloads also tuned with --model random
+#   TORCH_MODES=auto         eager[,compile,max-autotune]: auto is all three where torch has torch.compile
+#   STEPS="setup tune measure build peers curves dynamic report"
+#   DYN_TRIALS=64            trials of the dynamic-shape experiment's range tuning (DYN_WORKLOADS="matmul softmax")
+#   TUNE_LIMIT=0             seconds a tuning run may take before it is stopped (0: no limit; its log is kept)
+#   PEER_LIMIT=900           seconds one peer command may take
+#   DEADLINE=0               Unix time after which no command starts, and to which running ones are cut
+#                            (0: none); what is left is reported as not run (bench/device-check.sh sets it)
+#   ARGS_<workload>="FILE.te -D N=..."   other sizes for a workload (e.g. ARGS_softmax="te/lib/softmax.te -D N=64 -D D=64")
+#   SEED=1, LOGDIR=$BUILD/suite/STAMP (an existing one resumes: logs already there are not tuned again),
+#   RESULTS=bench/results, BUILD=build, PYTHON=/usr/bin/python3, PEERS_DIR=../shared/peers, THREADS=<cores>
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+BUILD=${BUILD:-build}
+KGEN=$BUILD/kgen
+TARGET=${TARGET:-auto}
+if [ "$TARGET" = auto ]; then
+  if command -v nvidia-smi > /dev/null && nvidia-smi -L 2> /dev/null | grep -q GPU; then TARGET=cuda; else TARGET=c; fi
+fi
+WORKLOADS=${WORKLOADS:-bias_gelu_residual layernorm rmsnorm softmax mlp_gelu attention matmul conv2d reduce_rows}
+TRIALS=${TRIALS:-64}
+CURVE_WORKLOADS=${CURVE_WORKLOADS:-matmul conv2d softmax}
+TORCH_MODES=${TORCH_MODES:-auto}
+STEPS=${STEPS:-setup tune measure build peers curves dynamic report}
+DYN_TRIALS=${DYN_TRIALS:-64}
+DYN_WORKLOADS=${DYN_WORKLOADS:-matmul softmax}
+TUNE_LIMIT=${TUNE_LIMIT:-0}
+PEER_LIMIT=${PEER_LIMIT:-900}
+DEADLINE=${DEADLINE:-0}
+SEED=${SEED:-1}
+LOGDIR=${LOGDIR:-$BUILD/suite/$(date '+%Y%m%d-%H%M%S')}
+RESULTS=${RESULTS:-bench/results}
+PYTHON=${PYTHON:-/usr/bin/python3}
+PEERS_DIR=${PEERS_DIR:-../shared/peers}
+THREADS=${THREADS:-$(nproc)}
+DEB_PKGS="libopenblas-dev python3-halide libhalide14-0-dev python3-numpy python3-msgpack python3-matplotlib python3-torch"
+
+die() { echo "suite: error: $*" >&2; exit 1; }
+say() { echo "suite: $*"; }
+
+# The workloads: the program and its sizes on each target. The GPU gets the sizes its peers are usually quoted
+# at (SGEMM 4096^3, a ResNet layer at batch 32); the CPU the ones a 2-core machine tunes in minutes.
+workload_args() {
+  local o="ARGS_$1"
+  if [ -n "${!o:-}" ]; then echo "${!o}"; return; fi # ARGS_W="FILE.te -D ...": other sizes (tests use it)
+  case "$1" in
+    bias_gelu_residual) echo "te/lib/bias_gelu_residual.te -D N=4096 -D D=4096" ;;
+    layernorm) echo "te/lib/layernorm.te -D N=4096 -D D=1024" ;;
+    rmsnorm) echo "te/lib/rmsnorm.te -D N=4096 -D D=1024" ;;
+    softmax) echo "te/lib/softmax.te -D N=4096 -D D=1024" ;;
+    mlp_gelu) echo "bench/workloads/mlp_gelu.te -D M=4096 -D K=1024 -D N=1024" ;;
+    attention) echo "te/lib/attention.te -D B=16 -D S=512 -D T=512 -D D=64 -D E=64" ;;
+    matmul) [ "$TARGET" = cuda ] && echo "te/lib/matmul.te -D M=4096 -D N=4096 -D K=4096" ||
+      echo "te/lib/matmul.te -D M=1024 -D N=1024 -D K=1024" ;;
+    conv2d) [ "$TARGET" = cuda ] && echo "bench/workloads/conv2d_3x3.te -D N=32 -D C=64 -D H=56 -D W=56 -D F=64" ||
+      echo "bench/workloads/conv2d_3x3.te -D N=1 -D C=64 -D H=56 -D W=56 -D F=64" ;;
+    reduce_rows) echo "te/lib/reduce_rows.te -D N=4096 -D D=4096" ;;
+    *) die "unknown workload '$1' (known: bias_gelu_residual layernorm rmsnorm softmax mlp_gelu attention matmul conv2d reduce_rows)" ;;
+  esac
+}
+# what the fusion experiment calls it: friendly (several stages a compiler should fuse) or neutral (one heavy
+# operator: fusion has little to gain); a workload of one stage has no unfused variant to tune
+workload_kind() {
+  case "$1" in matmul | conv2d | reduce_rows) echo neutral ;; *) echo friendly ;; esac
+}
+nstages() { # stages of the program (kgen check --dump stages prints one "temp" or "output" line each)
+  # shellcheck disable=SC2046
+  "$KGEN" check $(workload_args "$1") --dump stages 2> /dev/null | grep -cE '^(temp|output) ' || true
+}
+for w in $WORKLOADS $CURVE_WORKLOADS; do workload_args "$w" > /dev/null; done
+case "$TARGET" in c | cuda) ;; *) die "TARGET is c, cuda or auto, not '$TARGET'" ;; esac
+for v in TRIALS DYN_TRIALS TUNE_LIMIT PEER_LIMIT DEADLINE SEED THREADS; do
+  case "${!v}" in '' | *[!0-9]*) die "$v must be a non-negative integer, not '${!v}'" ;; esac
+done
+[ "$TRIALS" -gt 0 ] || die "TRIALS must be positive"
+
+mkdir -p "$LOGDIR"
+CMDS="$LOGDIR/commands.txt"
+RUNS="$LOGDIR/runs.tsv" # workload, variant, exit status, start and end (Unix seconds) of each tuning run
+touch "$CMDS" "$RUNS"
+echo "$TARGET" > "$LOGDIR/target.txt"
+echo "$WORKLOADS" > "$LOGDIR/workloads.txt"
+if [ ! -s "$LOGDIR/machine.txt" ]; then
+  hv=$(lscpu | sed -n 's/^Hypervisor vendor: *//p')
+  hv=${hv:+virtualised, $hv}
+  printf '%s, %s cores (%s), Linux %s, %s\n' "$(lscpu | sed -n 's/^Model name: *//p' | head -1)" "$(nproc)" \
+    "${hv:-bare metal}" "$(uname -r)" "$(${CC:-cc} --version | head -1)" > "$LOGDIR/machine.txt"
+  if [ "$TARGET" = cuda ]; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2> /dev/null | head -1 |
+      sed 's/^/GPU: /' >> "$LOGDIR/machine.txt"
+  fi
+fi
+now() { date '+%s.%N'; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; } # seconds since $1
+# runs a command under a time limit (0: none) and DEADLINE, its output to a file, recorded in commands.txt;
+# returns its status (124 when a limit stopped it, 125 when the deadline had passed and it did not start)
+SKIPPED=0 # set when the last record did not start for want of time: warn then counts no failure
+record() {
+  local limit=$1 out=$2; shift 2
+  SKIPPED=0
+  if [ "$DEADLINE" -gt 0 ]; then
+    local left=$((DEADLINE - $(date +%s)))
+    if [ "$left" -le 2 ]; then
+      say "out of time (DEADLINE): not run: $*"
+      echo "not run: out of time" > "$out"
+      SKIPPED=1
+      return 125
+    fi
+    if [ "$limit" = 0 ] || [ "$limit" -gt "$left" ]; then limit=$left; fi
+  fi
+  echo "$*" >> "$CMDS"
+  say "\$ $*"
+  local rc=0
+  if [ "$limit" -gt 0 ]; then timeout "$limit" "$@" > "$out" 2>&1 || rc=$?; else "$@" > "$out" 2>&1 || rc=$?; fi
+  tail -3 "$out" | sed 's/^/    /'
+  return "$rc"
+}
+FAILED=0
+warn() {
+  if [ "$SKIPPED" = 1 ]; then SKIPPED=0; return 0; fi
+  say "warning: $*"
+  FAILED=$((FAILED + 1))
+}
+
+# 1. Packages and kgen.
+setup() {
+  local missing=() p sudo=""
+  for p in $DEB_PKGS; do dpkg -s "$p" > /dev/null 2>&1 || missing+=("$p"); done
+  if [ "${#missing[@]}" -gt 0 ] && command -v apt-get > /dev/null; then
+    [ "$(id -u)" = 0 ] || sudo=sudo
+    say "installing missing Debian packages: ${missing[*]}"
+    { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
+      --no-install-recommends "${missing[@]}"; } > "$LOGDIR/apt.txt" 2>&1 ||
+      say "could not install them (see $LOGDIR/apt.txt): the peers they provide are left out"
+  fi
+  say "building kgen (make BUILD=$BUILD)"
+  make --no-print-directory BUILD="$BUILD" -j"$(nproc)" > "$LOGDIR/make.txt" 2>&1 ||
+    { tail -30 "$LOGDIR/make.txt" >&2; die "make failed (full output: $LOGDIR/make.txt)"; }
+  if [ "$TARGET" = c ] && [ -f "$PEERS_DIR/openblas_sgemm.c" ]; then
+    mkdir -p "$BUILD/bench/peers"
+    ${CC:-cc} -O2 "$PEERS_DIR/openblas_sgemm.c" -o "$BUILD/bench/peers/openblas_sgemm" -lopenblas 2> /dev/null ||
+      say "could not build the OpenBLAS peer (libopenblas-dev?): left out"
+  fi
+}
+
+# 2. Tuning: fused and unfused (and random for the curves); a log already in LOGDIR is kept as it is.
+tune_one() { # workload variant extra-args...
+  local w=$1 v=$2; shift 2
+  local log="$LOGDIR/$w.$v.kglog" t0 rc=0
+  if [ -s "$log" ]; then say "$log exists: not tuned again"; return 0; fi
+  t0=$(now)
+  # shellcheck disable=SC2046  # the workload's arguments are words on purpose
+  record "$TUNE_LIMIT" "$LOGDIR/$w.$v.tune.txt" "$KGEN" tune $(workload_args "$w") --target "$TARGET" \
+    --trials "$TRIALS" --seed "$SEED" --log "$log" --best-out "$LOGDIR/$w.$v.sched" "$@" || rc=$?
+  printf '%s\t%s\t%s\t%s\t%s\n' "$w" "$v" "$rc" "$t0" "$(now)" >> "$RUNS"
+  # a run stopped by TUNE_LIMIT (124) still leaves its records; the best trace is then taken from the log
+  if [ ! -s "$LOGDIR/$w.$v.sched" ] && [ -s "$log" ]; then
+    "$PYTHON" bench/tune_report.py best-trace "$log" > "$LOGDIR/$w.$v.sched" 2> /dev/null || rm -f "$LOGDIR/$w.$v.sched"
+  fi
+  case $rc in 0 | 124 | 125) ;; *) warn "tuning $w ($v) exited with status $rc" ;; esac
+}
+tune() { # workload
+  tune_one "$1" fused
+  if [ "$(nstages "$1")" -gt 1 ]; then tune_one "$1" unfused --no-fuse; fi
+}
+
+# 3. Naive, unfused and fused kernels, each verified and timed; the fused one's data saved for the peers.
+measure() { # workload
+  local w=$1 v sched
+  # shellcheck disable=SC2046
+  record 600 "$LOGDIR/$w.naive.txt" "$KGEN" run $(workload_args "$w") --target "$TARGET" --measure ||
+    warn "measuring the default schedule of $w failed"
+  for v in unfused fused; do
+    sched="$LOGDIR/$w.$v.sched"
+    [ -s "$sched" ] || continue
+    # shellcheck disable=SC2046
+    record 600 "$LOGDIR/$w.$v.txt" "$KGEN" run $(workload_args "$w") --target "$TARGET" --measure \
+      --min-repeat-ms 1000 --schedule "$sched" || warn "measuring the $v kernel of $w failed"
+  done
+  if [ -s "$LOGDIR/$w.fused.sched" ]; then
+    rm -rf "$LOGDIR/$w.data"
+    # shellcheck disable=SC2046
+    record 600 "$LOGDIR/$w.save.txt" "$KGEN" run $(workload_args "$w") --target "$TARGET" \
+      --schedule "$LOGDIR/$w.fused.sched" --save "$LOGDIR/$w.data" || warn "saving the data of $w failed"
+  fi
+}
+
+# 4. What the tuned kernel costs to get when it is not tuned again: replay from the log, export, the header's
+# compile. Wall times in W.build.tsv.
+build() { # workload
+  local w=$1 log="$LOGDIR/$1.fused.kglog" t0 hdir="$LOGDIR/$1.kernels" name
+  [ -s "$log" ] || return 0
+  name=$(basename "$(workload_args "$w" | cut -d' ' -f1)" .te)
+  : > "$LOGDIR/$w.build.tsv"
+  t0=$(now)
+  # shellcheck disable=SC2046
+  record 600 "$LOGDIR/$w.replay.txt" "$KGEN" replay "$log" $(workload_args "$w") --target "$TARGET" \
+    --lib bench/workloads && printf 'replay\t%s\n' "$(since "$t0")" >> "$LOGDIR/$w.build.tsv" ||
+    warn "replaying $w failed"
+  mkdir -p "$hdir"
+  t0=$(now)
+  record 600 "$LOGDIR/$w.export.txt" "$KGEN" export "$log" --target "$TARGET" --lib bench/workloads \
+    --out "$hdir" && printf 'export\t%s\n' "$(since "$t0")" >> "$LOGDIR/$w.build.tsv" ||
+    { warn "exporting $w failed"; return 0; }
+  printf '#define KG_IMPLEMENTATION\n#include "%s.h"\n' "$name" > "$hdir/use.c"
+  t0=$(now)
+  if [ "$TARGET" = cuda ]; then
+    record 600 "$LOGDIR/$w.hcc.txt" nvcc -O3 -x cu -c "$hdir/use.c" -I"$hdir" -o "$hdir/use.o"
+  else
+    record 600 "$LOGDIR/$w.hcc.txt" "${CC:-cc}" -std=c11 -O3 -march=native -fno-math-errno -fopenmp -c "$hdir/use.c" \
+      -I"$hdir" -o "$hdir/use.o"
+  fi && printf 'header_cc\t%s\n' "$(since "$t0")" >> "$LOGDIR/$w.build.tsv" ||
+    warn "compiling the exported header of $w failed"
+}
+
+# 5. The peers, on the same machine and threads, right after kgen's kernels of the workload.
+torch_modes() { # workload: eager and the vendor libraries first, the compilers (slow to start) last
+  local vendor=""
+  case "$1:$TARGET" in
+    matmul:cuda) vendor=,cublas,cublas-tf32 ;; conv2d:cuda) vendor=,cudnn ;; attention:cuda) vendor=,sdpa ;;
+  esac
+  if [ "$TORCH_MODES" != auto ]; then echo "$TORCH_MODES"; return; fi
+  if "$PYTHON" -c 'import torch, sys; sys.exit(0 if hasattr(torch, "compile") else 1)' 2> /dev/null; then
+    echo "eager$vendor,compile,max-autotune"
+  else
+    echo "eager$vendor"
+  fi
+}
+HAVE_TORCH=
+peers() { # workload
+  local w=$1 dev=cpu name sizes vf=()
+  [ "$TARGET" = cuda ] && dev=cuda
+  [ -n "$HAVE_TORCH" ] || { "$PYTHON" -c 'import torch' 2> /dev/null && HAVE_TORCH=yes || HAVE_TORCH=no; }
+  if [ "$HAVE_TORCH" = yes ]; then
+    [ -d "$LOGDIR/$w.data" ] && vf=(--verify "$LOGDIR/$w.data")
+    name=$(basename "$(workload_args "$w" | cut -d' ' -f1)" .te)
+    sizes=$(workload_args "$w" | cut -d' ' -f2-)
+    # shellcheck disable=SC2086
+    record "$PEER_LIMIT" "$LOGDIR/$w.torch.txt" "$PYTHON" bench/torch_peers.py time "$name" $sizes \
+      --device "$dev" --modes "$(torch_modes "$w")" --threads "$THREADS" --mode-timeout "$((PEER_LIMIT * 2 / 3))" \
+      "${vf[@]}" --out "$LOGDIR/$w.torch.json" ||
+      warn "the PyTorch peers of $w failed"
+  elif [ ! -e "$LOGDIR/no-torch.txt" ]; then
+    say "no PyTorch for $PYTHON: its peers are left out" | tee "$LOGDIR/no-torch.txt"
+  fi
+  [ "$TARGET" = c ] || return 0
+  local blas="$BUILD/bench/peers/openblas_sgemm" hw=()
+  if [ "$w" = matmul ] && [ -x "$blas" ]; then
+    record "$PEER_LIMIT" "$LOGDIR/peers-openblas.txt" env OPENBLAS_NUM_THREADS="$THREADS" "$blas" 1024 ||
+      warn "the OpenBLAS peer failed"
+  fi
+  case "$w" in matmul) hw=(matmul 1024) ;; conv2d) hw=(conv2d) ;; softmax) hw=(softmax 4096 1024) ;; esac
+  if [ "${#hw[@]}" -gt 0 ] && "$PYTHON" -c 'import halide' 2> /dev/null; then
+    record "$PEER_LIMIT" "$LOGDIR/peers-halide-$w.txt" "$PYTHON" "$PEERS_DIR/halide_peers.py" --threads "$THREADS" \
+      --schedulers Adams2019,Mullapudi2016 "${hw[@]}" || warn "the Halide peers of $w failed"
+  fi
+}
+
+# 6. Model-guided vs random search at equal trials (the fused logs are the model's curves).
+curves() {
+  local w
+  for w in $CURVE_WORKLOADS; do
+    case " $WORKLOADS " in *" $w "*) ;; *) tune_one "$w" fused ;; esac
+    tune_one "$w" random --model random
+  done
+}
+
+# 7. Shape transitions: kgen's three ways (bench/dynamic-shapes.sh), then torch.compile on the same sequence.
+dynamic() {
+  local d="$LOGDIR/dynamic" w dev=cpu fixed
+  [ "$TARGET" = cuda ] && dev=cuda
+  record 0 "$LOGDIR/dynamic.txt" env BUILD="$BUILD" TARGET="$TARGET" WORKLOADS="$DYN_WORKLOADS" \
+    TRIALS="$DYN_TRIALS" SEED="$SEED" LOGDIR="$d" RESULTS="$d" bench/dynamic-shapes.sh ||
+    warn "the dynamic-shape experiment failed"
+  "$PYTHON" -c 'import torch' 2> /dev/null || return 0
+  for w in $DYN_WORKLOADS; do
+    [ -s "$d/$w/calls.tsv" ] || continue
+    case "$w" in matmul) fixed="-D K=512 -D N=512" ;; softmax) fixed="-D D=1024" ;; *) continue ;; esac
+    # the sequence of sizes the kgen driver ran, one a line
+    awk -F'\t' 'NR > 1 && $3 == "specialize" { print $2 }' "$d/$w/calls.tsv" > "$d/$w/sequence.txt"
+    # shellcheck disable=SC2086
+    record "$PEER_LIMIT" "$d/$w.torch.txt" "$PYTHON" bench/torch_peers.py dynamic "$w" $fixed \
+      --seq "$d/$w/sequence.txt" --device "$dev" --modes "eager,static,dynamic" --threads "$THREADS" \
+      --out "$d/$w.torch.json" || warn "the torch.compile shape-transition peer of $w failed"
+  done
+}
+
+report() { # runs past DEADLINE: what was measured is always reported
+  mkdir -p "$RESULTS"
+  "$PYTHON" bench/suite_report.py --logdir "$LOGDIR" --out "$RESULTS/suite-$TARGET-$(date '+%Y-%m-%d').md" ||
+    warn "the report failed"
+}
+
+say "target $TARGET; logs and raw outputs in $LOGDIR; $TRIALS trials; workloads: $WORKLOADS; steps: $STEPS"
+for s in $STEPS; do
+  case "$s" in
+    setup | tune | measure | build | peers | curves | dynamic | report) ;;
+    *) die "unknown step '$s' (known: setup tune measure build peers curves dynamic report)" ;;
+  esac
+done
+# setup, then workload after workload through its steps (so that a DEADLINE cuts whole workloads, not the last
+# steps of all of them), then the steps over all workloads
+case " $STEPS " in *" setup "*) setup ;; esac
+[ -x "$KGEN" ] || die "no $KGEN: run with STEPS including setup, or make first"
+for w in $WORKLOADS; do
+  for s in $STEPS; do
+    case "$s" in tune | measure | build | peers) "$s" "$w" ;; esac
+  done
+done
+for s in $STEPS; do
+  case "$s" in curves | dynamic | report) "$s" ;; esac
+done
+if [ "$FAILED" -gt 0 ]; then
+  say "$FAILED command(s) failed (see $LOGDIR)"
+  exit 1
+fi
+say "done: raw outputs in $LOGDIR"

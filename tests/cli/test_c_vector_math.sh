@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The C target's math vectorizes: kernels are compiled (runtime/cpu.c) so that sqrt needs no errno (a scalar call
+# otherwise, in every norm's rsqrt), and on glibc >= 2.35 erf and tanh have libmvec's vector variants declared
+# (codegen/c.c), as exp and log do. A CC wrapper keeps the kernel kgen compiles and its flags; the kernel is
+# compiled again with those flags to assembly, which must call the vector erf and no scalar sqrt or erf.
+set -u
+. "$(dirname "$0")/common.inc"
+cat > "$T/cc" << 'W'
+#!/usr/bin/env bash
+# records the flags and the source of the kernel kgen compiles, then compiles it
+for a in "$@"; do case "$a" in *.c) cp "$a" "$KEEP/kernel.c" ;; esac; done
+printf '%s\n' "$@" > "$KEEP/flags"
+exec cc "$@"
+W
+chmod +x "$T/cc"
+asm_of() { # workload -D...: the assembly of the kernel kgen built for its default schedule
+  rm -f "$T/kernel.c" "$T/flags" "$T/k.s"
+  KEEP="$T" CC="$T/cc" "$K" run "$@" --target c > "$T/run.txt" 2>&1 || { echo "FAIL: kgen run $*"; cat "$T/run.txt"; fail=1; return 1; }
+  [ -s "$T/kernel.c" ] || { echo "FAIL: no kernel compiled for $*"; fail=1; return 1; }
+  local flags=()
+  while IFS= read -r f; do
+    case "$f" in -shared | -fPIC | -o | kernel.so | kernel.c | -lm | *.c | *.so) ;; *) flags+=("$f") ;; esac
+  done < "$T/flags"
+  cc "${flags[@]}" -S "$T/kernel.c" -o "$T/k.s" || { echo "FAIL: recompiling with ${flags[*]}"; fail=1; return 1; }
+}
+if asm_of layernorm -D N=64 -D D=256; then
+  grep -q -- '-fno-math-errno' "$T/flags" || { echo "FAIL: kernels are compiled without -fno-math-errno"; fail=1; }
+  if grep -qE 'call\s+sqrtf' "$T/k.s"; then echo "FAIL: layernorm's rsqrt calls sqrtf"; fail=1; fi
+  grep -qE 'v?sqrt[sp]s' "$T/k.s" || { echo "FAIL: no sqrt instruction in layernorm"; fail=1; }
+fi
+glibc=$(getconf GNU_LIBC_VERSION 2> /dev/null | sed 's/glibc //')
+if [ "$(printf '%s\n2.35\n' "${glibc:-0}" | sort -V | head -1)" = 2.35 ] && [ "$(uname -m)" = x86_64 ]; then
+  if asm_of bias_gelu_residual -D N=64 -D D=256; then
+    grep -qE '_ZGV[b-e]N[0-9]+v_erff' "$T/k.s" || { echo "FAIL: GELU's erf is not vectorized"; fail=1; }
+    if grep -qE 'call\s+erff' "$T/k.s"; then echo "FAIL: a scalar erff call is left"; fail=1; fi
+  fi
+else
+  echo "skip: glibc ${glibc:-unknown} has no vector erf (2.35+)"
+fi
+exit $fail
