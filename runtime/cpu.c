@@ -46,7 +46,7 @@ int kg_cpu_build(const char *src, const char *fn_name, kg_cpu_module *m) {
   if (n == 0) argv[n++] = "cc";
   /* -fno-math-errno: kernels never read errno, and a sqrt that may set it (layernorm's rsqrt) is a call that
    * neither vectorizes nor leaves its loop. gcc 12 ignores it in `#pragma GCC optimize`, so it is a flag here,
-   * and exported headers recommend it (codegen/header_c.c). */
+   * and exported headers recommend it (codegen/header.c). */
   const char *flags[] = {"-std=c11", "-O3",       "-march=native", "-fno-math-errno", "-fopenmp", "-shared",
                          "-fPIC",    "-o",        "kernel.so",     "kernel.c",        "-lm"};
   for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) argv[n++] = (char *)flags[i];
