@@ -10,7 +10,12 @@
  *   2. runs the built ones one at a time: poisons the shared outputs, has the worker run the candidate once,
  *      compares the shared outputs with the cached reference, and only then asks for timed repeats.
  * A worker that dies (signal, exit) or does not answer in time (it is then killed) is reaped and started again
- * before the next candidate; its candidate gets runtime_error or timeout.
+ * before the next candidate; its candidate gets runtime_error or timeout, except that a worker killed from outside
+ * (SIGKILL, SIGTERM, ...: not a fault of the kernel) runs its candidate again once first.
+ *
+ * Failures of the environment rather than the candidate are marked (env_fault, see measure.h) where they are
+ * seen: by the builders (no folder, no compiler), by a known-good probe of the toolchain after a compile error,
+ * and by the worker (start, module load).
  *
  * The timing request's deadline is timeout_s plus what the repeats themselves need: one warm-up and at least
  * three runs or min_repeat_s of work, i.e. timeout_s + 4 x (the verification run's time) + min_repeat_s, so that

@@ -235,14 +235,17 @@ static kg_schedule *default_schedule(const task *tk) {
 
 /* A result that is the environment's fault (runtime/measure.h) stops tuning: it says nothing about the candidate,
  * and every other candidate would meet the same fault. Such results are never logged. The default schedule is
- * what kgen itself prints for the naive mapping: when it does not compile, the toolchain is to blame, not a
- * candidate. Returns 0, or -1 with err. */
+ * the naive code kgen prints for any program, the first candidate of a new log: when it does not build or
+ * crashes, every candidate would fail alike, and the toolchain (or kgen) is to blame, not a candidate. Returns 0,
+ * or -1 with err. */
 static int env_stop(const task *tk, const kg_measure_result *res, int is_default, char *err, size_t errlen) {
-  if (!res->env_fault && !(is_default && res->status == KG_STATUS_COMPILE_ERROR)) return 0;
+  int default_broken =
+      is_default && (res->status == KG_STATUS_COMPILE_ERROR || res->status == KG_STATUS_RUNTIME_ERROR);
+  if (!res->env_fault && !default_broken) return 0;
   snprintf(err, errlen,
            "%s: stopped by a fault of the environment, not of the candidates (nothing was logged against them; "
            "fix it and run again)%s:\n%s",
-           tk->t->label, res->env_fault ? "" : ": the default schedule does not build", res->msg);
+           tk->t->label, res->env_fault ? "" : ": the default schedule, kgen's naive code, fails", res->msg);
   return -1;
 }
 

@@ -50,6 +50,16 @@ expect 1 "compiler flags that break every build" -- env KGEN_CFLAGS=-march=no-su
 has err "cannot build a trivial kernel" "the toolchain check found it"
 no_blame "$L" "bad KGEN_CFLAGS"
 
+# a compiler that builds the toolchain check's kernel but fails on all else alike: the default schedule, kgen's
+# naive code, fails first, which is the toolchain's fault
+printf '#!/bin/sh\ngrep -q "kgen_entry(float \\*restrict a)" kernel.c && exec cc "$@"\necho "fakecc: internal error" >&2\nexit 1\n' >"$T/fakecc"
+chmod +x "$T/fakecc"
+expect 1 "a compiler that fails on kgen's code only" -- env CC="$T/fakecc" $K tune "${W[@]}" --target c "${OPTS[@]}" \
+  --log "$L"
+has err "the default schedule, kgen's naive code, fails" "the default schedule's failure stops tuning"
+has err "fakecc: internal error" "the compiler's message"
+no_blame "$L" "fake compiler"
+
 expect 0 "fixed: tuning measures them" -- $K tune "${W[@]}" --target c "${OPTS[@]}" --log "$L"
 has out "trials: 6 this run \(0 failed\), 0 from the log" "every candidate measured, none from the faulty runs"
 [ "$(records "$L")" = 6 ] || { echo "FAIL: $(records "$L") records after the fixed run, want 6"; fail=1; }
