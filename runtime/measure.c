@@ -845,7 +845,7 @@ static void run_one(kg_measurer *m, const built *b, kg_measure_result *r) {
   run_attempt(m, b, r);
   if (!m->outside_death) return;
   char first[256];
-  snprintf(first, sizeof first, "%s", r->msg);
+  snprintf(first, sizeof first, "%.200s", r->msg);
   free(r->times);
   r->times = NULL;
   r->runs = 0;

@@ -123,6 +123,18 @@ static void test_build_faults(const kg_program *p, const char *tmp) {
   char why[1024] = "";
   CHECK(kg_cpu_toolchain_check(why, sizeof why) == -1);
   CHECK_STR_CONTAINS(why, "cannot build a trivial kernel");
+  /* a compiler killed by a signal (the OOM killer, a user) */
+  char killed[600];
+  snprintf(killed, sizeof killed, "%s/killedcc", tmp);
+  FILE *f = fopen(killed, "w");
+  if (f) {
+    fputs("#!/bin/sh\nkill -KILL $$\n", f);
+    fclose(f);
+  }
+  chmod(killed, 0755);
+  setenv("CC", killed, 1);
+  check_env_batch(m, "compiler killed", "was killed by a signal");
+  unlink(killed);
   unsetenv("CC");
   setenv("KGEN_CFLAGS", "-march=no-such-cpu", 1);
   check_env_batch(m, "bad KGEN_CFLAGS", "trivial kernel");
