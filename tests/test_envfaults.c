@@ -256,6 +256,38 @@ static void test_cuda_setting(void) {
   free(keep);
 }
 
+/* NVRTC: a compilation error is the source's; an option NVRTC rejects (an arch it does not know) is not */
+static void test_nvrtc(void) {
+  char why[1024];
+  if (kg_nvrtc_available(why, sizeof why) != 0) {
+    printf("test_envfaults: NVRTC checks skipped: %s\n", why);
+    return;
+  }
+  char good[] = "extern \"C\" __global__ void kgen_k0(float *a) { a[threadIdx.x] = 1.0f; }\n";
+  char bad[] = "extern \"C\" __global__ void kgen_k0(float *a) { this is not CUDA; }\n";
+  char kname[] = "kgen_k0";
+  kg_cuda_kernel k;
+  memset(&k, 0, sizeof k);
+  k.name = kname;
+  kg_cuda_program p;
+  memset(&p, 0, sizeof p);
+  p.kernels = &k;
+  p.nkernels = 1;
+  p.nparams = 1;
+  kg_cubin c;
+  p.source = bad;
+  CHECK(kg_nvrtc_compile(&p, "sm_86", &c) != 0);
+  CHECKF(!c.env_fault, "%s", c.log ? c.log : "");
+  kg_cubin_free(&c);
+  p.source = good;
+  CHECK(kg_nvrtc_compile(&p, "sm_10", &c) != 0);
+  CHECKF(c.env_fault, "%s", c.log ? c.log : "");
+  kg_cubin_free(&c);
+  CHECK(kg_nvrtc_toolchain_check("sm_86", why, sizeof why) == 0);
+  CHECK(kg_nvrtc_toolchain_check("sm_10", why, sizeof why) == -1);
+  CHECK_STR_CONTAINS(why, "trivial kernel for sm_10");
+}
+
 static void make_stale(const char *tmp, const char *name) {
   char path[600], file[700];
   snprintf(path, sizeof path, "%s/%s", tmp, name);
@@ -344,6 +376,7 @@ int main(void) {
   unsetenv("KGEN_CFLAGS");
   test_folders(tmp);
   test_cuda_setting();
+  test_nvrtc();
   kg_program *p = load_matmul();
   CHECK(p != NULL);
   if (p) {

@@ -82,6 +82,10 @@ expect 1 "KGEN_CUDA_LIB bad (run, cuda)" -- env KGEN_CUDA_LIB=/nonexistent/libcu
 has err "KGEN_CUDA_LIB=/nonexistent/libcuda.so.1" "run names the path"
 expect 1 "KGEN_CUDA_LIB bad (replay, auto)" -- env KGEN_CUDA_LIB=/etc/passwd $K replay "$L"
 has err "KGEN_CUDA_LIB=/etc/passwd" "replay names the path"
+expect 1 "no C++ compiler (emulator)" -- env CXX=/nonexistent/kgen-c++ $K tune "${W[@]}" --emulate "${OPTS[@]}" \
+  --log "$E"
+has err "cannot run the C\+\+ compiler '/nonexistent/kgen-c\+\+'" "names the C++ compiler"
+no_blame "$E" "CXX missing"
 expect 0 "fixed: tuning on the emulator" -- $K tune "${W[@]}" --emulate "${OPTS[@]}" --log "$E"
 has out "trials: 6 this run \(0 failed\), 0 from the log" "every emulated candidate measured"
 
