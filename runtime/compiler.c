@@ -104,7 +104,9 @@ static void on_fatal_signal(int sig) {
     int left = 0;
     for (int i = 0; i < MAX_LIVE_COMPILERS; i++) {
       int pid = atomic_load(&live_compilers[i]);
-      if (pid > 0 && kill(-pid, 0) == 0) left = 1;
+      if (pid <= 0) continue;
+      waitpid(pid, NULL, WNOHANG); /* a zombie leader would keep its group "alive" to kill(-pid, 0) */
+      if (kill(-pid, 0) == 0) left = 1;
     }
     if (!left) break;
     nanosleep(&step, NULL);
