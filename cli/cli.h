@@ -27,6 +27,12 @@ kg_program *cli_load_program(const char *file, const char *def, const kg_binding
  * warn_skipped: also warn on stderr about corrupt parts the reader skipped (show reports them in its output). */
 int cli_read_log(const char *cmd, const char *path, kg_tlog *log, int warn_skipped);
 
+/* cli/env.c: at start, install the build folders' signal cleanup and remove those of dead kgen processes. */
+void cli_env_start(void);
+/* Before work on target (or auto): a set but unusable KGEN_CUDA_LIB or KGEN_NVRTC is an error naming it (printed,
+ * for command cmd). 0, or the exit status 1. */
+int cli_env_check(const char *cmd, kg_target_kind target, int emulate, int target_auto);
+
 int cli_tune(int argc, char **argv); /* kgen tune ...: exit status */
 int cli_show(int argc, char **argv); /* kgen show ...: exit status */
 int cli_replay(int argc, char **argv); /* kgen replay ...: exit status */

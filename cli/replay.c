@@ -262,6 +262,8 @@ int cli_replay(int argc, char **argv) {
   }
   if (!log_path) return replay_usage("%s", "missing LOG");
   if (mo.arch && mo.target != KG_TARGET_CUDA && !target_auto) return replay_usage("%s", "--arch needs --target cuda");
+  int erc = cli_env_check("replay", mo.target, mo.emulate, target_auto);
+  if (erc) return erc;
   if (target_auto) {
     char why[256];
     mo.target = kg_cuda_probe(why, sizeof why) ? KG_TARGET_CUDA : KG_TARGET_C;

@@ -107,6 +107,12 @@ static int tune_range(const char *file, const char *def, const kg_binding *g, in
            (long long)rep.buckets[bk->from].hi);
   }
   printf("log: %s (export: kgen export %s)\n", log_path, log_path);
+  for (int i = 0; i < rep.nbuckets && rc == 0; i++)
+    if (rep.buckets[i].best_s <= 0) {
+      fprintf(stderr, "kgen: tune: no candidate of bucket %lld..%lld ran correctly (see kgen show %s)\n",
+              (long long)rep.buckets[i].lo, (long long)rep.buckets[i].hi, log_path);
+      rc = 1;
+    }
   kg_dyn_report_free(&rep);
   kg_program_free(p);
   return rc ? 1 : 0;
@@ -228,6 +234,8 @@ int cli_tune(int argc, char **argv) {
   if (o.measure.emulate && !target_auto && o.measure.target != KG_TARGET_CUDA)
     return tune_usage("%s", "--emulate goes with --target cuda");
   char why[512];
+  int erc = cli_env_check("tune", o.measure.target, o.measure.emulate, target_auto);
+  if (erc) return erc;
   if (target_auto) o.measure.target = kg_cuda_probe(why, sizeof why) ? KG_TARGET_CUDA : KG_TARGET_C;
   else if (o.measure.target == KG_TARGET_CUDA && !o.measure.emulate && !kg_cuda_probe(why, sizeof why)) {
     fprintf(stderr, "kgen: cannot tune on a GPU: %s (try --emulate, or --target c)\n", why);
@@ -287,6 +295,13 @@ int cli_tune(int argc, char **argv) {
       rc = 1;
     }
     print_summary(tasks, &rep, tname, log_path);
+    /* a run that leaves a workload with no working schedule at all has failed, whatever it logged */
+    for (int i = 0; i < rep.ntasks && trc == 0; i++)
+      if (rep.tasks[i].best_s <= 0) {
+        fprintf(stderr, "kgen: tune: no candidate of %s ran correctly (see kgen show %s)\n", tasks[i].label,
+                log_path);
+        rc = 1;
+      }
     if (best_out && rep.ntasks > 0 && rep.tasks[0].best_s > 0) {
       char *text = kg_trace_to_text(&rep.tasks[0].best_trace);
       FILE *f = fopen(best_out, "w");

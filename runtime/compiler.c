@@ -5,15 +5,199 @@
  * keep them open past our compiler's exit). Between fork and exec the child only calls async-signal-safe
  * functions; when the exec fails it sends its errno through the second pipe and the caller words the message.
  *
+ * Build folders are named after the owning process ("kgen-<pid>-XXXXXX") and every live one is listed where a
+ * signal handler can find it: a kgen ended by SIGINT/SIGTERM/SIGHUP removes them (kg_compiler_cleanup_on_signals),
+ * and one that died without a chance to (SIGKILL, a crash) leaves folders that the next kgen removes once it sees
+ * that their owner is gone (kg_compiler_clean_stale).
+ *
  * Requires: POSIX (pipe2, fork, execvp, mkdtemp). */
 #include "compiler.h"
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+/* ---- what a signal handler must find: live build folders and running compilers ---- */
+
+/* Nodes are never freed (their number is the peak of folders alive at once), so the handler can walk the list
+ * without a lock while other threads add and release folders. */
+typedef struct live_dir {
+  struct live_dir *next;
+  atomic_int used;
+  char path[PATH_MAX];
+} live_dir;
+static _Atomic(live_dir *) live_head;
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Process groups of running compilers (0: a free slot). More compilers than slots run unlisted, which only costs
+ * the cleanup its kill of them. */
+#define MAX_LIVE_COMPILERS 256
+static atomic_int live_compilers[MAX_LIVE_COMPILERS];
+static atomic_int dying; /* a handler is cleaning up: make no new folder */
+
+static void live_dir_add(const char *path) {
+  if (strlen(path) >= PATH_MAX) return;
+  pthread_mutex_lock(&live_lock);
+  live_dir *d = atomic_load(&live_head);
+  while (d && atomic_load(&d->used)) d = d->next;
+  if (!d && (d = calloc(1, sizeof *d))) {
+    d->next = atomic_load(&live_head);
+    atomic_store(&live_head, d);
+  }
+  if (d) {
+    memcpy(d->path, path, strlen(path) + 1);
+    atomic_store(&d->used, 1);
+  }
+  pthread_mutex_unlock(&live_lock);
+}
+
+static void live_dir_remove(const char *path) {
+  pthread_mutex_lock(&live_lock);
+  for (live_dir *d = atomic_load(&live_head); d; d = d->next)
+    if (atomic_load(&d->used) && !strcmp(d->path, path)) {
+      atomic_store(&d->used, 0);
+      break;
+    }
+  pthread_mutex_unlock(&live_lock);
+}
+
+static int live_compiler_add(pid_t pid) {
+  for (int i = 0; i < MAX_LIVE_COMPILERS; i++) {
+    int zero = 0;
+    if (atomic_compare_exchange_strong(&live_compilers[i], &zero, (int)pid)) return i;
+  }
+  return -1;
+}
+
+/* The files a build folder may hold (compiler.h's users: cpu.c, emu.c). */
+static const char *const build_files[] = {"kernel.c", "kernel.so", "kernel.cu", "cuda_emu.h"};
+
+/* Async-signal-safe "dir/file" into buf (PATH_MAX). */
+static void join_safe(char *buf, const char *dir, const char *file) {
+  size_t n = 0;
+  for (const char *p = dir; *p && n < PATH_MAX - 2; p++) buf[n++] = *p;
+  buf[n++] = '/';
+  for (const char *p = file; *p && n < PATH_MAX - 1; p++) buf[n++] = *p;
+  buf[n] = 0;
+}
+
+static void on_fatal_signal(int sig) {
+  int saved = errno;
+  atomic_store(&dying, 1);
+  /* compilers first, so that none writes into a folder being removed; SIGTERM lets gcc remove its own
+   * temporaries, SIGKILL follows for one that lingers */
+  for (int i = 0; i < MAX_LIVE_COMPILERS; i++) {
+    int pid = atomic_load(&live_compilers[i]);
+    if (pid > 0) kill(-pid, SIGTERM);
+  }
+  struct timespec step = {0, 10 * 1000 * 1000};
+  for (int tries = 0; tries < 100; tries++) {
+    int left = 0;
+    for (int i = 0; i < MAX_LIVE_COMPILERS; i++) {
+      int pid = atomic_load(&live_compilers[i]);
+      if (pid <= 0) continue;
+      waitpid(pid, NULL, WNOHANG); /* a zombie leader would keep its group "alive" to kill(-pid, 0) */
+      if (kill(-pid, 0) == 0) left = 1;
+    }
+    if (!left) break;
+    nanosleep(&step, NULL);
+  }
+  for (int i = 0; i < MAX_LIVE_COMPILERS; i++) {
+    int pid = atomic_load(&live_compilers[i]);
+    if (pid > 0) kill(-pid, SIGKILL);
+  }
+  char buf[PATH_MAX];
+  for (live_dir *d = atomic_load(&live_head); d; d = d->next) {
+    if (!atomic_load(&d->used)) continue;
+    for (size_t i = 0; i < sizeof build_files / sizeof *build_files; i++) {
+      join_safe(buf, d->path, build_files[i]);
+      unlink(buf);
+    }
+    rmdir(d->path);
+  }
+  signal(sig, SIG_DFL);
+  errno = saved;
+  raise(sig);
+}
+
+static void install_handlers(void) {
+  static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+  for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+    struct sigaction old;
+    if (sigaction(sigs[i], NULL, &old) != 0 || old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO)) continue;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_fatal_signal;
+    sigfillset(&sa.sa_mask);
+    sigaction(sigs[i], &sa, NULL);
+  }
+}
+
+void kg_compiler_cleanup_on_signals(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, install_handlers);
+}
+
+static const char *tmp_dir(void) {
+  const char *tmp = getenv("TMPDIR");
+  return tmp && *tmp ? tmp : "/tmp";
+}
+
+/* Whether name is a build folder's ("kgen-<pid>-XXXXXX" or "kgen-emu-<pid>-XXXXXX"); *pid gets its owner. */
+static int build_dir_owner(const char *name, long *pid) {
+  if (strncmp(name, "kgen-", 5)) return 0;
+  name += 5;
+  if (!strncmp(name, "emu-", 4)) name += 4;
+  char *end;
+  if (*name < '1' || *name > '9') return 0;
+  errno = 0;
+  long v = strtol(name, &end, 10);
+  if (errno || *end != '-' || strlen(end + 1) != 6) return 0;
+  *pid = v;
+  return 1;
+}
+
+int kg_compiler_clean_stale(void) {
+  const char *tmp = tmp_dir();
+  DIR *dir = opendir(tmp);
+  if (!dir) return 0;
+  int removed = 0;
+  uid_t me = getuid();
+  struct dirent *e;
+  while ((e = readdir(dir))) {
+    long pid;
+    if (!build_dir_owner(e->d_name, &pid) || pid == (long)getpid() || pid > INT_MAX) continue;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive (or not ours to ask): keep */
+    char *path = kg_compiler_join_path(tmp, e->d_name);
+    struct stat st;
+    if (!path || lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != me) {
+      free(path);
+      continue;
+    }
+    DIR *sub = opendir(path);
+    struct dirent *f;
+    while (sub && (f = readdir(sub))) {
+      if (!strcmp(f->d_name, ".") || !strcmp(f->d_name, "..")) continue;
+      char *fp = kg_compiler_join_path(path, f->d_name);
+      if (fp) unlink(fp);
+      free(fp);
+    }
+    if (sub) closedir(sub);
+    removed += rmdir(path) == 0;
+    free(path);
+  }
+  closedir(dir);
+  return removed;
+}
 
 char *kg_compiler_join_path(const char *dir, const char *file) {
   size_t n = strlen(dir) + strlen(file) + 2;
@@ -23,14 +207,17 @@ char *kg_compiler_join_path(const char *dir, const char *file) {
 }
 
 char *kg_compiler_make_dir(const char *prefix, char **log) {
-  const char *tmp = getenv("TMPDIR");
-  if (!tmp || !*tmp) tmp = "/tmp";
-  size_t n = strlen(tmp) + strlen(prefix) + 8;
+  const char *tmp = tmp_dir();
+  size_t n = strlen(tmp) + strlen(prefix) + 40;
   char *dir = malloc(n);
-  if (dir) snprintf(dir, n, "%s/%sXXXXXX", tmp, prefix);
-  if (dir && mkdtemp(dir)) return dir;
+  if (dir) snprintf(dir, n, "%s/%s%ld-XXXXXX", tmp, prefix, (long)getpid());
+  if (dir && atomic_load(&dying)) errno = EINTR;
+  else if (dir && mkdtemp(dir)) {
+    live_dir_add(dir);
+    return dir;
+  }
   char msg[1024];
-  snprintf(msg, sizeof msg, "kgen: cannot create a build folder under %s: %s", tmp, strerror(errno));
+  snprintf(msg, sizeof msg, "kgen: cannot create a build folder under %s (TMPDIR): %s", tmp, strerror(errno));
   free(dir);
   free(*log);
   *log = strdup(msg);
@@ -115,6 +302,7 @@ int kg_compiler_run_command(char *const argv[], const char *dir, char **out) {
     close(fd[0]);
     close(fd[1]);
     close(efd[0]);
+    setpgid(0, 0); /* its own group, which the signal cleanup kills whole (the driver and cc1, as, ld) */
     if (dir && chdir(dir) != 0) _exit(126);
     execvp(argv[0], argv);
     int e = errno;
@@ -122,6 +310,8 @@ int kg_compiler_run_command(char *const argv[], const char *dir, char **out) {
     (void)wr;
     _exit(127);
   }
+  setpgid(pid, pid); /* also here: the cleanup may run before the child's own call */
+  int slot = live_compiler_add(pid);
   close(fd[1]);
   close(efd[1]);
   *out = read_all(fd[0]);
@@ -135,16 +325,18 @@ int kg_compiler_run_command(char *const argv[], const char *dir, char **out) {
   pid_t w;
   while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR) {
   }
+  if (slot >= 0) atomic_store(&live_compilers[slot], 0);
   if (r == (ssize_t)sizeof exec_errno) {
     errno = exec_errno;
     return KG_COMPILER_NO_EXEC;
   }
   if (w < 0) return -1;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : KG_COMPILER_SIGNALED;
 }
 
 void kg_compiler_remove_dir(char **dir, const char *const *files, size_t nfiles) {
   if (!*dir) return;
+  live_dir_remove(*dir);
   for (size_t i = 0; i < nfiles; i++) {
     char *p = kg_compiler_join_path(*dir, files[i]);
     if (p) unlink(p);

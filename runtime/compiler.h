@@ -8,20 +8,30 @@
 
 /* kg_compiler_run_command's result when argv[0] could not be executed (errno says why). */
 #define KG_COMPILER_NO_EXEC (-2)
+/* kg_compiler_run_command's result when a signal ended the compiler. */
+#define KG_COMPILER_SIGNALED 128
 
 /* "dir/file" (heap), or NULL when out of memory. */
 char *kg_compiler_join_path(const char *dir, const char *file);
-/* Creates a private folder "$TMPDIR/<prefix>XXXXXX" ($TMPDIR defaults to /tmp) and returns its path (heap). On
- * failure returns NULL and replaces *log (freed) with the reason. */
+/* Creates a private folder "$TMPDIR/<prefix><pid>-XXXXXX" ($TMPDIR defaults to /tmp; pid: this process, so that a
+ * later kgen can tell a folder whose owner died) and returns its path (heap). On failure returns NULL and replaces
+ * *log (freed) with the reason. Until kg_compiler_remove_dir, the folder is known to the signal cleanup below. */
 char *kg_compiler_make_dir(const char *prefix, char **log);
+/* Removes the build folders of kgen processes that are gone: "$TMPDIR/kgen-<pid>-*" and "kgen-emu-<pid>-*" of
+ * this user whose pid is not alive (a live pid, even one reused, keeps its folders). Returns how many. */
+int kg_compiler_clean_stale(void);
+/* Installs handlers for SIGINT, SIGTERM and SIGHUP (where their disposition is the default) that kill running
+ * compilers, remove every live build folder, then die of the signal as before. Idempotent. */
+void kg_compiler_cleanup_on_signals(void);
 /* Writes text to dir/file. Returns 0, or -1 with errno set. */
 int kg_compiler_write_file(const char *dir, const char *file, const char *text);
 /* Splits a command line from the environment ("ccache gcc -m64") in place into at most max words, no shell
  * involved. Returns the number of words. */
 int kg_compiler_split_words(char *s, char **words, int max);
 /* Runs argv (argv[0] looked up in PATH) in dir with stdout and stderr captured into *out (heap; NULL when it
- * printed nothing). Returns the exit status, 128 when a signal ended it, KG_COMPILER_NO_EXEC when argv[0] could not
- * be executed, or -1 when it could not be started (pipe, fork); errno is set for the last two. */
+ * printed nothing). Returns the exit status, KG_COMPILER_SIGNALED when a signal ended it, KG_COMPILER_NO_EXEC when
+ * argv[0] could not be executed, or -1 when it could not be started (pipe, fork); errno is set for the last two.
+ * The compiler runs in a process group of its own, which the signal cleanup kills. */
 int kg_compiler_run_command(char *const argv[], const char *dir, char **out);
 /* Removes files[0..nfiles) from *dir, then the folder itself; frees *dir and sets it to NULL. No-op on NULL. */
 void kg_compiler_remove_dir(char **dir, const char *const *files, size_t nfiles);

@@ -9,6 +9,7 @@
 #include "compiler.h"
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,18 @@ static void set_log(kg_cpu_module *m, const char *fmt, const char *arg) {
   m->log = s;
 }
 
+/* The compiler's output, or when it printed nothing, how it ended (errno says nothing about a compiler's exit). */
+static void compiler_status_log(kg_cpu_module *m, const char *cc, const char *how, int st) {
+  if (m->log && *m->log) return;
+  char msg[512];
+  if (st == KG_COMPILER_SIGNALED)
+    snprintf(msg, sizeof msg, "kgen: the C compiler '%.300s' %s", cc, how);
+  else
+    snprintf(msg, sizeof msg, "kgen: the C compiler '%.300s' %s %d (and printed nothing)", cc, how, st);
+  free(m->log);
+  m->log = strdup(msg);
+}
+
 static const char *const cpu_files[] = {"kernel.c", "kernel.so"};
 
 static void remove_dir(kg_cpu_module *m) {
@@ -31,11 +44,15 @@ static void remove_dir(kg_cpu_module *m) {
 int kg_cpu_build(const char *src, const char *fn_name, kg_cpu_module *m) {
   memset(m, 0, sizeof *m);
   m->dir = kg_compiler_make_dir("kgen-", &m->log);
-  if (!m->dir) return -1;
+  if (!m->dir) {
+    m->env_fault = 1;
+    return -1;
+  }
   char *so = kg_compiler_join_path(m->dir, "kernel.so");
   int rc = -1;
   if (!so || kg_compiler_write_file(m->dir, "kernel.c", src) != 0) {
     set_log(m, "kgen: cannot write kernel.c in %s: %s", m->dir);
+    m->env_fault = 1;
     goto done;
   }
   const char *cc_env = getenv("CC");
@@ -65,10 +82,15 @@ int kg_cpu_build(const char *src, const char *fn_name, kg_cpu_module *m) {
   int st = kg_compiler_run_command(argv, m->dir, &log);
   m->compile_s = kg_now_s() - t0;
   m->log = log;
-  if (st == KG_COMPILER_NO_EXEC)
-    set_log(m, "kgen: cannot run %s: %s\n", argv[0]);
-  else if (st != 0 && !m->log)
-    set_log(m, "kgen: the compiler failed (%s): %s", st < 0 ? "could not run it" : "exit status");
+  if (st == KG_COMPILER_NO_EXEC || st < 0) {
+    set_log(m, "kgen: cannot run the C compiler '%s' (set CC to a C compiler): %s", argv[0]);
+    m->env_fault = 1;
+  } else if (st == KG_COMPILER_SIGNALED) {
+    compiler_status_log(m, argv[0], "was killed by a signal", st);
+    m->env_fault = 1;
+  } else if (st != 0) {
+    compiler_status_log(m, argv[0], "exited with status", st);
+  }
   free(cc);
   free(extra);
   if (st != 0) goto done;
@@ -130,4 +152,44 @@ void kg_cpu_call_sizes(const kg_cpu_module *m, float **args, int nargs, const in
   all[nargs] = (float *)(uintptr_t)sizes; /* the wrapper casts it back (see kg_codegen_c) */
   kg_cpu_call(m, all, nargs + 1);
   free(all);
+}
+
+/* A kernel of the shape kg_codegen_c prints: its includes, an OpenMP loop, libm, the argument wrapper. */
+static const char probe_src[] = "#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n"
+                                "void kgen_entry(float *restrict a) {\n"
+                                "#pragma omp parallel for\n"
+                                "  for (int64_t i = 0; i < 64; i++) a[i] = sqrtf((float)i) + expf(-(float)i);\n"
+                                "}\n"
+                                "void kgen_entry_args(float **args) { kgen_entry(args[0]); }\n";
+
+int kg_cpu_toolchain_check(char *why, size_t whylen) {
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static char key[4096];
+  static int have, result;
+  static double when;
+  static char reason[1024];
+  const char *cc = getenv("CC"), *flags = getenv("KGEN_CFLAGS"), *tmp = getenv("TMPDIR");
+  char now[sizeof key];
+  snprintf(now, sizeof now, "%s\n%s\n%s", cc ? cc : "", flags ? flags : "", tmp ? tmp : "");
+  pthread_mutex_lock(&lock);
+  /* a verdict of "works" is re-checked after a while: a disk that filled up since breaks every compile */
+  if (!have || strcmp(key, now) || (result == 0 && kg_now_s() - when > 30)) {
+    kg_cpu_module m;
+    result = kg_cpu_build(probe_src, "kgen_entry", &m);
+    if (result != 0) {
+      const char *log = m.log ? m.log : "(no output)";
+      size_t n = strlen(log);
+      /* the end of the log says what failed */
+      snprintf(reason, sizeof reason, "the C toolchain cannot build a trivial kernel either: %s",
+               n > 800 ? log + n - 800 : log);
+    }
+    kg_cpu_module_free(&m);
+    snprintf(key, sizeof key, "%s", now);
+    have = 1;
+    when = kg_now_s();
+  }
+  int rc = result;
+  if (rc && why && whylen) snprintf(why, whylen, "%s", reason);
+  pthread_mutex_unlock(&lock);
+  return rc;
 }

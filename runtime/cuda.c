@@ -354,6 +354,17 @@ int kg_cuda_open(kg_cuda_device *dev, char *err, size_t errlen) {
   return rc;
 }
 
+int kg_cuda_setting_check(char *why, size_t whylen) {
+  const char *env = getenv("KGEN_CUDA_LIB");
+  if (!env || !env[0]) return 0;
+  char e[512] = "";
+  pthread_mutex_lock(&cu.lock);
+  int rc = load_library(e, sizeof e);
+  pthread_mutex_unlock(&cu.lock);
+  if (rc != 0 && why && whylen) snprintf(why, whylen, "KGEN_CUDA_LIB=%.300s cannot be used: %s", env, e);
+  return rc;
+}
+
 /* The child opens CUDA and writes its verdict to the pipe: "1" + device, or "0" + reason. Driver start-up can
  * take seconds on a large machine, but a wedged driver must not hang the caller: 60 s is the cap. */
 int kg_cuda_probe(char *why, size_t whylen) {

@@ -29,6 +29,10 @@ int kg_cuda_open(kg_cuda_device *dev, char *err, size_t errlen);
 /* Cheap probe for --target auto: 1 when kg_cuda_open would succeed (run in a child process, so the caller may
  * still fork afterwards), 0 otherwise with the reason in why. */
 int kg_cuda_probe(char *why, size_t whylen);
+/* 0 when $KGEN_CUDA_LIB is unset or names a library with the driver's entry points (loaded, not initialised: the
+ * caller may still fork); else -1 with the reason, which names the path. A set but unusable KGEN_CUDA_LIB is the
+ * user's error, to be said as such rather than taken for "no GPU". */
+int kg_cuda_setting_check(char *why, size_t whylen);
 
 int kg_cuda_alloc(kg_devptr *p, size_t bytes, char *err, size_t errlen);
 void kg_cuda_free(kg_devptr p);

@@ -11,6 +11,7 @@
 #include "compiler.h"
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -76,12 +77,15 @@ static int emu_compile(kg_emu_module *m) {
   m->compile_s = kg_now_s() - t0;
   free(m->log);
   m->log = out;
-  if (st == KG_COMPILER_NO_EXEC)
-    emu_logf(m, "kgen: cannot run the C++ compiler '%s'\n", argv[0]);
-  else if (st < 0 && !m->log)
-    emu_logf(m, "kgen: cannot run the C++ compiler '%s': %s", argv[0], strerror(errno));
-  else if (st != 0 && !m->log)
-    emu_logf(m, "kgen: the C++ compiler '%s' failed (status %d) without a message", argv[0], st);
+  if (st == KG_COMPILER_NO_EXEC || st < 0) {
+    emu_logf(m, "kgen: cannot run the C++ compiler '%s' (set CXX to a C++ compiler): %s", argv[0], strerror(errno));
+    m->env_fault = 1;
+  } else if (st == KG_COMPILER_SIGNALED) {
+    if (!m->log) emu_logf(m, "kgen: the C++ compiler '%s' was killed by a signal", argv[0]);
+    m->env_fault = 1;
+  } else if (st != 0 && !m->log) {
+    emu_logf(m, "kgen: the C++ compiler '%s' exited with status %d (and printed nothing)", argv[0], st);
+  }
   free(cxx);
   free(extra);
   return st == 0 ? 0 : -1;
@@ -90,10 +94,14 @@ static int emu_compile(kg_emu_module *m) {
 int kg_emu_build(const kg_cuda_program *p, kg_emu_module *m) {
   memset(m, 0, sizeof *m);
   m->dir = kg_compiler_make_dir("kgen-emu-", &m->log);
-  if (!m->dir) return -1;
+  if (!m->dir) {
+    m->env_fault = 1;
+    return -1;
+  }
   if (kg_compiler_write_file(m->dir, "kernel.cu", p->source ? p->source : "") != 0 ||
       kg_compiler_write_file(m->dir, "cuda_emu.h", kg_cuda_emu_header) != 0) {
     emu_logf(m, "kgen: cannot write the emulator's sources in %s: %s", m->dir, strerror(errno));
+    m->env_fault = 1;
     emu_remove_dir(m);
     return -1;
   }
@@ -204,5 +212,41 @@ int kg_emu_run_program_sizes(const kg_emu_module *m, const kg_cuda_program *p, f
   }
   free(grid);
   if (a != args) free(a);
+  return rc;
+}
+
+int kg_emu_toolchain_check(char *why, size_t whylen) {
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static char key[4096];
+  static int have, result;
+  static double when;
+  static char reason[1024];
+  const char *cxx = getenv("CXX"), *flags = getenv("KGEN_EMU_CXXFLAGS"), *tmp = getenv("TMPDIR");
+  char now[sizeof key];
+  snprintf(now, sizeof now, "%s\n%s\n%s", cxx ? cxx : "", flags ? flags : "", tmp ? tmp : "");
+  pthread_mutex_lock(&lock);
+  /* a verdict of "works" is re-checked after a while: a disk that filled up since breaks every compile */
+  if (!have || strcmp(key, now) || (result == 0 && kg_now_s() - when > 30)) {
+    /* no kernel to launch: the header's launcher is what every build needs */
+    kg_cuda_program p;
+    memset(&p, 0, sizeof p);
+    char src[] = "extern \"C\" __global__ void kgen_probe(float *a) { a[threadIdx.x] = sqrtf(2.0f); }\n";
+    p.source = src;
+    kg_emu_module m;
+    result = kg_emu_build(&p, &m);
+    if (result != 0) {
+      const char *log = m.log ? m.log : "(no output)";
+      size_t n = strlen(log);
+      snprintf(reason, sizeof reason, "the emulator's C++ toolchain cannot build a trivial kernel either: %s",
+               n > 800 ? log + n - 800 : log);
+    }
+    kg_emu_module_free(&m);
+    snprintf(key, sizeof key, "%s", now);
+    have = 1;
+    when = kg_now_s();
+  }
+  int rc = result;
+  if (rc && why && whylen) snprintf(why, whylen, "%s", reason);
+  pthread_mutex_unlock(&lock);
   return rc;
 }

@@ -17,11 +17,16 @@ typedef struct kg_emu_module {
   char *dir;        /* temporary build folder, removed by kg_emu_module_free */
   char *log;        /* compiler output; may be NULL */
   double compile_s;
+  int env_fault;    /* after a failed build: the environment's fault, not the source's (no build folder, the C++
+                     * compiler missing or killed by a signal); see also kg_emu_toolchain_check */
 } kg_emu_module;
 
 /* Compiles p->source for the emulator. Returns 0, or -1 with m->log holding the compiler's output. */
 int kg_emu_build(const kg_cuda_program *p, kg_emu_module *m);
 void kg_emu_module_free(kg_emu_module *m);
+/* Whether the emulator's toolchain ($CXX, $KGEN_EMU_CXXFLAGS, $TMPDIR as now) builds and loads the emulation
+ * header with a trivial kernel: 0, or -1 with the reason in why. Cached per setting; thread-safe. */
+int kg_emu_toolchain_check(char *why, size_t whylen);
 /* Runs every kernel of p in order, grid block by block: args are the parameters then the temporaries (host
  * memory; the caller allocates temporaries of p->temp_elems). Returns 0, or -1 with the reason in err (barrier
  * divergence, a block too large, a fiber stack that cannot be allocated). */

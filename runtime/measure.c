@@ -10,7 +10,12 @@
  *   2. runs the built ones one at a time: poisons the shared outputs, has the worker run the candidate once,
  *      compares the shared outputs with the cached reference, and only then asks for timed repeats.
  * A worker that dies (signal, exit) or does not answer in time (it is then killed) is reaped and started again
- * before the next candidate; its candidate gets runtime_error or timeout.
+ * before the next candidate; its candidate gets runtime_error or timeout, except that a worker killed from outside
+ * (SIGKILL, SIGTERM, ...: not a fault of the kernel) runs its candidate again once first.
+ *
+ * Failures of the environment rather than the candidate are marked (env_fault, see measure.h) where they are
+ * seen: by the builders (no folder, no compiler), by a known-good probe of the toolchain after a compile error,
+ * and by the worker (start, module load).
  *
  * The timing request's deadline is timeout_s plus what the repeats themselves need: one warm-up and at least
  * three runs or min_repeat_s of work, i.e. timeout_s + 4 x (the verification run's time) + min_repeat_s, so that
@@ -77,6 +82,7 @@ struct kg_measurer {
   size_t *map_len;
 
   pid_t pid;         /* the worker, or -1 */
+  int outside_death; /* the last worker_call lost the worker to a signal from outside (see killed_from_outside) */
   int sock;
   int starts;
   kg_wire req, rep;
@@ -115,6 +121,10 @@ void kg_measurer_phase_times(const kg_measurer *m, double *build_s, double *run_
   *run_s = m->run_s;
 }
 int kg_measurer_worker_starts(const kg_measurer *m) { return m->starts; }
+const float *kg_measurer_buffer(const kg_measurer *m, int i) {
+  if (i < 0 || i >= m->nbuf) return NULL;
+  return i < m->p->ninputs ? m->view.inputs[i] : m->view.outputs[i - m->p->ninputs];
+}
 
 /* ---- messages ---- */
 
@@ -162,21 +172,24 @@ static const char *signal_name(int sig) {
 
 /* ---- the worker process ---- */
 
-/* Waits for the worker to end within grace seconds, then kills it. Fills why with how it ended. */
-static void worker_reap(kg_measurer *m, double grace, char *why, size_t whylen) {
+/* Waits for the worker to end within grace seconds, then kills it. Fills why with how it ended. Returns the signal
+ * that ended it when the worker died of one before being killed here, else 0. */
+static int worker_reap(kg_measurer *m, double grace, char *why, size_t whylen) {
   if (why && whylen) why[0] = 0;
   if (m->sock >= 0) close(m->sock);
   m->sock = -1;
-  if (m->pid <= 0) return;
+  if (m->pid <= 0) return 0;
   int st = 0;
   pid_t r = 0;
   double deadline = kg_now_s() + grace;
   while ((r = waitpid(m->pid, &st, WNOHANG)) == 0 && kg_now_s() < deadline) usleep(2000);
+  int killed_here = r == 0;
   if (r == 0) {
     kill(m->pid, SIGKILL);
     while ((r = waitpid(m->pid, &st, 0)) < 0 && errno == EINTR) {
     }
   }
+  int sig = r > 0 && !killed_here && WIFSIGNALED(st) ? WTERMSIG(st) : 0;
   if (why && whylen) {
     if (r < 0) {
       snprintf(why, whylen, "the worker ended (its status is unknown: %s)", strerror(errno));
@@ -191,6 +204,13 @@ static void worker_reap(kg_measurer *m, double grace, char *why, size_t whylen) 
     }
   }
   m->pid = -1;
+  return sig;
+}
+
+/* Signals that a kernel does not raise by faulting: someone outside (a user, the OOM killer, a job scheduler)
+ * ended the worker. A candidate's own fault is SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT or SIGTRAP. */
+static int killed_from_outside(int sig) {
+  return sig == SIGKILL || sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
 }
 
 /* The worker's environment: ours, with the channel's descriptors, and sanitizer runtimes (when the binary has
@@ -335,7 +355,7 @@ static int worker_call(kg_measurer *m, double timeout_s, kg_measure_result *r, u
   if (rc == 0 && kg_wire_get_u32(&m->rep) != KG_MSG_DONE) rc = -1;
   if (rc == 0) {
     *status = kg_wire_get_u32(&m->rep);
-    if (*status == KG_WORKER_FATAL) worker_reap(m, 5.0, NULL, 0);
+    if (*status == KG_WORKER_FATAL || *status == KG_WORKER_FATAL_ENVFAULT) worker_reap(m, 5.0, NULL, 0);
     return 0;
   }
   char why[256];
@@ -344,7 +364,7 @@ static int worker_call(kg_measurer *m, double timeout_s, kg_measure_result *r, u
     worker_reap(m, 5.0, why, sizeof why);
     result_msg(r, KG_STATUS_TIMEOUT, "no answer within %.3g s: the worker was killed", timeout_s);
   } else {
-    worker_reap(m, 5.0, why, sizeof why);
+    m->outside_death = killed_from_outside(worker_reap(m, 5.0, why, sizeof why));
     result_msg(r, KG_STATUS_RUNTIME_ERROR, "%s", why[0] ? why : "the worker stopped answering");
   }
   return -1;
@@ -452,6 +472,14 @@ kg_measurer *kg_measurer_new(const kg_program *p, const kg_measure_opts *o, char
       snprintf(err, errlen, "unknown CUDA arch '%s'", m->arch);
       goto fail;
     }
+    /* NVRTC is the GPU's compiler, and the emulator's check of resources where it is there; one that is
+     * missing (GPU) or named but unusable (KGEN_NVRTC) would fail every candidate alike */
+    char why[600];
+    if (kg_nvrtc_setting_check(why, sizeof why) != 0 ||
+        (m->runner == KG_RUNNER_GPU && kg_nvrtc_available(why, sizeof why) != 0)) {
+      snprintf(err, errlen, "%s", why);
+      goto fail;
+    }
   }
 
   m->nbuf = p->ninputs + p->noutputs;
@@ -475,7 +503,13 @@ kg_measurer *kg_measurer_new(const kg_program *p, const kg_measure_opts *o, char
 
   /* data: the reference once; kg_data_reference may redraw the inputs, so they are copied out afterwards */
   kg_data_init(&m->data, p, m->o.seed);
-  kg_data_reference(&m->data, p, m->o.seed);
+  if (o->inputs) {
+    for (int i = 0; i < p->ninputs; i++) memcpy(m->data.inputs[i], o->inputs[i], (size_t)m->numel[i] * 4);
+    kg_data_reference_as_is(&m->data, p);
+  } else {
+    kg_data_reference(&m->data, p, m->o.seed);
+  }
+  m->o.inputs = NULL; /* the caller's arrays need not outlive this call */
   m->memfd = memfd_create("kgen-measure", MFD_CLOEXEC);
   if (m->memfd < 0 || ftruncate(m->memfd, (off_t)(total ? total : 1)) != 0) {
     snprintf(err, errlen, "cannot make the shared buffers (%zu bytes): %s", total, strerror(errno));
@@ -551,6 +585,29 @@ static char *handle_path(void *handle) {
   return strdup(lm->l_name);
 }
 
+static int cpu_check(const char *arch, char *why, size_t whylen) {
+  (void)arch;
+  return kg_cpu_toolchain_check(why, whylen);
+}
+static int emu_check(const char *arch, char *why, size_t whylen) {
+  (void)arch;
+  return kg_emu_toolchain_check(why, whylen);
+}
+
+/* After a failed compile: the environment's fault when the builder saw it (env), or when the toolchain cannot
+ * build a trivial known-good kernel either (checked once per setting; msg then says so). Otherwise the compiler
+ * rejected this candidate's code. */
+static void classify_build(kg_measure_result *r, int env, const char *log,
+                           int (*check)(const char *, char *, size_t), const char *arch) {
+  char why[1024];
+  if (env) result_log(r, r->status, "", log); /* says what failed itself: not the compiler's verdict */
+  if (!env && check(arch, why, sizeof why) != 0) {
+    result_msg(r, r->status, "%s", why);
+    env = 1;
+  }
+  r->env_fault = env;
+}
+
 static void build_one(const kg_measurer *m, const kg_candidate *c, built *b, kg_measure_result *r) {
   double t0 = kg_now_s();
   char err[2048];
@@ -578,6 +635,7 @@ static void build_one(const kg_measurer *m, const kg_candidate *c, built *b, kg_
     b->have_cpu = 1;
     if (kg_cpu_build(c->source ? c->source : src, entry_name, &b->cpu) != 0) {
       result_log(r, KG_STATUS_COMPILE_ERROR, "C compiler failed:\n", b->cpu.log);
+      classify_build(r, b->cpu.env_fault, b->cpu.log, cpu_check, NULL);
       goto done;
     }
     b->so_path = handle_path(b->cpu.handle);
@@ -614,6 +672,7 @@ static void build_one(const kg_measurer *m, const kg_candidate *c, built *b, kg_
       b->have_cubin = 1;
       if (kg_nvrtc_compile(&b->cp, m->arch, &b->cubin) != 0) {
         result_log(r, KG_STATUS_COMPILE_ERROR, "NVRTC failed:\n", b->cubin.log);
+        classify_build(r, b->cubin.env_fault, b->cubin.log, kg_nvrtc_toolchain_check, m->arch);
         goto done;
       }
       cb = &b->cubin;
@@ -631,6 +690,7 @@ static void build_one(const kg_measurer *m, const kg_candidate *c, built *b, kg_
       b->have_emu = 1;
       if (kg_emu_build(&b->cp, &b->emu) != 0) {
         result_log(r, KG_STATUS_COMPILE_ERROR, "emulator build failed:\n", b->emu.log);
+        classify_build(r, b->emu.env_fault, b->emu.log, emu_check, NULL);
         goto done;
       }
       b->so_path = handle_path(b->emu.handle);
@@ -699,7 +759,7 @@ static void put_program(kg_wire *q, const kg_cuda_program *p, const kg_program *
   free(temps);
 }
 
-static void run_one(kg_measurer *m, const built *b, kg_measure_result *r) {
+static void run_attempt(kg_measurer *m, const built *b, kg_measure_result *r) {
   int st0;
   if (m->pid > 0 && waitpid(m->pid, &st0, WNOHANG) == m->pid) {
     /* died between candidates (e.g. the OOM killer): not this candidate's fault */
@@ -710,6 +770,7 @@ static void run_one(kg_measurer *m, const built *b, kg_measure_result *r) {
     char err[1024];
     if (worker_start(m, err, sizeof err) != 0) {
       result_msg(r, KG_STATUS_RUNTIME_ERROR, "%s", err);
+      r->env_fault = 1;
       return;
     }
   }
@@ -731,6 +792,7 @@ static void run_one(kg_measurer *m, const built *b, kg_measure_result *r) {
   double run_s = kg_wire_get_f64(&m->rep);
   if (st != KG_WORKER_OK) {
     result_msg(r, KG_STATUS_RUNTIME_ERROR, "%s", msg);
+    r->env_fault = st == KG_WORKER_ENVFAULT || st == KG_WORKER_FATAL_ENVFAULT;
     free(msg);
     return;
   }
@@ -773,6 +835,29 @@ static void run_one(kg_measurer *m, const built *b, kg_measure_result *r) {
   if (r->median_s > 0) {
     r->gflops = m->flops / r->median_s * 1e-9;
     r->gbps = m->bytes / r->median_s * 1e-9;
+  }
+}
+
+/* A worker killed from outside says nothing about its candidate: the candidate runs again once (in a new worker),
+ * and only a second such death is its result. */
+static void run_one(kg_measurer *m, const built *b, kg_measure_result *r) {
+  m->outside_death = 0;
+  run_attempt(m, b, r);
+  if (!m->outside_death) return;
+  char first[256];
+  snprintf(first, sizeof first, "%.200s", r->msg);
+  free(r->times);
+  r->times = NULL;
+  r->runs = 0;
+  r->median_s = r->min_s = r->max_s = r->gflops = r->gbps = r->max_rel_err = 0;
+  r->status = KG_STATUS_OK;
+  r->msg[0] = 0;
+  r->env_fault = 0;
+  m->outside_death = 0;
+  run_attempt(m, b, r);
+  if (m->outside_death) {
+    size_t n = strlen(r->msg);
+    snprintf(r->msg + n, sizeof r->msg - n, " (twice: the first run also ended so: %s)", first);
   }
 }
 

@@ -45,6 +45,8 @@ typedef struct kg_measure_opts {
   double rtol;            /* 0: default (see kg_verify_tolerance) */
   uint64_t seed;          /* input data */
   int build_threads;      /* 0: every core */
+  float *const *inputs;   /* NULL: inputs drawn from seed; else the caller's (one array per program input,
+                           * kg_tensor_numel floats each, copied), on which the reference is computed as they are */
 } kg_measure_opts;
 
 /* A candidate: a trace applied to the measurer's program. source (a test hook, and for measuring hand-written
@@ -66,6 +68,13 @@ typedef struct kg_measure_result {
   double max_rel_err;      /* of the verification run */
   kg_kernel_resources *res;/* CUDA: heap, per kernel (nres) */
   int nres;
+  /* Not ok because of the environment, not the candidate (msg says what): no build folder, a compiler missing or
+   * killed, a toolchain that cannot build a trivial known-good kernel either (checked once, cached, after a
+   * compile error), NVRTC unusable, a worker that cannot start or load a module. Such a result says nothing
+   * about the candidate: do not record it (status is compile_error or runtime_error for display). A worker
+   * killed by an outside signal (SIGKILL, SIGTERM, SIGINT, SIGHUP) is not this: the candidate is run again once,
+   * and only a second such death is its result. */
+  int env_fault;
 } kg_measure_result;
 void kg_measure_result_free(kg_measure_result *r);
 
@@ -88,6 +97,10 @@ void kg_device_split(const char *desc, char *name, size_t nlen, char *versions, 
 const kg_gpu_limits *kg_measurer_limits(const kg_measurer *m);
 /* Wall seconds kg_measure_batch has spent building (in parallel) and running (in the worker), over all batches. */
 void kg_measurer_phase_times(const kg_measurer *m, double *build_s, double *run_s);
+/* The shared buffer i (inputs, then outputs): the inputs as measured, and after kg_measure_batch the outputs of
+ * the last candidate that ran (its verification run's, copied back from the GPU). numel floats, valid until
+ * kg_measurer_free. */
+const float *kg_measurer_buffer(const kg_measurer *m, int i);
 /* How many times the worker was (re)started, for tests. */
 int kg_measurer_worker_starts(const kg_measurer *m);
 void kg_measurer_free(kg_measurer *m);

@@ -61,7 +61,14 @@ static void nv_load(void) {
   char first[400] = "";
   void *h = NULL;
   const char *env = getenv("KGEN_NVRTC");
-  if (env && env[0]) h = try_open(env, first, sizeof first);
+  if (env && env[0]) {
+    /* the user named a library: that one or an error, never another NVRTC in its place */
+    h = try_open(env, first, sizeof first);
+    if (!h) {
+      snprintf(nv.why, sizeof nv.why, "KGEN_NVRTC=%.200s cannot be loaded: %.280s", env, first);
+      return;
+    }
+  }
   for (size_t i = 0; !h && i < sizeof names / sizeof names[0]; i++) h = try_open(names[i], first, sizeof first);
   /* The toolkit's lib64 is usually not on the loader path. */
   const char *dirs[2] = {getenv("CUDA_HOME"), "/usr/local/cuda"};
@@ -97,7 +104,10 @@ static void nv_load(void) {
     void *f = dlsym(h, syms[i].name);
     if (!f) {
       /* nvrtcGetCUBIN appeared in CUDA 11.1: an older NVRTC cannot give us a cubin. */
-      snprintf(nv.why, sizeof nv.why, "NVRTC too old: no %s", syms[i].name);
+      if (env && env[0])
+        snprintf(nv.why, sizeof nv.why, "KGEN_NVRTC=%.300s is not a usable NVRTC: it lacks %s", env, syms[i].name);
+      else
+        snprintf(nv.why, sizeof nv.why, "NVRTC too old: no %s", syms[i].name);
       dlclose(h);
       return;
     }
@@ -105,7 +115,8 @@ static void nv_load(void) {
   }
   int major = 0, minor = 0;
   if (nv.version_fn(&major, &minor) != 0) {
-    snprintf(nv.why, sizeof nv.why, "NVRTC: nvrtcVersion failed");
+    snprintf(nv.why, sizeof nv.why, "NVRTC%s%.300s: nvrtcVersion failed", env && env[0] ? " KGEN_NVRTC=" : "",
+             env && env[0] ? env : "");
     dlclose(h);
     return;
   }
@@ -122,6 +133,12 @@ int kg_nvrtc_available(char *why, size_t whylen) {
   if (nv_ready()) return 0;
   if (why && whylen) snprintf(why, whylen, "%s", nv.why);
   return -1;
+}
+
+int kg_nvrtc_setting_check(char *why, size_t whylen) {
+  const char *env = getenv("KGEN_NVRTC");
+  if (!env || !env[0]) return 0;
+  return kg_nvrtc_available(why, whylen);
 }
 
 const char *kg_nvrtc_version(void) { return nv_ready() ? nv.version : ""; }
@@ -184,7 +201,7 @@ static int compile_once(const char *src, const char *name, const char *arch_opt,
   nvrtc_result r = nv.create(&prog, src, name, 0, NULL, NULL);
   if (r != 0) {
     *why = str_printf("nvrtcCreateProgram: %s", nv.get_error_string(r));
-    return -1;
+    return -2;
   }
   /* ptxas's -v report is only produced when ptxas runs, i.e. for a real sm_XX target. */
   const char *opts[3];
@@ -196,7 +213,9 @@ static int compile_once(const char *src, const char *name, const char *arch_opt,
   if (r != 0) {
     *why = str_printf("nvrtcCompileProgram: %s", nv.get_error_string(r));
     nv.destroy(&prog);
-    return -1;
+    /* only NVRTC_ERROR_COMPILATION (6) is the source's; the rest (out of memory, an invalid option such as an
+     * arch this NVRTC does not know, an internal error) is NVRTC's or the setting's */
+    return r == 6 ? -1 : -2;
   }
   if (want_cubin) {
     size_t n = 0;
@@ -330,6 +349,7 @@ int kg_nvrtc_compile(const kg_cuda_program *p, const char *arch, kg_cubin *out) 
   snprintf(out->arch, sizeof out->arch, "%s", arch ? arch : "");
   if (!nv_ready()) {
     out->log = str_printf("%s", nv.why);
+    out->env_fault = 1;
     return -1;
   }
   int num;
@@ -350,13 +370,16 @@ int kg_nvrtc_compile(const kg_cuda_program *p, const char *arch, kg_cubin *out) 
   char *log = NULL, *why = NULL, *ptx = NULL;
   void *cubin = NULL;
   size_t cubin_size = 0;
-  if (compile_once(p->source, name, opt, 1, &log, &cubin, &cubin_size, &ptx, &why) != 0) {
+  int crc = compile_once(p->source, name, opt, 1, &log, &cubin, &cubin_size, &ptx, &why);
+  if (crc != 0) {
+    out->env_fault = crc == -2;
     out->log = failure_log(why, log);
     free(why);
     free(log);
     return -1;
   }
   if (!cubin) {
+    out->env_fault = 1;
     out->log = failure_log("nvrtc: the compile produced no cubin", log);
     free(log);
     free(ptx);
@@ -372,6 +395,7 @@ int kg_nvrtc_compile(const kg_cuda_program *p, const char *arch, kg_cubin *out) 
     free(vlog);
     free(none);
     if (rc != 0 || !ptx) {
+      out->env_fault = 1;
       out->log = failure_log(why ? why : "nvrtc: no PTX produced", log);
       free(why);
       free(log);
@@ -398,6 +422,45 @@ int kg_nvrtc_compile(const kg_cuda_program *p, const char *arch, kg_cubin *out) 
   out->nres = p->nkernels;
   out->compile_s = kg_now_s() - t0;
   return 0;
+}
+
+int kg_nvrtc_toolchain_check(const char *arch, char *why, size_t whylen) {
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static char key[64];
+  static int have, result;
+  static double when;
+  static char reason[1024];
+  pthread_mutex_lock(&lock);
+  /* a verdict of "works" is re-checked after a while */
+  if (!have || strcmp(key, arch ? arch : "") || (result == 0 && kg_now_s() - when > 30)) {
+    char src[] = "extern \"C\" __global__ void kgen_probe(float *a) { a[threadIdx.x] = sqrtf(2.0f); }\n";
+    char kname[] = "kgen_probe";
+    kg_cuda_kernel k;
+    memset(&k, 0, sizeof k);
+    k.name = kname;
+    kg_cuda_program p;
+    memset(&p, 0, sizeof p);
+    p.source = src;
+    p.kernels = &k;
+    p.nkernels = 1;
+    p.nparams = 1;
+    kg_cubin c;
+    result = kg_nvrtc_compile(&p, arch, &c);
+    if (result != 0) {
+      const char *log = c.log ? c.log : "(no output)";
+      size_t n = strlen(log);
+      snprintf(reason, sizeof reason, "NVRTC cannot compile a trivial kernel for %s either: %s",
+               arch ? arch : "(no arch)", n > 800 ? log + n - 800 : log);
+    }
+    kg_cubin_free(&c);
+    snprintf(key, sizeof key, "%s", arch ? arch : "");
+    have = 1;
+    when = kg_now_s();
+  }
+  int rc = result;
+  if (rc && why && whylen) snprintf(why, whylen, "%s", reason);
+  pthread_mutex_unlock(&lock);
+  return rc;
 }
 
 void kg_nvrtc_compile_batch(const kg_cuda_program *const *p, int n, const char *arch, kg_cubin *out, int *rc,

@@ -1,6 +1,6 @@
 /* NVRTC: CUDA C to cubin (and PTX) without a GPU, with the ptxas resource report, and the check of a build
  * against a device's limits. libnvrtc is loaded with dlopen on first use (kgen links no CUDA library), from
- * $KGEN_NVRTC, then libnvrtc.so / libnvrtc.so.13 / .12 / .11 on the loader path, then $CUDA_HOME/lib64 and
+ * $KGEN_NVRTC when set (only that path: a bad one is an error naming it, never a silent fallback), else libnvrtc.so / libnvrtc.so.13 / .12 / .11 on the loader path, then $CUDA_HOME/lib64 and
  * /usr/local/cuda/lib64. */
 #ifndef KG_NVRTC_H
 #define KG_NVRTC_H
@@ -41,10 +41,17 @@ typedef struct kg_cubin {
   kg_kernel_resources *res;   /* heap, one per kernel of the program, in its order (nres) */
   int nres;
   double compile_s;
+  int env_fault;              /* after a failed compile: NVRTC's fault or the setting's (missing, unusable, an
+                               * internal error), not the source's; see also kg_nvrtc_toolchain_check */
 } kg_cubin;
 
 /* 0 when NVRTC can be loaded; else -1 and the reason (one line) in why. */
 int kg_nvrtc_available(char *why, size_t whylen);
+/* 0 when $KGEN_NVRTC is unset or names a loadable NVRTC; else -1 with the reason, which names the path. */
+int kg_nvrtc_setting_check(char *why, size_t whylen);
+/* Whether NVRTC compiles a trivial known-good kernel for arch: 0, or -1 with the reason in why. Tells a broken
+ * toolchain (e.g. an arch this NVRTC does not know) from source that NVRTC rejects. Cached per arch. */
+int kg_nvrtc_toolchain_check(const char *arch, char *why, size_t whylen);
 /* NVRTC's version as "13.0", or "" when unavailable. */
 const char *kg_nvrtc_version(void);
 /* Compiles p->source for arch ("sm_86", "sm_90": -arch=sm_XX, -O3 defaults, --ptxas-options=-v) to cubin and PTX

@@ -72,7 +72,7 @@ static void reply(worker *w, int status, const char *msg, double run_s, const do
   int rc = kg_wire_send(w->sock, &o);
   kg_wire_free(&o);
   if (rc != 0) _exit(0); /* the caller is gone */
-  if (status == KG_WORKER_FATAL) _exit(3);
+  if (status == KG_WORKER_FATAL || status == KG_WORKER_FATAL_ENVFAULT) _exit(3);
 }
 
 static void release_candidate(worker *w) {
@@ -334,7 +334,8 @@ static void do_verify(worker *w, kg_wire *in) {
       const char *e = dlerror();
       snprintf(w->err, sizeof w->err, "worker: cannot load %s: %s", path, e ? e : "dlopen failed");
       free(path);
-      reply(w, KG_WORKER_ERROR, w->err, 0, NULL, 0);
+      /* the caller loaded this very file: failing here is the environment's doing (the folder removed, memory) */
+      reply(w, KG_WORKER_ENVFAULT, w->err, 0, NULL, 0);
       return;
     }
   }
@@ -352,7 +353,14 @@ static void do_verify(worker *w, kg_wire *in) {
       w->temps[t] = kg_xrealloc(NULL, sizeof(float) * (size_t)(w->prog.temp_elems[t] ? w->prog.temp_elems[t] : 1));
   }
   if (w->runner == KG_RUNNER_GPU && gpu_load(w, image, image_len) != 0) {
-    reply(w, KG_WORKER_FATAL, w->err, 0, NULL, 0);
+    /* a driver that cannot take what NVRTC made (too old for its PTX, no JIT, no binary for this GPU) fails
+     * every candidate alike */
+    static const char *const toolchain[] = {"CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "CUDA_ERROR_NO_BINARY_FOR_GPU",
+                                            "CUDA_ERROR_JIT_COMPILER_NOT_FOUND", "CUDA_ERROR_INVALID_PTX",
+                                            "CUDA_ERROR_INVALID_IMAGE", "CUDA_ERROR_SHARED_OBJECT_INIT_FAILED"};
+    int env = 0;
+    for (size_t i = 0; i < sizeof toolchain / sizeof *toolchain; i++) env |= strstr(w->err, toolchain[i]) != NULL;
+    reply(w, env ? KG_WORKER_FATAL_ENVFAULT : KG_WORKER_FATAL, w->err, 0, NULL, 0);
     return;
   }
   w->loaded = 1;

@@ -37,8 +37,10 @@ enum {
   KG_MSG_DONE,       /* answer to VERIFY / TIME */
 };
 
-/* Status in READY / DONE. FATAL: the worker reports and exits (a CUDA error leaves the context unusable). */
-enum { KG_WORKER_OK = 0, KG_WORKER_ERROR = 1, KG_WORKER_FATAL = 2 };
+/* Status in READY / DONE. FATAL: the worker reports and exits (a CUDA error leaves the context unusable). ENVFAULT:
+ * an error of the environment, not the candidate's (the built module cannot be loaded; the driver rejects what
+ * the toolchain made); FATAL_ENVFAULT: such an error after which the worker exits. */
+enum { KG_WORKER_OK = 0, KG_WORKER_ERROR = 1, KG_WORKER_FATAL = 2, KG_WORKER_ENVFAULT = 3, KG_WORKER_FATAL_ENVFAULT = 4 };
 
 /* Largest message either side accepts (timing replies hold up to 100000 doubles; cubins are a few MB). */
 #define KG_WIRE_MAX ((size_t)256 << 20)

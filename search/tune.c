@@ -233,6 +233,22 @@ static kg_schedule *default_schedule(const task *tk) {
   return s;
 }
 
+/* A result that is the environment's fault (runtime/measure.h) stops tuning: it says nothing about the candidate,
+ * and every other candidate would meet the same fault. Such results are never logged. The default schedule is
+ * the naive code kgen prints for any program, the first candidate of a new log: when it does not build or
+ * crashes, every candidate would fail alike, and the toolchain (or kgen) is to blame, not a candidate. Returns 0,
+ * or -1 with err. */
+static int env_stop(const task *tk, const kg_measure_result *res, int is_default, char *err, size_t errlen) {
+  int default_broken =
+      is_default && (res->status == KG_STATUS_COMPILE_ERROR || res->status == KG_STATUS_RUNTIME_ERROR);
+  if (!res->env_fault && !default_broken) return 0;
+  snprintf(err, errlen,
+           "%s: stopped by a fault of the environment, not of the candidates (nothing was logged against them; "
+           "fix it and run again)%s:\n%s",
+           tk->t->label, res->env_fault ? "" : ": the default schedule, kgen's naive code, fails", res->msg);
+  return -1;
+}
+
 /* Measures one schedule of tk (given: a trace applied to the default schedule; NULL: the default schedule itself)
  * unless the log holds it. A given trace that does not apply to tk is measured all the same: the harness records
  * why it failed. */
@@ -256,6 +272,12 @@ static int measure_one(task *tk, const kg_trace *given, kg_tlog_writer *w, int *
     kg_candidate c = {&s->trace, NULL};
     kg_measure_result res;
     kg_measure_batch(tk->m, &c, 1, &res);
+    if (env_stop(tk, &res, !given, err, errlen)) {
+      kg_measure_result_free(&res);
+      kg_schedule_free(s);
+      free(gtext);
+      return -1;
+    }
     rc = log_result(w, tk, &s->trace, &res, NULL, err, errlen);
     float f[KG_NFEATURES];
     double med = res.status == KG_STATUS_OK ? res.median_s : 0;
@@ -369,12 +391,16 @@ static int run_round(task *tk, task *tasks, int ntasks, kg_model *model, kg_tlog
     c[i].source = NULL;
   }
   kg_measure_batch(tk->m, c, n, res);
+  int env = -1; /* the first result that is the environment's fault: the others are logged, then tuning stops */
+  for (int i = 0; i < n && env < 0; i++)
+    if (res[i].env_fault) env = i;
   tk->best_before = tk->best_s;
   tk->last_trials = n;
   int rc = 0;
   float *score = kg_xrealloc(NULL, sizeof(float) * (size_t)n), *label = kg_xrealloc(NULL, sizeof(float) * (size_t)n);
   int nscored = 0;
   for (int i = 0; i < n && rc == 0; i++) {
+    if (res[i].env_fault) continue;
     double med = res[i].status == KG_STATUS_OK ? res[i].median_s : 0;
     rc = log_result(w, tk, &s[i]->trace, &res[i], &picks[i].pt, err, errlen);
     add_row(tk, picks[i].features, med);
@@ -387,11 +413,14 @@ static int run_round(task *tk, task *tasks, int ntasks, kg_model *model, kg_tlog
       label[nscored++] = med > 0 ? (float)(1.0 / med) : 0.0f;
     }
   }
-  tk->trials += n;
-  rep->trials += n;
+  int nenv = 0;
+  for (int i = 0; i < n; i++) nenv += res[i].env_fault != 0;
+  tk->trials += n - nenv;
+  rep->trials += n - nenv;
   rep->last_accuracy =
       trained && kg_model_kind_of(model) == KG_MODEL_XGB ? kg_model_pair_accuracy(score, label, nscored) : -1;
   if (rc == 0 && w) rc = kg_tlog_flush(w, err, errlen);
+  if (rc == 0 && env >= 0) rc = env_stop(tk, &res[env], 0, err, errlen);
   for (int i = 0; i < n; i++) {
     kg_measure_result_free(&res[i]);
     kg_schedule_free(s[i]);
