@@ -327,6 +327,30 @@ int cli_replay(int argc, char **argv) {
 /* ---- export ---- */
 
 /* DIR/NAME.h written whole, then renamed over the old one: a reader never sees half a header. */
+/* mkdir -p: dir and its missing parents (an existing non-folder is left for the caller's check). 0, or -1 with
+ * the reason in why. */
+static int make_dirs(const char *dir, char *why, size_t whylen) {
+  char *path = strdup(dir);
+  if (!path) {
+    snprintf(why, whylen, "out of memory");
+    return -1;
+  }
+  int rc = 0;
+  for (char *p = path + 1;; p++) {
+    if (*p != '/' && *p) continue;
+    char c = *p;
+    *p = 0;
+    if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+      snprintf(why, whylen, "%s: %s", path, strerror(errno));
+      rc = -1;
+    }
+    *p = c;
+    if (!c || rc) break;
+  }
+  free(path);
+  return rc;
+}
+
 static int write_header(const char *dir, const char *name, const char *text) {
   char path[4096], tmp[4200];
   snprintf(path, sizeof path, "%s/%s.h", dir, name);
@@ -427,8 +451,10 @@ int cli_export(int argc, char **argv) {
   char *resolved_files[MAX_FILES];
   for (int i = 0; i < fd.nfiles; i++) fd.files[i] = resolved_files[i] = cli_resolve_program(lib_path(&fd, fd.files[i]));
   struct stat st;
-  if (stat(out_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-    fprintf(stderr, "kgen export: '%s' is not a folder\n", out_dir);
+  char why[512] = "";
+  if (make_dirs(out_dir, why, sizeof why) != 0 || stat(out_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    if (why[0]) fprintf(stderr, "kgen export: cannot create the folder '%s': %s\n", out_dir, why);
+    else fprintf(stderr, "kgen export: '%s' is not a folder\n", out_dir);
     kg_tlog_free(&log);
     for (int i = 0; i < fd.nfiles; i++) free(resolved_files[i]);
     return 1;

@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "cli.h"
 #include "../base/clock.h"
@@ -31,6 +33,23 @@ typedef struct workload {
   kg_binding b[MAX_BINDINGS];
   int nb;
 } workload;
+
+/* A file written only when tuning ends (--best-out) is tried now: a path that cannot be written would otherwise
+ * cost the whole run. Leaves no file behind that was not there. 0, or -1 with errno. */
+static int check_writable(const char *path) {
+  struct stat st;
+  int existed = stat(path, &st) == 0;
+  if (existed && S_ISDIR(st.st_mode)) {
+    errno = EISDIR;
+    return -1;
+  }
+  /* O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of blocking here */
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0666);
+  if (fd < 0) return -1;
+  close(fd);
+  if (!existed) unlink(path);
+  return 0;
+}
 
 static void print_summary(const kg_tune_task *tasks, const kg_tune_report *rep, const char *target,
                           const char *log_path) {
@@ -231,6 +250,10 @@ int cli_tune(int argc, char **argv) {
 #undef NEED_VAL
   }
   if (nwl == 0) return tune_usage("%s", "missing workload (FILE.te or a library NAME)");
+  if (best_out && check_writable(best_out) != 0) {
+    fprintf(stderr, "kgen tune: cannot write --best-out '%s': %s\n", best_out, strerror(errno));
+    return 1;
+  }
   if (o.measure.emulate && !target_auto && o.measure.target != KG_TARGET_CUDA)
     return tune_usage("%s", "--emulate goes with --target cuda");
   char why[512];

@@ -9,7 +9,7 @@
  *                int NAME(int64_t SIZE..., const float *KG_RESTRICT in..., float *KG_RESTRICT out...)
  *              whose dynamic sizes (if any) are run-time values: extents, guards and strides are expressions of
  *              them, and the function first checks them against the range it serves (KG_C_ERR_SIZE, an
- *              exported header's KG_ERR_SIZE)
+ *              exported header's KG_ERR_SIZE), then its tensor pointers against NULL (KG_C_ERR_ARG)
  *   epilogue   the region's closing
  *
  * Nothing printed may change the meaning of the user's code around it: OpenMP pragmas sit under #ifdef _OPENMP
@@ -826,6 +826,15 @@ static const char epilogue[] =
     "#endif\n"
     "#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)\n"
     "#pragma GCC pop_options\n"
+    "#endif\n"
+    "/* clang reports a `simd` or unroll hint it could not apply (-Wpass-failed) after parsing, and without -g with\n"
+    " * no source location: such a report obeys the diagnostic state at the end of the translation unit, not the\n"
+    " * region above, so -Werror would make a missed optimization an error. It stays off for the rest of the unit\n"
+    " * (it only ever reports missed optimizations). */\n"
+    "#if defined(__clang__) && defined(__has_warning)\n"
+    "#if __has_warning(\"-Wpass-failed\")\n"
+    "#pragma clang diagnostic ignored \"-Wpass-failed\"\n"
+    "#endif\n"
     "#endif\n";
 
 const char *kg_codegen_c_prelude(void) { return prelude; }
@@ -898,6 +907,13 @@ int kg_codegen_c_function(const kg_lowered *f, const char *fn_name, char **out, 
     }
     kg_strbuf_printf(b, ") return %d; /* a size outside the range this code serves (KG_ERR_SIZE) */\n",
                      KG_C_ERR_SIZE);
+  }
+  if (f->nparams) {
+    /* a NULL tensor is the caller's error, answered before any workspace is taken (an exported header's callers
+     * are programs kgen never sees) */
+    kg_strbuf_puts(b, "  if (");
+    for (int i = 0; i < f->nparams; i++) kg_strbuf_printf(b, "%s!%s", i ? " || " : "", f->params[i]->name);
+    kg_strbuf_printf(b, ") return %d; /* a NULL tensor pointer (KG_ERR_ARG) */\n", KG_C_ERR_ARG);
   }
   kg_strbuf_puts(b, "  int kg_status = 0; /* -2 once a local region could not be allocated */\n");
   for (int i = 0; i < f->nparams; i++) kg_strbuf_printf(b, "  (void)%s;\n", f->params[i]->name);

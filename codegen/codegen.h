@@ -15,6 +15,8 @@ const char *kg_codegen_c_epilogue(void);
 /* What a printed C function returns when a dynamic size lies outside its range (an exported header's
  * KG_ERR_SIZE). */
 #define KG_C_ERR_SIZE (-5)
+/* What it returns when a tensor pointer is NULL (an exported header's KG_ERR_ARG). */
+#define KG_C_ERR_ARG (-6)
 /* One function (heap text in *out):
  *   int <fn_name>(int64_t M, ..., const float *KG_RESTRICT in0, ..., float *KG_RESTRICT out0, ...)
  * (f's dynamic sizes first, named and ordered as f->size_vars, when it has any; then inputs, then outputs, in the
@@ -23,7 +25,8 @@ const char *kg_codegen_c_epilogue(void);
  * given back atomically, so concurrent calls are safe); one whose size follows dynamic sizes keeps the largest
  * block a call needed and is reallocated when a call needs more. Large local regions are heap-allocated, small
  * ones live on the stack. The printed function first checks every dynamic size against [f->size_lo[i],
- * f->size_hi[i]] and returns KG_C_ERR_SIZE when one is outside, before touching any buffer; otherwise it
+ * f->size_hi[i]] and returns KG_C_ERR_SIZE when one is outside, then returns KG_C_ERR_ARG when a tensor pointer
+ * is NULL, both before touching any buffer or allocating anything; otherwise it
  * returns 0, or -2 (an exported header's KG_ERR_OUT_OF_MEMORY) when a temporary or a local region could not be
  * allocated (outputs are then partly or wholly unwritten). kg_codegen_c_function returns 0, or -1 with the reason
  * in err (e.g. a loop bound to a GPU index, fn_name not an identifier). */

@@ -182,7 +182,8 @@ void kg_header_put_top(kg_strbuf *b, const kg_header_spec *s, const char *lead) 
   for (int i = 0; i < s->nparams; i++)
     kg_strbuf_printf(b, "%s %s%s", i ? "," : "", s->param_names[i], s->param_dims[i]);
   kg_strbuf_puts(b, " (inputs, then outputs).\n"
-                    " * Each function returns 0 (KG_OK) or an error code that kg_strerror() names.\n */\n");
+                    " * Each function returns 0 (KG_OK) or an error code that kg_strerror() names; a NULL array pointer is\n"
+                    " * KG_ERR_ARG, answered before anything is touched.\n */\n");
 
   kg_strbuf_puts(b, "#ifndef ");
   put_guard(b, s);
@@ -199,6 +200,7 @@ void kg_header_put_top(kg_strbuf *b, const kg_header_spec *s, const char *lead) 
                  "#define KG_ERR_NO_DRIVER (-3)     /* the CUDA driver (libcuda) cannot be loaded or has no device */\n"
                  "#define KG_ERR_NO_IMAGE (-4)      /* no cubin for the device's arch and no PTX it can compile */\n"
                  "#define KG_ERR_SIZE (-5)          /* a size outside the range the kernel was compiled for */\n"
+                 "#define KG_ERR_ARG (-6)           /* a NULL pointer argument */\n"
                  "static inline const char *kg_strerror(int code) {\n"
                  "  switch (code) {\n"
                  "    case KG_OK: return \"ok\";\n"
@@ -207,6 +209,7 @@ void kg_header_put_top(kg_strbuf *b, const kg_header_spec *s, const char *lead) 
                  "    case KG_ERR_NO_DRIVER: return \"the CUDA driver cannot be loaded or has no device\";\n"
                  "    case KG_ERR_NO_IMAGE: return \"no cubin for this GPU's arch and no PTX it can compile\";\n"
                  "    case KG_ERR_SIZE: return \"a size outside the range the kernel serves\";\n"
+                 "    case KG_ERR_ARG: return \"a NULL pointer argument\";\n"
                  "    default: return code > 0 ? \"CUDA driver error (a CUresult)\" : \"unknown error\";\n"
                  "  }\n"
                  "}\n");
@@ -237,13 +240,14 @@ void kg_header_put_top(kg_strbuf *b, const kg_header_spec *s, const char *lead) 
   kg_strbuf_puts(b, ");\n");
   if (any_dynamic(s))
     kg_strbuf_printf(b, "/* The values kernel i serves (0 <= i < %d), per size parameter: fills lo[0..%d) and hi[0..%d) and\n"
-                        " * returns 0; -1 when there is no kernel i. (_sizes gives the values each was tuned at.) */\n"
+                        " * returns 0; -1 when there is no kernel i, KG_ERR_ARG when lo or hi is NULL. (_sizes gives the\n"
+                        " * values each was tuned at.) */\n"
                         "int %s%s_ranges(int i, int64_t *lo, int64_t *hi);\n",
                      s->nbindings, s->nsizes, s->nsizes, pre, s->name);
   kg_strbuf_printf(b, "/* The size binding of kernel i (0 <= i < %d), in the size parameters' order: fills sizes[0..%d) and\n"
-                     " * returns 0; -1 when there is no kernel i. */\n"
+                     " * returns 0; -1 when there is no kernel i%s. */\n"
                      "int %s%s_sizes(int i, int64_t *sizes);\n",
-                   s->nbindings, s->nsizes, pre, s->name);
+                   s->nbindings, s->nsizes, s->nsizes ? ", KG_ERR_ARG when sizes is NULL" : "", pre, s->name);
   if (cuda) {
     kg_strbuf_printf(b, "/* Loads every kernel of the header for the current context's device (the first call of a kernel\n"
                         " * does it too); 0 or an error code. Unload frees the modules. */\n"
@@ -294,6 +298,7 @@ void kg_header_put_dispatch(kg_strbuf *b, const kg_header_spec *s, const char *l
     }
     kg_strbuf_puts(b, "};\n");
   }
+  if (s->nsizes) kg_strbuf_puts(b, "  if (!sizes) return KG_ERR_ARG;\n");
   kg_strbuf_printf(b, "  if (i < 0 || i >= %d) return -1;\n", s->nbindings);
   if (s->nsizes)
     kg_strbuf_printf(b, "  for (int k = 0; k < %d; k++) sizes[k] = table[i][k];\n", s->nsizes);
@@ -315,6 +320,7 @@ void kg_header_put_dispatch(kg_strbuf *b, const kg_header_spec *s, const char *l
       kg_strbuf_puts(b, "}}");
     }
     kg_strbuf_puts(b, "};\n");
+    kg_strbuf_puts(b, "  if (!lo || !hi) return KG_ERR_ARG;\n");
     kg_strbuf_printf(b, "  if (i < 0 || i >= %d) return -1;\n", s->nbindings);
     kg_strbuf_printf(b, "  for (int k = 0; k < %d; k++) lo[k] = table[i][0][k], hi[k] = table[i][1][k];\n", s->nsizes);
     kg_strbuf_puts(b, "  return 0;\n}\n\n");

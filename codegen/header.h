@@ -22,7 +22,9 @@
  * Size arguments follow the program's size variables in order of first appearance in the signature; pointer
  * arguments follow the def's signature: inputs in order, then outputs in order, dense, C order, f32 (on CUDA,
  * device pointers). Every function returns 0 (KG_OK) or an error code: KG_ERR_NO_KERNEL (no kernel was tuned
- * for these sizes), KG_ERR_OUT_OF_MEMORY, KG_ERR_NO_DRIVER (libcuda cannot be loaded), KG_ERR_NO_IMAGE (no cubin
+ * for these sizes), KG_ERR_SIZE (a dynamic size outside the kernel's range), KG_ERR_ARG (a NULL tensor or
+ * out-pointer, checked before anything is touched; the CUDA stream may be NULL, the default stream),
+ * KG_ERR_OUT_OF_MEMORY, KG_ERR_NO_DRIVER (libcuda cannot be loaded), KG_ERR_NO_IMAGE (no cubin
  * for the device and no PTX it can JIT), or a positive CUresult; kg_strerror(code) names it. */
 #ifndef KG_HEADER_H
 #define KG_HEADER_H

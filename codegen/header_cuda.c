@@ -494,26 +494,6 @@ static int check_spec(const kg_header_spec *s, char *err, size_t errlen) {
   return 0;
 }
 
-/* The string s as a C literal, one literal per line (the compiler concatenates them). */
-static void put_string_lines(kg_strbuf *b, const char *s) {
-  if (!*s) kg_strbuf_puts(b, "\"\"");
-  while (*s) {
-    kg_strbuf_puts(b, "\n    \"");
-    for (; *s && *s != '\n'; s++) {
-      unsigned char c = (unsigned char)*s;
-      if (c == '\\' || c == '"' || c == '?') kg_strbuf_printf(b, "\\%c", c);
-      else if (c == '\t') kg_strbuf_puts(b, "\\t");
-      else if (c < 32 || c >= 127) kg_strbuf_printf(b, "\\%03o", c);
-      else kg_strbuf_putc(b, (char)c);
-    }
-    if (*s == '\n') {
-      kg_strbuf_puts(b, "\\n");
-      s++;
-    }
-    kg_strbuf_putc(b, '"');
-  }
-}
-
 /* Bytes as decimal initializers, 24 a line (cubins run to megabytes: no printf per byte). */
 static void put_bytes(kg_strbuf *b, const unsigned char *p, size_t n) {
   char line[24 * 4 + 8];
@@ -558,7 +538,7 @@ static void put_variant_source(kg_strbuf *b, const char *fn, int v, const kg_cud
   kg_strbuf_puts(b, "};\n");
 }
 
-/* The images of a variant for the driver: each cubin as bytes, the PTX as text. */
+/* The images of a variant for the driver: each cubin as bytes, the PTX as the bytes of its text. */
 static void put_variant_images(kg_strbuf *b, const char *fn, int v, const kg_header_variant *va) {
   for (int c = 0; c < va->ncubins; c++) {
     kg_strbuf_printf(b, "KG_CUDA_ALIGN16 static const unsigned char %s_v%d_cubin_%s[] = {", fn, v, va->cubins[c].arch);
@@ -569,9 +549,12 @@ static void put_variant_images(kg_strbuf *b, const char *fn, int v, const kg_hea
   for (int c = 0; c < va->ncubins; c++) kg_strbuf_printf(b, "%s%s_v%d_cubin_%s", c ? ", " : "", fn, v, va->cubins[c].arch);
   kg_strbuf_puts(b, va->ncubins ? "};\n" : "NULL};\n");
   if (va->ptx) {
-    kg_strbuf_printf(b, "static const char %s_v%d_ptx[] =", fn, v);
-    put_string_lines(b, va->ptx);
-    kg_strbuf_puts(b, ";\n");
+    /* bytes, not a string literal: PTX runs past the 4095 characters that ISO C guarantees for a literal, which
+     * -pedantic reports (-Woverlength-strings) however the literal is split, since adjacent ones make one */
+    kg_strbuf_printf(b, "/* the PTX text for %s, NUL-terminated */\nstatic const unsigned char %s_v%d_ptx[] = {",
+                     va->ptx_arch ? va->ptx_arch : "?", fn, v);
+    put_bytes(b, (const unsigned char *)va->ptx, strlen(va->ptx) + 1);
+    kg_strbuf_puts(b, "\n};\n");
   }
 }
 
@@ -663,7 +646,7 @@ static void put_binding_data(kg_strbuf *b, const kg_header_spec *s, int i) {
     else snprintf(tail, sizeof tail, "0, NULL");
     kg_strbuf_printf(b, "#ifdef KG_EMULATE\n     NULL, NULL, %s_v%d_emu, %s},\n#else\n", fn, v, tail);
     if (va->ptx)
-      kg_strbuf_printf(b, "     %s_v%d_cubin, %s_v%d_ptx, NULL, %s},\n#endif\n", fn, v, fn, v, tail);
+      kg_strbuf_printf(b, "     %s_v%d_cubin, (const char *)%s_v%d_ptx, NULL, %s},\n#endif\n", fn, v, fn, v, tail);
     else
       kg_strbuf_printf(b, "     %s_v%d_cubin, NULL, NULL, %s},\n#endif\n", fn, v, tail);
   }
@@ -676,7 +659,7 @@ static void put_binding_data(kg_strbuf *b, const kg_header_spec *s, int i) {
 
 /* A binding's public functions: the kernel's and its _variant. With dynamic sizes the kernel's function takes them
  * first (the spec's order), refuses one outside the binding's range with KG_ERR_SIZE before anything else, and
- * passes them to the kernels in their program's order. */
+ * passes them to the kernels in their program's order. A NULL tensor pointer is KG_ERR_ARG, before any launch. */
 static void put_binding_functions(kg_strbuf *b, const kg_header_spec *s, int i) {
   const kg_header_binding *bd = &s->bindings[i];
   const kg_cuda_program *p0 = bd->variants[0].prog;
@@ -693,6 +676,9 @@ static void put_binding_functions(kg_strbuf *b, const kg_header_spec *s, int i) 
     kg_strbuf_printf(b, "  if (%s < %lldLL || %s > %lldLL) return KG_ERR_SIZE;\n", s->size_names[k], (long long)lo,
                      s->size_names[k], (long long)hi);
   }
+  /* device pointers: 0 is never a valid allocation (the stream may be NULL: the legacy default stream) */
+  for (int k = 0; k < s->nparams; k++)
+    kg_strbuf_printf(b, "%s!%s%s", k ? " || " : "  if (", s->param_names[k], k == s->nparams - 1 ? ") return KG_ERR_ARG;\n" : "");
   if (ns > 0) {
     kg_strbuf_printf(b, "  const long long kg_sizes[%d] = {", ns);
     for (int k = 0; k < ns; k++) kg_strbuf_printf(b, "%s(long long)%s", k ? ", " : "", p0->size_names[k]);

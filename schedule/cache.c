@@ -222,6 +222,9 @@ int kg_sched_cache_read(kg_schedule *s, const kg_step *step, char *err, size_t e
   if (nr < 1) FAIL("cache_read: stage %s: no reader given", t->name);
   if (!numel_fits(t->ndim, t->shape))
     FAIL("cache_read: stage %s: tensor %s: the copy would have more than 2^40 elements", readers[0]->name, t->name);
+  if (strlen(t->name) + 12 > KG_MAX_LOOP_NAME)
+    FAIL("cache_read: tensor %.40s...: the cache stage's name would be too long (max %d characters)", t->name,
+         KG_MAX_LOOP_NAME);
 
   kg_tensor *ct = new_tensor(s, fresh_name(s, t->name, kg_scope_names[scope]), t->ndim, t->shape, t->dyn);
   kg_sstage *cs = new_stage(s, KG_ORIGIN_CACHE_READ, ct, scope);
@@ -252,6 +255,9 @@ int kg_sched_cache_write(kg_schedule *s, kg_sstage *st, const kg_step *step, cha
     FAIL("cache_write: stage %s: stage %s is computed at its loop %s", st->name, x->name, x->attach_iter->name);
   if (!numel_fits(st->out->ndim, st->out->shape))
     FAIL("cache_write: stage %s: the cache would have more than 2^40 elements", st->name);
+  if (strlen(st->name) + 12 > KG_MAX_LOOP_NAME)
+    FAIL("cache_write: stage %.40s...: the cache stage's name would be too long (max %d characters)", st->name,
+         KG_MAX_LOOP_NAME);
 
   kg_tensor *ct = new_tensor(s, fresh_name(s, st->name, kg_scope_names[scope]), st->out->ndim, st->out->shape, st->out->dyn);
   kg_sstage *cs = new_stage(s, KG_ORIGIN_CACHE_WRITE, ct, scope);
@@ -307,6 +313,9 @@ int kg_sched_rfactor(kg_schedule *s, kg_sstage *st, const kg_step *step, char *e
     FAIL("rfactor: stage %s: loop %s ranges over the dynamic size %s", st->name, lname,
          s->prog->sizes[k->dyn - 1].name);
   int64_t extent = k->extent;
+  if (strlen(k->name) + 2 > KG_MAX_LOOP_NAME || strlen(st->name) + 6 > KG_MAX_LOOP_NAME)
+    FAIL("rfactor: stage %.40s...: loop %.40s...: the new names would be too long (max %d characters)", st->name,
+         lname, KG_MAX_LOOP_NAME);
   char *iname = kg_arena_printf(&s->arena, "%s.i", k->name), *oname = kg_arena_printf(&s->arena, "%s.o", k->name);
   for (int a = 0; a < st->nax + st->nrax; a++) {
     const char *n = kg_sstage_axis(st, a)->name;

@@ -40,7 +40,10 @@ static int check_split(const kg_sstage *st, const char *prim, const kg_iter *it,
    * would make the split's arithmetic overflow */
   if (f > INT32_MAX)
     FAIL("%s: stage %s: loop %s: factor %lld is larger than %d", prim, st->name, it->name, (long long)f, INT32_MAX);
-  char name[512];
+  if (strlen(it->name) + 2 > KG_MAX_LOOP_NAME)
+    FAIL("%s: stage %s: loop %.40s...: the new loops' names would be too long (max %d characters)", prim, st->name,
+         it->name, KG_MAX_LOOP_NAME);
+  char name[KG_MAX_LOOP_NAME + 1];
   for (int k = 0; k < 2; k++) {
     snprintf(name, sizeof name, "%s.%c", it->name, k ? 'i' : 'o');
     if (kg_sstage_find_iter(st, name))
@@ -142,6 +145,9 @@ static int prim_fuse(kg_schedule *s, kg_sstage *st, const kg_step *step, char *e
   if (x) FAIL("fuse: stage %s: loop %s: stage %s is computed at it", st->name, a->name, x->name);
   if (a->extent > INT64_MAX / (b->extent ? b->extent : 1))
     FAIL("fuse: stage %s: loop %s: fused extent overflows", st->name, a->name);
+  if (strlen(a->name) + 1 + strlen(b->name) > KG_MAX_LOOP_NAME)
+    FAIL("fuse: stage %s: loops %.40s... and %.40s...: the fused loop's name would be too long (max %d characters)",
+         st->name, a->name, b->name, KG_MAX_LOOP_NAME);
   char *name = kg_arena_printf(&s->arena, "%s*%s", a->name, b->name);
   if (kg_sstage_find_iter(st, name))
     FAIL("fuse: stage %s: loop %s: a loop named %s already exists", st->name, a->name, name);

@@ -131,6 +131,11 @@ extern const kg_step_form kg_step_forms[KG_STEP_COUNT];
 extern const char *const kg_step_names[KG_STEP_COUNT];
 
 #define KG_STEP_MAX_NAMES 16
+/* The longest loop or stage name a trace may hold or a primitive may create (split appends ".o"/".i", fuse
+ * joins two names with "*", caching appends ".local"...): a trace naming a longer one is refused where it is
+ * parsed, and a step that would create one is illegal, so every name fits the buffers that messages, sketches
+ * and code generation build from it. */
+#define KG_MAX_LOOP_NAME 256
 typedef struct kg_step {
   kg_step_kind kind;
   const char *stage;

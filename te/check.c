@@ -509,8 +509,20 @@ static void bind_sizes(checker *c) {
       sv->bound = 1;
     }
     if (!sv->bound) fail(c, sv->pos, "size variable '%s' is not bound (pass -D %s=VALUE)", sv->name, sv->name);
-    if (sv->value < 0 || sv->value > KG_MAX_DIM_EXTENT)
-      fail(c, no_pos(), "-D %s=%lld: a size must be in 0..2147483647", sv->name, (long long)sv->value);
+    /* One message for every value out of range, at the signature: a size that is a whole dimension of a
+     * parameter is at least 1 (so 0 and -1 read alike, not as a bad dimension and a bad binding); one used only
+     * inside size expressions (a padding P in H + 2 * P) may be 0. */
+    kg_pos at = sv->pos;
+    int64_t lo = 0;
+    for (int t = p->ninputs + p->noutputs - 1; t >= 0; t--)
+      for (int d = p->tensors[t]->ndim - 1; d >= 0; d--) {
+        const kg_expr *e = p->tensors[t]->shape_expr[d];
+        if (e && e->kind == KG_EXPR_SIZE && e->var.size == i) lo = 1, at = e->pos;
+      }
+    if (sv->value < lo || sv->value > KG_MAX_DIM_EXTENT)
+      fail(c, at, "-D %s=%lld: size %s must be %s %lld (got %lld)", sv->name, (long long)sv->value, sv->name,
+           sv->value < lo ? "at least" : "at most", (long long)(sv->value < lo ? lo : KG_MAX_DIM_EXTENT),
+           (long long)sv->value);
   }
   for (int b = 0; b < c->nbind; b++)
     if (!c->bind[b].name || size_index(c, c->bind[b].name) < 0)

@@ -20,7 +20,10 @@ int kg_program_ndynamic(const kg_program *p) {
   return n;
 }
 
-static kg_pos file_pos(const kg_program *p) {
+/* Where an error about --dynamic points: the signature, where the sizes are declared (the def's line), not the
+ * file's first line, which may be a comment. */
+static kg_pos sig_pos(const kg_program *p) {
+  if (p->def && p->def->pos.line > 0) return p->def->pos;
   kg_pos pos = {&p->src, 1, 1, 0};
   return pos;
 }
@@ -81,7 +84,7 @@ int kg_program_set_dynamic(kg_program *p, const kg_dynamic_size *dyn, int ndyn, 
   int64_t *hi = calloc((size_t)p->nsizes + 1, sizeof *hi);
   int rc = -1;
   if (!idx || !hi) {
-    kg_diag_error(diag, diag_arena, file_pos(p), "--dynamic: out of memory");
+    kg_diag_error(diag, diag_arena, sig_pos(p), "--dynamic: out of memory");
     goto out;
   }
   for (int j = 0; j < ndyn; j++) {
@@ -89,18 +92,18 @@ int kg_program_set_dynamic(kg_program *p, const kg_dynamic_size *dyn, int ndyn, 
     for (int i = 0; i < p->nsizes; i++)
       if (!strcmp(p->sizes[i].name, dyn[j].name)) idx[j] = i;
     if (idx[j] < 0) {
-      kg_diag_error(diag, diag_arena, file_pos(p), "--dynamic %s: '%s' is not a size variable of %s", dyn[j].name,
+      kg_diag_error(diag, diag_arena, sig_pos(p), "--dynamic %s: '%s' is not a size variable of %s", dyn[j].name,
                     dyn[j].name, p->def->name);
       goto out;
     }
     for (int i = 0; i < j; i++)
       if (idx[i] == idx[j]) {
-        kg_diag_error(diag, diag_arena, file_pos(p), "--dynamic %s is given twice", dyn[j].name);
+        kg_diag_error(diag, diag_arena, p->sizes[idx[j]].pos, "--dynamic %s is given twice", dyn[j].name);
         goto out;
       }
     if (dyn[j].lo || dyn[j].hi) {
       if (dyn[j].lo < 1 || dyn[j].hi < dyn[j].lo) {
-        kg_diag_error(diag, diag_arena, file_pos(p), "--dynamic %s=%lld..%lld: the range must be 1 <= LO <= HI",
+        kg_diag_error(diag, diag_arena, p->sizes[idx[j]].pos, "--dynamic %s=%lld..%lld: the range must be 1 <= LO <= HI",
                       dyn[j].name, (long long)dyn[j].lo, (long long)dyn[j].hi);
         goto out;
       }
@@ -116,7 +119,7 @@ int kg_program_set_dynamic(kg_program *p, const kg_dynamic_size *dyn, int ndyn, 
     kg_program *q1 = reload(p, k, v1, &local, diag_arena), *q2 = q1 ? reload(p, k, v2, &local, diag_arena) : NULL;
     if (!q1 || !q2) {
       kg_program_free(q1);
-      kg_diag_error(diag, diag_arena, file_pos(p),
+      kg_diag_error(diag, diag_arena, p->sizes[k].pos,
                     "--dynamic %s: the program does not check at %s=%lld (%s), so %s cannot vary freely",
                     dyn[j].name, dyn[j].name, (long long)(q1 ? v2 : v1), local.msg ? local.msg : "error",
                     dyn[j].name);
@@ -173,7 +176,7 @@ int kg_program_set_dynamic(kg_program *p, const kg_dynamic_size *dyn, int ndyn, 
   for (int i = 0; i < p->nsizes; i++) hi[i] = p->sizes[i].value;
   for (int j = 0; j < ndyn; j++) hi[idx[j]] = dyn[j].hi ? dyn[j].hi : p->sizes[idx[j]].value;
   if (!fits(p, hi)) {
-    kg_diag_error(diag, diag_arena, file_pos(p),
+    kg_diag_error(diag, diag_arena, sig_pos(p),
                   "--dynamic: with every dynamic size at its largest value a tensor has more than 2^31-1 elements");
     goto out;
   }
@@ -208,7 +211,7 @@ int kg_program_set_dynamic(kg_program *p, const kg_dynamic_size *dyn, int ndyn, 
     kg_size_var *sv = &p->sizes[idx[j]];
     int64_t lo = dyn[j].lo ? dyn[j].lo : 1;
     if (sv->value < lo || sv->value > hi[idx[j]]) {
-      kg_diag_error(diag, diag_arena, file_pos(p), "--dynamic %s=%lld..%lld: the bound value %s=%lld is outside the range",
+      kg_diag_error(diag, diag_arena, sv->pos, "--dynamic %s=%lld..%lld: the bound value %s=%lld is outside the range",
                     sv->name, (long long)lo, (long long)hi[idx[j]], sv->name, (long long)sv->value);
       goto out;
     }

@@ -146,6 +146,10 @@ int kg_lex_next(kg_lexer *lx, kg_token *t) {
     t->kind = KG_TK_IDENT;
     t->s = lx->src->text + start;
     t->len = lx->off - start;
+    if (t->len > KG_MAX_NAME) {
+      kg_diag_error(lx->diag, lx->arena, t->pos, "name '%.20s...' too long (max %d characters)", t->s, KG_MAX_NAME);
+      return -1;
+    }
     return 0;
   }
   if (is_digit(c)) {

@@ -7,6 +7,11 @@
 #include "../base/arena.h"
 #include "../base/diag.h"
 
+/* The longest name (of a def, tensor, size or index variable) the language accepts: names reach generated C
+ * identifiers and schedule loop names (which grow with every split, see KG_MAX_LOOP_NAME), so they are bounded
+ * where the user writes them. */
+#define KG_MAX_NAME 64
+
 typedef enum {
   KG_TK_EOF,
   KG_TK_IDENT, /* [A-Za-z_][A-Za-z0-9_]* */

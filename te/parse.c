@@ -298,6 +298,15 @@ static kg_expr *parse_reduce(parser *p, kg_reducer red) {
   return e;
 }
 
+/* The language's function (reducers 0) or reducer names, comma-separated, for messages. */
+static const char *names_list(parser *p, int reducers) {
+  const char *out = "";
+  int n = reducers ? KG_RED_COUNT : KG_FN_COUNT;
+  for (int i = reducers ? KG_RED_NONE + 1 : 0; i < n; i++)
+    out = kg_arena_printf(p->a, "%s%s%s", out, *out ? ", " : "", reducers ? kg_reducer_names[i] : kg_func_names[i]);
+  return out;
+}
+
 /* primary = NUMBER | "(" expr ")" | FUNC "(" args ")" | REDUCER "[" rvars "]" "(" expr ")"
  *         | NAME "[" [ args ] "]" | NAME
  * max and min are functions before "(" and reducers before "[". */
@@ -338,6 +347,8 @@ static kg_expr *parse_primary(parser *p) {
     if (red >= 0) fail(p, t.pos, "the reducer %s needs its variables: %s[k](...)", tok_desc(p, &t), kg_reducer_names[red]);
     if (fn >= 0) fail(p, t.pos, "the function %s needs its arguments: %s(...)", tok_desc(p, &t), kg_func_names[fn]);
     if (tok_reserved(&t)) fail(p, t.pos, "unexpected %s", tok_desc(p, &t));
+    /* a call of a name the language lacks (max2(x, y)) is named as such, not as a stray '(' further on */
+    if (kg_tok_is(nx, "(")) fail(p, t.pos, "unknown function %s (functions: %s)", tok_desc(p, &t), names_list(p, 0));
     const char *name = kg_arena_strndup(p->a, t.s, t.len);
     advance(p);
     if (accept(p, "[")) {
@@ -346,6 +357,9 @@ static kg_expr *parse_primary(parser *p) {
       int d;
       e->read.idx = parse_list(p, "]", &e->read.n, &d);
       expect(p, "]", "to close the index list");
+      /* likewise a reduction by a reducer the language lacks (mean[j](...)) */
+      if (is(p, "("))
+        fail(p, t.pos, "unknown reducer %s (reducers: %s)", tok_desc(p, &t), names_list(p, 1));
       set_depth(p, d + 1, t.pos);
       return e;
     }

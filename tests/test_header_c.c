@@ -479,13 +479,20 @@ static char *driver_main(const hbuilt *h) {
     }
   }
   /* Out of memory: the temporaries are 4 TiB, beyond any address-space limit and overcommit policy; the kernels
-   * must return before touching their (NULL) arguments. */
+   * must return before touching their (one-float) arguments. */
   kg_strbuf_puts(&s, "  struct rlimit rl;\n"
                      "  if (getrlimit(RLIMIT_AS, &rl) != 0) { perror(\"getrlimit\"); return 2; }\n"
                      "  if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > ((rlim_t)1 << 38)) rl.rlim_cur = (rlim_t)1 << 38;\n"
                      "  if (setrlimit(RLIMIT_AS, &rl) != 0) { perror(\"setrlimit\"); return 2; }\n");
+  /* (NULL pointers would be refused first, with KG_ERR_ARG) */
+  kg_strbuf_puts(&s, "  static float kg_one[64]; /* one float per argument: distinct (restrict) */\n");
   for (int i = 0; i < NCASES; i++)
-    if (h[i].ok && cases[i].oom) put_null_call(&s, h[i].fn[0], &h[i], 0, NULL, "KG_ERR_OUT_OF_MEMORY");
+    if (h[i].ok && cases[i].oom) {
+      kg_strbuf_printf(&s, "  expect(%s(", h[i].fn[0]);
+      for (int k = 0; k < h[i].spec.nparams; k++) kg_strbuf_printf(&s, "%skg_one + %d", k ? ", " : "", k);
+      kg_strbuf_printf(&s, "), KG_ERR_OUT_OF_MEMORY, \"%s\");\n", h[i].fn[0]);
+      put_null_call(&s, h[i].fn[0], &h[i], 0, NULL, "KG_ERR_ARG");
+    }
   kg_strbuf_puts(&s, "  printf(\"driver: %d calls, %d failed\\n\", calls, fails);\n  return fails != 0;\n}\n");
   return kg_strbuf_take(&s);
 }

@@ -260,7 +260,7 @@ static int print_header(header *h, const char *file) {
     binding *bd = &h->b[i];
     for (int v = 0; v < bd->nvars; v++) {
       char want[400];
-      snprintf(want, sizeof want, "static const char %s_v%d_ptx[] =", bd->fn, v);
+      snprintf(want, sizeof want, "static const unsigned char %s_v%d_ptx[] = {", bd->fn, v);
       CHECK_STR_CONTAINS(h->text, want);
       snprintf(want, sizeof want, "KG_CUDA_ALIGN16 static const unsigned char %s_v%d_cubin_%s[]", bd->fn, v,
                bd->vars[v].cubins[0].arch);
@@ -606,7 +606,8 @@ static void check_real(const header *hs, const job *run, int nolib, int driver_p
   for (int i = 0; i < NHEADERS; i++) {
     const header *h = &hs[i];
     for (int j = 0; j < h->nb; j++) {
-      CHECKF(find_value(out, "call", h->b[j].fn, 0) == -3, "%s: %s: not KG_ERR_NO_DRIVER:\n%s", what, h->b[j].fn, out);
+      /* NULL pointers: refused before the driver is looked for */
+      CHECKF(find_value(out, "call", h->b[j].fn, 0) == -6, "%s: %s: not KG_ERR_ARG:\n%s", what, h->b[j].fn, out);
       CHECKF(find_value(out, "variant", h->b[j].fn, 0) == -1, "%s: %s_variant:\n%s", what, h->b[j].fn, out);
     }
     CHECKF(find_value(out, "load", h->name, 0) == -3, "%s: kg_%s_load:\n%s", what, h->name, out);
