@@ -198,6 +198,31 @@ static void test_implausible(const kg_program *p, const kg_tlog_workload *wl) {
   kg_trace_free(&real.trace);
 }
 
+/* Skipped stretches are noted at their offsets, the first KG_TLOG_MAX_NOTES of them; the rest are counted. */
+static void test_notes(const kg_tlog_workload *wl) {
+  rec a;
+  rec_init(&a, wl, "split C i 4\n", 2e-3);
+  buf b = {0};
+  size_t at[KG_TLOG_MAX_NOTES + 4];
+  for (int i = 0; i < KG_TLOG_MAX_NOTES + 4; i++) {
+    at[i] = b.len;
+    buf_put(&b, "\xc1\xc1\xc1", 3);
+    put_rec(&b, &a.r, i == KG_TLOG_MAX_NOTES + 1 ? KG_TLOG_VERSION + 1 : 0);
+  }
+  buf_put(&b, "\xc1", 1); /* after a newer record: a part of its own, never added to a note it does not own */
+  kg_tlog log;
+  kg_tlog_init(&log);
+  kg_tlog_decode(&log, b.s, b.len);
+  CHECK(log.n == KG_TLOG_MAX_NOTES + 3 && log.skipped_newer == 1);
+  CHECK(log.skipped_parts == KG_TLOG_MAX_NOTES + 6 && log.nnotes == KG_TLOG_MAX_NOTES);
+  int ok = 1;
+  for (int i = 0; i < log.nnotes; i++) ok &= log.notes[i].offset == at[i] && log.notes[i].len == 3 && !log.notes[i].v;
+  CHECK(ok);
+  kg_tlog_free(&log);
+  free(b.s);
+  kg_trace_free(&a.trace);
+}
+
 static void append_bytes(const char *path, const void *p, size_t n) {
   int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
   CHECK(fd >= 0 && write(fd, p, n) == (ssize_t)n);
@@ -299,6 +324,7 @@ int main(void) {
     test_newer_version(&wl);
     test_trace_no_longer_applies(p, &wl);
     test_implausible(p, &wl);
+    test_notes(&wl);
     test_read_more(&wl);
     test_read_more_concurrent(&wl);
     kg_program_free(p);

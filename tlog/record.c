@@ -634,11 +634,11 @@ void kg_tlog_free(kg_tlog *log) {
  * only where one of ours can start; a failed try moves on by one byte, never by the failed object's length, since
  * a torn record's announced length runs into the record after it. Without a checksum, a torn record completed by
  * the bytes of the next one can look valid: swallows_next catches it. */
-/* Notes a skipped stretch at buf offset p (file offset log->offset + p): a new one, or more of the last one. */
+/* Notes a skipped stretch at buf offset p (file offset log->offset + p): a new part (already counted in
+ * skipped_parts), or more of the current one, which is the last note only while every part has one. */
 static void note_skip(kg_tlog *log, size_t p, size_t n, int v, int fresh) {
   if (!fresh) {
-    if (log->nnotes && log->notes[log->nnotes - 1].offset + log->notes[log->nnotes - 1].len == log->offset + p)
-      log->notes[log->nnotes - 1].len += n;
+    if (log->nnotes == log->skipped_parts) log->notes[log->nnotes - 1].len += n;
     return;
   }
   if (log->nnotes < KG_TLOG_MAX_NOTES) log->notes[log->nnotes++] = (kg_tlog_skip){log->offset + p, n, v};
