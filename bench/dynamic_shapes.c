@@ -518,7 +518,7 @@ static int buckets_from_log(bench *B, const kg_tlog *log) {
     if (!q) continue;
     kg_tlog_workload wl;
     kg_tlog_workload_of(q, &wl);
-    kg_tlog_want want = {&wl, B->kind, NULL, NULL};
+    kg_tlog_want want = {.wl = &wl, .kind = B->kind};
     kg_tlog_pick pick;
     kg_tlog_pick_best(log, &want, &pick);
     if (pick.kind != KG_TLOG_PICK_NONE) {

@@ -23,9 +23,13 @@ int cli_parse_dynamic(const char *s, char name[64], kg_dynamic_size *d, int64_t 
 kg_program *cli_load_program(const char *file, const char *def, const kg_binding *b, int nb,
                              const kg_dynamic_size *dyn, int ndyn);
 
-/* Reads a tuning log for command cmd; prints why and returns -1 (log freed) when it is missing or unreadable.
- * warn_skipped: also warn on stderr about corrupt parts the reader skipped (show reports them in its output). */
-int cli_read_log(const char *cmd, const char *path, kg_tlog *log, int warn_skipped);
+/* Reads a tuning log for command cmd; prints why and returns -1 (log freed) when it is missing or unreadable, or
+ * (need_records) holds no record this kgen can use: empty, all garbage, or only records of a newer format. Says on
+ * stderr what the reader skipped (cli_log_notes). */
+int cli_read_log(const char *cmd, const char *path, kg_tlog *log, int need_records);
+/* One warning line on stderr per stretch the reader skipped: "kgen CMD: warning: LOG: skipped N bytes at offset
+ * X (not a record)", or a record of a newer format version. */
+void cli_log_notes(const char *cmd, const char *path, const kg_tlog *log);
 
 /* cli/env.c: at start, install the build folders' signal cleanup and remove those of dead kgen processes. */
 void cli_env_start(void);

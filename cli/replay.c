@@ -168,6 +168,12 @@ static int replay_one(const kg_program *p, const kg_tlog *log, const char *log_p
   printf("%s", wl.name);
   for (int k = 0; k < wl.nsizes; k++) printf(" %s=%lld", wl.size_names[k], (long long)wl.size_values[k]);
   printf(" on %s %s (%s):\n", mo->target == KG_TARGET_CUDA ? "cuda" : "c", r.arch, r.device);
+  for (const char *l = r.pick.skipped; *l;) {
+    const char *nl = strchr(l, '\n');
+    int n = nl ? (int)(nl - l) : (int)strlen(l);
+    fprintf(stderr, "kgen replay: warning: %s: %.*s: passed over\n", log_path, n, l);
+    l += n + (nl != NULL);
+  }
   if (r.warning[0]) fprintf(stderr, "kgen replay: warning: %s\n", r.warning);
   if (r.rec) {
     printf("  record %d of %s, measured on %s (%s)%s%s\n", r.pick.index + 1, log_path, r.rec->target.device,

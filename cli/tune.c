@@ -313,6 +313,12 @@ int cli_tune(int argc, char **argv) {
     if (rep.log_skipped_parts)
       fprintf(stderr, "kgen: warning: the log had %d corrupt part%s (%zu bytes), skipped\n", rep.log_skipped_parts,
               rep.log_skipped_parts == 1 ? "" : "s", rep.log_skipped_bytes);
+    if (rep.log_skipped_newer)
+      fprintf(stderr, "kgen: warning: %s: %d record%s of a newer format version than this kgen's (%d), not used\n",
+              log_path, rep.log_skipped_newer, rep.log_skipped_newer == 1 ? "" : "s", KG_TLOG_VERSION);
+    if (rep.log_passed_over)
+      fprintf(stderr, "kgen: warning: %s: %d record%s not taken as best, e.g. %s\n", log_path, rep.log_passed_over,
+              rep.log_passed_over == 1 ? "" : "s", rep.log_passed_note);
     if (trc) {
       fprintf(stderr, "kgen: tune: %s\n", err);
       rc = 1;
@@ -358,7 +364,7 @@ int cli_show(int argc, char **argv) {
     return 2;
   }
   kg_tlog log;
-  if (cli_read_log("show", path, &log, 0) != 0) return 1;
+  if (cli_read_log("show", path, &log, 1) != 0) return 1;
   kg_strbuf b;
   kg_strbuf_init(&b);
   kg_tlog_show(&b, &log, best);

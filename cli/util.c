@@ -154,7 +154,7 @@ kg_program *cli_load_program(const char *file, const char *def, const kg_binding
   return p;
 }
 
-int cli_read_log(const char *cmd, const char *path, kg_tlog *log, int warn_skipped) {
+int cli_read_log(const char *cmd, const char *path, kg_tlog *log, int need_records) {
   char err[512];
   int missing = 0;
   kg_tlog_init(log);
@@ -164,8 +164,29 @@ int cli_read_log(const char *cmd, const char *path, kg_tlog *log, int warn_skipp
     kg_tlog_free(log);
     return -1;
   }
-  if (warn_skipped && log->skipped_parts)
-    fprintf(stderr, "kgen %s: warning: %s: skipped %d corrupt part%s (%zu bytes)\n", cmd, path, log->skipped_parts,
-            log->skipped_parts == 1 ? "" : "s", log->skipped_bytes);
+  cli_log_notes(cmd, path, log);
+  if (need_records && log->n == 0) {
+    if (log->skipped_parts)
+      fprintf(stderr, "kgen %s: %s: no usable record (%zu bytes skipped)\n", cmd, path, log->skipped_bytes);
+    else
+      fprintf(stderr, "kgen %s: %s: no record (the log is empty)\n", cmd, path);
+    kg_tlog_free(log);
+    return -1;
+  }
   return 0;
+}
+
+void cli_log_notes(const char *cmd, const char *path, const kg_tlog *log) {
+  for (int i = 0; i < log->nnotes; i++) {
+    const kg_tlog_skip *k = &log->notes[i];
+    if (k->v)
+      fprintf(stderr, "kgen %s: warning: %s: skipped %zu bytes at offset %zu (a record of format version %d; this "
+                      "kgen reads version %d and older)\n", cmd, path, k->len, k->offset, k->v, KG_TLOG_VERSION);
+    else
+      fprintf(stderr, "kgen %s: warning: %s: skipped %zu bytes at offset %zu (not a record)\n", cmd, path, k->len,
+              k->offset);
+  }
+  if (log->skipped_parts > log->nnotes)
+    fprintf(stderr, "kgen %s: warning: %s: skipped %zu bytes in %d parts in all\n", cmd, path, log->skipped_bytes,
+            log->skipped_parts);
 }

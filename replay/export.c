@@ -100,9 +100,17 @@ static const kg_tlog_record *pick(exporter *x, const kg_program *p, const char *
                                   const char *device, int *index, char *note, size_t notelen) {
   kg_tlog_workload wl;
   kg_tlog_workload_of(p, &wl);
-  kg_tlog_want w = {.wl = &wl, .kind = kind, .arch = arch, .device = device};
+  kg_tlog_want w = {.wl = &wl, .kind = kind, .arch = arch, .device = device, .prog = p};
   kg_tlog_pick pk;
   kg_tlog_pick_best(x->log, &w, &pk);
+  for (const char *l = pk.skipped; *l;) {
+    const char *nl = strchr(l, '\n');
+    char line[1100];
+    int n = nl ? (int)(nl - l) : (int)strlen(l);
+    snprintf(line, sizeof line, "%.*s: passed over", n, l);
+    warn(x, p->def->name, arch, line);
+    l += n + (nl != NULL);
+  }
   note[0] = 0;
   *index = pk.index;
   if (pk.kind == KG_TLOG_PICK_NONE) {

@@ -16,7 +16,8 @@ int kg_replay(const kg_program *p, const kg_tlog *log, const kg_measure_opts *o,
   kg_tlog_want want = {.wl = &wl,
                        .kind = o->target == KG_TARGET_CUDA ? "cuda" : "c",
                        .arch = r->arch,
-                       .device = r->device};
+                       .device = r->device,
+                       .prog = p};
   kg_tlog_pick_best(log, &want, &r->pick);
   kg_candidate c = {0};
   if (r->pick.kind == KG_TLOG_PICK_NONE) {

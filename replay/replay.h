@@ -3,8 +3,9 @@
  *
  * kg_replay picks the best successful record of a workload for the target at hand (tlog/select.c: the same arch
  * and device; else the nearest record of the workload with a warning naming what differs; else the default
- * schedule with a warning), re-applies its trace, builds, verifies and times that one kernel through the
- * measurement harness: one measurement, no search. */
+ * schedule with a warning; a record with an implausible time or a trace that no longer applies to the program
+ * is passed over for the next best, named in pick.skipped), re-applies its trace, builds, verifies and times
+ * that one kernel through the measurement harness: one measurement, no search. */
 #ifndef KG_REPLAY_H
 #define KG_REPLAY_H
 #include <stddef.h>

@@ -238,7 +238,7 @@ int kg_tune_dynamic(const kg_program *p, const kg_dyn_tune_opts *o, kg_dyn_repor
 
   /* 3. each bucket keeps the schedule measured best at its value */
   for (int b = 0; b < nb; b++) {
-    kg_tlog_want w = {&wls[b], kind, NULL, NULL};
+    kg_tlog_want w = {.wl = &wls[b], .kind = kind};
     kg_tlog_pick pick;
     kg_tlog_pick_best(&log, &w, &pick);
     if (pick.kind == KG_TLOG_PICK_NONE) continue;

@@ -175,21 +175,53 @@ static int record_matches(const kg_tlog_record *r, const task *tk) {
          !strcmp(r->target.device, tk->target.device) && !strcmp(r->target.versions, tk->target.versions);
 }
 
-/* Loads tk's records from the log: seen texts, rows (features recomputed from the traces, in parallel), points
- * when the record names a sketch of this space, and the best. */
-static void load_records(task *tk, const kg_tlog *log) {
+/* Whether a time measured for tk is one a machine can reach (tlog.h): an implausible one is never the best. */
+static int plausible(const task *tk, double median_s, const kg_tlog_record *r, char *why, size_t whylen) {
+  kg_tlog_record one;
+  if (!r) {
+    memset(&one, 0, sizeof one);
+    one.times = &median_s;
+    one.ntimes = 1;
+    r = &one;
+  }
+  double flops = kg_program_flops(tk->t->prog), bytes = kg_program_bytes(tk->t->prog);
+  return kg_tlog_record_plausible(r, &flops, &bytes, why, whylen);
+}
+
+/* A log record passed over as tk's best: counted, the first one said in the report. */
+static void pass_over(kg_tune_report *rep, int index, const char *why) {
+  if (!rep->log_passed_over++)
+    snprintf(rep->log_passed_note, sizeof rep->log_passed_note, "record %d: %s", index + 1, why);
+}
+
+/* Loads tk's records log->recs[from..n): seen texts, rows (features recomputed from the traces, in parallel),
+ * points when the record names a sketch of this space, and the best. appended: records another tuner appended
+ * since the last read, of which those already seen (this tuner's own among them) are left out. A record whose
+ * trace no longer applies or whose time is implausible counts as seen but is not the best, nor learned from
+ * when implausible. */
+static void load_records(task *tk, const kg_tlog *log, int from, int appended, kg_tune_report *rep) {
   int *idx = kg_xrealloc(NULL, sizeof(int) * (size_t)(log->n + 1));
   int n = 0;
-  for (int i = 0; i < log->n; i++)
+  for (int i = from; i < log->n; i++)
     if (record_matches(&log->recs[i], tk)) idx[n++] = i;
+  if (appended) {
+    int kept = 0;
+    for (int k = 0; k < n; k++) {
+      char *text = kg_trace_to_text(&log->recs[idx[k]].trace);
+      if (!kg_strset_has(&tk->seen, text)) idx[kept++] = idx[k];
+      free(text);
+    }
+    n = kept;
+  }
   float *feat = kg_xrealloc(NULL, sizeof(float) * KG_NFEATURES * (size_t)(n + 1));
   int *ok = kg_xrealloc(NULL, sizeof(int) * (size_t)(n + 1));
   int *fused = kg_xrealloc(NULL, sizeof(int) * (size_t)(n + 1)); /* no-fuse run: the record may not be the best */
+  int *applies = kg_xrealloc(NULL, sizeof(int) * (size_t)(n + 1));
 #pragma omp parallel for schedule(dynamic, 4)
   for (int k = 0; k < n; k++) {
     char err[256];
     kg_schedule *s = kg_schedule_new(tk->t->prog);
-    int applied = kg_schedule_apply_trace(s, &log->recs[idx[k]].trace, err, sizeof err) == 0;
+    int applied = applies[k] = kg_schedule_apply_trace(s, &log->recs[idx[k]].trace, err, sizeof err) == 0;
     ok[k] = applied && kg_features_extract(s, tk->sp->target, feat + (size_t)KG_NFEATURES * k) == 0;
     /* a trace that no longer applies is nobody's best: its time is not this program's */
     fused[k] = tk->sp->unfused && (!applied || kg_space_check_unfused(s, NULL, 0) != 0);
@@ -200,6 +232,23 @@ static void load_records(task *tk, const kg_tlog *log) {
     char *text = kg_trace_to_text(&r->trace);
     kg_strset_add(&tk->seen, text);
     double med = kg_tlog_record_ok(r) ? kg_tlog_record_median(r) : 0;
+    char why[512];
+    if (med > 0 && !plausible(tk, med, r, why, sizeof why)) {
+      pass_over(rep, idx[k], why);
+      free(text);
+      tk->loaded++;
+      continue;
+    }
+    if (med > 0 && !applies[k]) {
+      /* a damaged record, or one of an older kgen whose steps meant something else */
+      char e[256];
+      kg_schedule *s = kg_schedule_new(tk->t->prog);
+      kg_schedule_apply_trace(s, &r->trace, e, sizeof e);
+      kg_schedule_free(s);
+      snprintf(why, sizeof why, "its trace no longer applies (%s)", e);
+      pass_over(rep, idx[k], why);
+      med = 0;
+    }
     if (ok[k]) add_row(tk, feat + (size_t)KG_NFEATURES * k, med);
     if (fused[k]) { /* in a no-fuse run, a record that fuses (or no longer applies): seen, learned from, not best */
       free(text);
@@ -225,6 +274,7 @@ static void load_records(task *tk, const kg_tlog *log) {
   free(feat);
   free(ok);
   free(fused);
+  free(applies);
 }
 
 static kg_schedule *default_schedule(const task *tk) {
@@ -285,7 +335,8 @@ static int measure_one(task *tk, const kg_trace *given, kg_tlog_writer *w, int *
     kg_strset_add(&tk->seen, text);
     /* in a no-fuse run a given trace that fuses is measured as asked, but is not the best; the default schedule
      * keeps every stage at root on both targets (checked in tests), so it always counts */
-    if (!tk->sp->unfused || kg_space_check_unfused(s, NULL, 0) == 0) note_result(tk, med, text, NULL);
+    if ((!tk->sp->unfused || kg_space_check_unfused(s, NULL, 0) == 0) && plausible(tk, med, NULL, NULL, 0))
+      note_result(tk, med, text, NULL);
     if (!given) tk->default_s = med;
     tk->trials++;
     if (res.status != KG_STATUS_OK) tk->failed++;
@@ -405,8 +456,10 @@ static int run_round(task *tk, task *tasks, int ntasks, kg_model *model, kg_tlog
     rc = log_result(w, tk, &s[i]->trace, &res[i], &picks[i].pt, err, errlen);
     add_row(tk, picks[i].features, med);
     kg_strset_add(&tk->seen, picks[i].trace_text);
-    if (med > 0) add_point(tk, &picks[i].pt, med);
-    note_result(tk, med, picks[i].trace_text, tk->sp->sketches[picks[i].pt.sketch].name);
+    if (med > 0 && plausible(tk, med, NULL, NULL, 0)) {
+      add_point(tk, &picks[i].pt, med);
+      note_result(tk, med, picks[i].trace_text, tk->sp->sketches[picks[i].pt.sketch].name);
+    }
     if (res[i].status != KG_STATUS_OK) tk->failed++;
     if (!picks[i].random) { /* random picks carry no prediction */
       score[nscored] = picks[i].score;
@@ -448,6 +501,33 @@ static int run_round(task *tk, task *tasks, int ntasks, kg_model *model, kg_tlog
   return 0;
 }
 
+/* Before each round and each single measurement: the records other tuners appended to the log since it was last
+ * read join what each task knows (seen, learned from, the best), so that nothing they measured is measured again
+ * (what they measure meanwhile may be). Once another writer
+ * shows up (more bytes appended than this tuner wrote), the random stream is salted once with where this tuner's
+ * first record landed in the file, which differs between any two writers: two tuners started with the same seed
+ * then stop proposing the same candidates in lockstep. A tuner alone on its log never salts (same seed, same
+ * candidates). */
+static int reread_log(kg_tlog *log, kg_tlog_writer *w, size_t *own_read, task *tasks, int ntasks,
+                      const kg_tune_opts *o, uint64_t *rng, kg_tune_report *rep, char *err, size_t errlen) {
+  if (!o->log_path || !w) return 0;
+  size_t before = log->offset;
+  int from = log->n;
+  if (kg_tlog_read_more(log, o->log_path, err, errlen) < 0) return -1;
+  size_t own = kg_tlog_written(w) - *own_read; /* what this tuner appended since the last read */
+  *own_read = kg_tlog_written(w);
+  if (log->offset > before + own && !rep->log_shared && kg_tlog_first_offset(w) >= 0) {
+    rep->log_shared = 1;
+    *rng ^= ((uint64_t)kg_tlog_first_offset(w) + 1) * 0x9e3779b97f4a7c15ull;
+  }
+  for (int i = 0; i < ntasks && log->n > from; i++) {
+    int loaded = tasks[i].loaded;
+    load_records(&tasks[i], log, from, 1, rep);
+    rep->log_appended += tasks[i].loaded - loaded;
+  }
+  return 0;
+}
+
 int kg_tune(const kg_tune_task *tasks_in, int ntasks, const kg_tune_opts *oin, kg_tune_report *rep, char *err,
             size_t errlen) {
   memset(rep, 0, sizeof *rep);
@@ -483,8 +563,6 @@ int kg_tune(const kg_tune_task *tasks_in, int ntasks, const kg_tune_opts *oin, k
 
   if (o.log_path) {
     if (kg_tlog_read(&log, o.log_path, NULL, err, errlen)) goto out;
-    rep->log_skipped_parts = log.skipped_parts;
-    rep->log_skipped_bytes = log.skipped_bytes;
     if (!(w = kg_tlog_open(o.log_path, err, errlen))) goto out;
   }
   int model_loaded = 0;
@@ -518,20 +596,26 @@ int kg_tune(const kg_tune_task *tasks_in, int ntasks, const kg_tune_opts *oin, k
     kg_schedule *ds = default_schedule(tk);
     tk->default_text = kg_trace_to_text(&ds->trace);
     kg_schedule_free(ds);
-    load_records(tk, &log);
+    load_records(tk, &log, 0, 0, rep);
   }
   if (!model_loaded && o.model == KG_MODEL_XGB && retrain(model, tasks, ntasks, err, errlen)) goto out;
   int done = 0;
+  size_t own_read = 0; /* (each measurement below first picks up what other tuners appended) */
   for (int i = 0; i < ntasks && !o.skip_default && done < o.trials; i++)
-    if (measure_one(&tasks[i], NULL, w, &done, err, errlen)) goto out;
+    if (reread_log(&log, w, &own_read, tasks, ntasks, &o, &rng, rep, err, errlen) ||
+        measure_one(&tasks[i], NULL, w, &done, err, errlen))
+      goto out;
   for (int g = 0; g < o.ngiven; g++)
     for (int i = 0; i < ntasks && done < o.trials; i++)
-      if (measure_one(&tasks[i], o.given[g], w, &done, err, errlen)) goto out;
+      if (reread_log(&log, w, &own_read, tasks, ntasks, &o, &rng, rep, err, errlen) ||
+          measure_one(&tasks[i], o.given[g], w, &done, err, errlen))
+        goto out;
   if (w && kg_tlog_flush(w, err, errlen)) goto out;
   rep->trials = done;
   while (rep->trials < o.trials) {
     int ti = pick_task(tasks, ntasks);
     if (ti < 0) break; /* every space ran dry */
+    if (reread_log(&log, w, &own_read, tasks, ntasks, &o, &rng, rep, err, errlen)) goto out;
     int want = o.per_round < o.trials - rep->trials ? o.per_round : o.trials - rep->trials;
     if (run_round(&tasks[ti], tasks, ntasks, model, w, &o, want, &rng, rep, err, errlen)) goto out;
     if (tasks[ti].exhausted) continue; /* nothing was measured */
@@ -549,6 +633,9 @@ int kg_tune(const kg_tune_task *tasks_in, int ntasks, const kg_tune_opts *oin, k
   if (o.progress && o.progress_inplace) fputc('\n', o.progress);
   rc = 0;
 out:
+  rep->log_skipped_parts = log.skipped_parts;
+  rep->log_skipped_bytes = log.skipped_bytes;
+  rep->log_skipped_newer = log.skipped_newer;
   for (int i = 0; i < ntasks_made && i < ntasks; i++) {
     task *tk = &tasks[i];
     kg_tune_task_result *tr = &rep->tasks[i];

@@ -11,9 +11,14 @@
  * latency is expected to drop most per trial gets the next round (Ansor's gradient-based task scheduler).
  *
  * Resume: records of the same workload and target already in the log are loaded first; their traces are never
- * measured again, they train the model, and the best of them seed the population. Records go out one by one as
- * they are measured and the log is fsynced at the end of each round, so killing a tuner loses at most the round
- * in flight. The model is saved beside the log (LOG.model) after each round and reloaded when tuning resumes.
+ * measured again, they train the model, and the best of them seed the population. A record whose time is
+ * implausible (tlog.h) or whose trace no longer applies to the program is never the best (counted in the report).
+ * Sharing a log: before each default schedule and before each round the tuner reads what other tuners appended
+ * since (kg_tlog_read_more) and treats it like resumed records; a schedule whose record was in the log when a
+ * round began is not measured in that round or later (one measured by another tuner during the round may be).
+ * Records go out one by one as they are measured and the log is fsynced at the end of each round, so killing a
+ * tuner loses at most the round in flight. The model is saved beside the log (LOG.model) after each round and
+ * reloaded when tuning resumes.
  *
  * No fusion (kg_tune_opts.no_fuse): the spaces are unfused (search/space.h): every program stage its own loop nest
  * or kernel, at root, tuned on its own. The default schedule is such a schedule on both targets. A schedule that
@@ -76,6 +81,12 @@ typedef struct kg_tune_report {
   double last_accuracy;    /* the model's pairwise ranking accuracy on the last round's measurements (-1: none) */
   int log_skipped_parts;   /* corrupt parts skipped while loading the log */
   size_t log_skipped_bytes;
+  int log_skipped_newer;   /* records of a newer format version among them (not used) */
+  int log_passed_over;     /* successful records of the log never taken as best: an implausible time, or a
+                            * trace that no longer applies to the program */
+  char log_passed_note[640]; /* the first of them and why */
+  int log_appended;        /* records other tuners appended to the log during this run, picked up between rounds */
+  int log_shared;          /* another tuner appended to the log during this run */
 } kg_tune_report;
 
 /* Tunes the tasks (all on o->measure.target). 0, or -1 with err (no device, the log cannot be opened or

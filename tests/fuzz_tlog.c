@@ -59,6 +59,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             log.skipped_parts, size, log.n);
     abort();
   }
+  /* the notes say where the skipped bytes are: inside the input, in order, a newer record noted as such */
+  size_t noted = 0, end = 0;
+  for (int i = 0; i < log.nnotes; i++) {
+    const kg_tlog_skip *k = &log.notes[i];
+    if (k->len == 0 || k->offset < end || k->offset + k->len > size || k->v < 0 || (k->v && k->v <= KG_TLOG_VERSION)) {
+      fprintf(stderr, "fuzz_tlog: note %d: %zu bytes at %zu (v %d) in %zu\n", i, k->len, k->offset, k->v, size);
+      abort();
+    }
+    end = k->offset + k->len;
+    noted += k->len;
+  }
+  if (log.nnotes > log.skipped_parts || log.skipped_newer > log.skipped_parts || noted > log.skipped_bytes ||
+      (log.nnotes == log.skipped_parts && noted != log.skipped_bytes) || log.offset != size) {
+    fprintf(stderr, "fuzz_tlog: %d notes of %zu bytes for %d parts of %zu bytes\n", log.nnotes, noted,
+            log.skipped_parts, log.skipped_bytes);
+    abort();
+  }
   for (int i = 0; i < log.n; i++) check_record(&log.recs[i]);
   for (int best_only = 0; best_only < 2; best_only++) {
     kg_strbuf out;

@@ -24,21 +24,31 @@ static int lock(int fd, int op) {
   return rc;
 }
 
-/* Reads under a shared lock so that a record being appended right now is not seen half-written. */
-int kg_tlog_read(kg_tlog *log, const char *path, int *missing, char *err, size_t errlen) {
-  if (missing) *missing = 0;
+/* The bytes of the file at path from offset on, read under a shared lock so that a record being appended right
+ * now is not seen half-written: 0 with *buf (heap, NULL when empty) and *len; 1 when the file is missing; -1 with
+ * err. A file shorter than offset (another file now has the path) is read from its start: *from says where the
+ * bytes begin. The one place where a log's bytes are read. */
+static int read_tail(const char *path, size_t offset, char **out, size_t *outlen, size_t *from, char *err,
+                     size_t errlen) {
+  *out = NULL;
+  *outlen = 0;
+  *from = offset;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    if (errno == ENOENT) {
-      if (missing) *missing = 1;
-      return 0;
-    }
+    if (errno == ENOENT) return 1;
     return io_error(err, errlen, "cannot open", path, errno);
   }
   if (lock(fd, LOCK_SH) != 0) {
     int e = errno;
     close(fd);
     return io_error(err, errlen, "cannot lock", path, e);
+  }
+  off_t end = lseek(fd, 0, SEEK_END);
+  if (end >= 0 && (size_t)end < offset) *from = 0;
+  if (end < 0 || lseek(fd, (off_t)*from, SEEK_SET) < 0) {
+    int e = errno;
+    close(fd);
+    return io_error(err, errlen, "cannot seek in", path, e);
   }
   char *buf = NULL;
   size_t len = 0, cap = 0;
@@ -59,14 +69,44 @@ int kg_tlog_read(kg_tlog *log, const char *path, int *missing, char *err, size_t
     len += (size_t)k;
   }
   close(fd);
+  *out = buf;
+  *outlen = len;
+  return 0;
+}
+
+int kg_tlog_read(kg_tlog *log, const char *path, int *missing, char *err, size_t errlen) {
+  if (missing) *missing = 0;
+  char *buf;
+  size_t len, from;
+  int rc = read_tail(path, 0, &buf, &len, &from, err, errlen);
+  if (rc < 0) return -1;
+  if (rc == 1) {
+    if (missing) *missing = 1;
+    return 0;
+  }
   kg_tlog_decode(log, buf, len);
   free(buf);
   return 0;
 }
 
+int kg_tlog_read_more(kg_tlog *log, const char *path, char *err, size_t errlen) {
+  char *buf;
+  size_t len, from;
+  int rc = read_tail(path, log->offset, &buf, &len, &from, err, errlen);
+  if (rc < 0) return -1;
+  if (rc == 1) return 0;
+  int before = log->n;
+  log->offset = from;
+  kg_tlog_decode(log, buf, len);
+  free(buf);
+  return log->n - before;
+}
+
 struct kg_tlog_writer {
   int fd;
   char *path;
+  size_t written;     /* bytes appended */
+  long long first;    /* where the first record landed, -1 before */
 };
 
 kg_tlog_writer *kg_tlog_open(const char *path, char *err, size_t errlen) {
@@ -77,6 +117,8 @@ kg_tlog_writer *kg_tlog_open(const char *path, char *err, size_t errlen) {
   }
   kg_tlog_writer *w = kg_xrealloc(NULL, sizeof *w);
   w->fd = fd;
+  w->written = 0;
+  w->first = -1;
   w->path = kg_xrealloc(NULL, strlen(path) + 1);
   strcpy(w->path, path);
   return w;
@@ -108,10 +150,19 @@ int kg_tlog_append(kg_tlog_writer *w, const kg_tlog_record *r, char *err, size_t
     }
     done += (size_t)k;
   }
+  if (rc == 0) {
+    w->written += len;
+    /* O_APPEND leaves the descriptor's offset at the end of what it wrote */
+    off_t end = lseek(w->fd, 0, SEEK_CUR);
+    if (w->first < 0 && end >= (off_t)len) w->first = (long long)(end - (off_t)len);
+  }
   lock(w->fd, LOCK_UN);
   free(buf);
   return rc;
 }
+
+size_t kg_tlog_written(const kg_tlog_writer *w) { return w->written; }
+long long kg_tlog_first_offset(const kg_tlog_writer *w) { return w->first; }
 
 int kg_tlog_flush(kg_tlog_writer *w, char *err, size_t errlen) {
   if (fsync(w->fd) != 0) return io_error(err, errlen, "cannot sync", w->path, errno);

@@ -90,6 +90,28 @@ int kg_tlog_record_ok(const kg_tlog_record *r) {
   return r->status && strcmp(r->status, kg_status_names[KG_STATUS_OK]) == 0 && r->ntimes > 0;
 }
 
+int kg_tlog_record_plausible(const kg_tlog_record *r, const double *flops, const double *bytes, char *why,
+                             size_t whylen) {
+  double t = kg_tlog_record_median(r);
+  double f = flops ? *flops : r->flops, b = bytes ? *bytes : r->bytes;
+  const char *what = NULL;
+  double rate = 0;
+  if (!isfinite(t) || t < KG_TLOG_MIN_TIME_S)
+    what = "below the shortest possible kernel time";
+  else if (f / t > KG_TLOG_PEAK_FLOPS)
+    what = "FLOP/s", rate = f / t;
+  else if (b / t > KG_TLOG_PEAK_BYTES_S)
+    what = "B/s", rate = b / t;
+  if (!what) return 1;
+  if (why && whylen) {
+    if (rate > 0)
+      snprintf(why, whylen, "implausible time %.3g s (%.3g %s, above any machine's peak)", t, rate, what);
+    else
+      snprintf(why, whylen, "implausible time %.3g s (%s, %g s)", t, what, KG_TLOG_MIN_TIME_S);
+  }
+  return 0;
+}
+
 /* ---- encoding ---- */
 
 /* The packer writes into a kg_strbuf, so running out of memory is fatal here as everywhere else in kgen. */
@@ -492,13 +514,17 @@ static const char *read_result(const msgpack_object *o, kg_arena *a, kg_tlog_rec
   return NULL;
 }
 
+static const char v_newer[] = "v: a format version newer than this kgen's";
+
 /* Reads record map o into r (all but the trace, which only gets checked). With a NULL it only validates and
  * leaves r's string pointers unset; with an arena (after a validating pass) it copies strings and times there. */
 static const char *read_record(const msgpack_object *o, kg_arena *a, kg_tlog_record *r) {
   if (!keyed_map(o, MAP_MAX_KEYS)) return "not a map with distinct string keys";
   int64_t v;
-  if (get_int(get(o, "v"), &v) || v < 1 || v > INT_MAX) return "v: not a positive version";
-  r->v = (int)v;
+  if (get_int(get(o, "v"), &v) || v < 1) return "v: not a positive version";
+  r->v = v > INT_MAX ? INT_MAX : (int)v;
+  /* a newer writer may have changed what any key means: nothing of it is used */
+  if (v > KG_TLOG_VERSION) return v_newer;
   const char *why = read_workload(get(o, "workload"), a, &r->workload);
   if (!why) why = read_target(get(o, "target"), a, &r->target);
   if (!why) why = check_trace(get(o, "trace"));
@@ -608,14 +634,37 @@ void kg_tlog_free(kg_tlog *log) {
  * only where one of ours can start; a failed try moves on by one byte, never by the failed object's length, since
  * a torn record's announced length runs into the record after it. Without a checksum, a torn record completed by
  * the bytes of the next one can look valid: swallows_next catches it. */
+/* Notes a skipped stretch at buf offset p (file offset log->offset + p): a new part (already counted in
+ * skipped_parts), or more of the current one, which is the last note only while every part has one. */
+static void note_skip(kg_tlog *log, size_t p, size_t n, int v, int fresh) {
+  if (!fresh) {
+    if (log->nnotes == log->skipped_parts) log->notes[log->nnotes - 1].len += n;
+    return;
+  }
+  if (log->nnotes < KG_TLOG_MAX_NOTES) log->notes[log->nnotes++] = (kg_tlog_skip){log->offset + p, n, v};
+}
+
 void kg_tlog_decode(kg_tlog *log, const char *buf, size_t len) {
   const unsigned char *b = (const unsigned char *)buf;
   size_t p = 0;
   int clean = 1;
   while (p < len) {
     kg_tlog_record r;
-    const char *why;
+    const char *why = NULL;
     size_t n = clean || record_start_at(b, len, p) ? decode_record(buf + p, len - p, NULL, &r, &why) : 0;
+    if (!n && why == v_newer) {
+      /* a whole record of a newer version: skipped as one part, said so, unless it is a torn head */
+      size_t span = object_span(b + p, len - p);
+      if (span && !swallows_next(buf, len, p, span)) {
+        log->skipped_parts++;
+        log->skipped_newer++;
+        log->skipped_bytes += span;
+        note_skip(log, p, span, r.v, 1);
+        p += span;
+        clean = 1;
+        continue;
+      }
+    }
     if (n && !swallows_next(buf, len, p, n)) {
       decode_record(buf + p, len - p, &log->arena, &r, &why);
       if (log->n == log->cap) {
@@ -628,8 +677,10 @@ void kg_tlog_decode(kg_tlog *log, const char *buf, size_t len) {
       continue;
     }
     if (clean) log->skipped_parts++;
+    note_skip(log, p, 1, 0, clean);
     clean = 0;
     log->skipped_bytes++;
     p++;
   }
+  log->offset += len;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "../base/strbuf.h"
 #include "../base/xalloc.h"
+#include "../runtime/measure.h"
 #include "tlog.h"
 
 static int same_workload(const kg_tlog_record *r, const kg_tlog_want *w) {
@@ -22,32 +23,85 @@ static void put_workload(kg_strbuf *b, const kg_tlog_workload *wl) {
   for (int k = 0; k < wl->nsizes; k++) kg_strbuf_printf(b, " %s=%lld", wl->size_names[k], (long long)wl->size_values[k]);
 }
 
+typedef struct cand {
+  int index, close;
+  double median;
+} cand;
+
+/* Most preferred first: the closest target, then the lowest median, then the earliest record. */
+static int by_preference(const void *x, const void *y) {
+  const cand *a = x, *b = y;
+  if (a->close != b->close) return b->close - a->close;
+  if (a->median != b->median) return a->median < b->median ? -1 : 1;
+  return a->index - b->index;
+}
+
+/* Whether record r may be used for w: a plausible result, a trace that applies to w->prog, and w's own check. */
+static int record_usable(const kg_tlog_record *r, const kg_tlog_want *w, double flops, double bytes, char *why,
+                         size_t whylen) {
+  if (!kg_tlog_record_plausible(r, &flops, &bytes, why, whylen)) return 0;
+  if (w->prog) {
+    char e[512];
+    kg_schedule *s = kg_schedule_new(w->prog);
+    int applies = kg_schedule_apply_trace(s, &r->trace, e, sizeof e) == 0;
+    kg_schedule_free(s);
+    if (!applies) {
+      snprintf(why, whylen, "its trace no longer applies (%s)", e);
+      return 0;
+    }
+  }
+  return !w->usable || w->usable(w->ctx, r, why, whylen);
+}
+
 void kg_tlog_pick_best(const kg_tlog *log, const kg_tlog_want *w, kg_tlog_pick *out) {
   memset(out, 0, sizeof *out);
   out->kind = KG_TLOG_PICK_NONE;
   out->index = -1;
-  int best = -1, best_close = -1;
-  double best_t = 0;
-  int any_kind = 0;
+  int any_kind = 0, n = 0;
+  double flops = 0, bytes = 0;
+  cand *c = kg_xrealloc(NULL, sizeof *c * (size_t)(log->n + 1));
   for (int i = 0; i < log->n; i++) {
     const kg_tlog_record *r = &log->recs[i];
     if (!same_workload(r, w) || strcmp(r->target.kind, w->kind)) continue;
     any_kind = 1;
-    if (!kg_tlog_record_ok(r)) continue;
-    int c = closeness(r, w);
-    double t = kg_tlog_record_median(r);
-    if (c > best_close || (c == best_close && t < best_t)) {
-      best = i;
-      best_close = c;
-      best_t = t;
+    if (r->flops > flops) flops = r->flops;
+    if (r->bytes > bytes) bytes = r->bytes;
+    if (kg_tlog_record_ok(r)) c[n++] = (cand){i, closeness(r, w), kg_tlog_record_median(r)};
+  }
+  /* the workload's counts: the program's, else the largest its records give (a record cannot hide behind 0) */
+  if (w->prog) flops = kg_program_flops(w->prog), bytes = kg_program_bytes(w->prog);
+  qsort(c, (size_t)n, sizeof *c, by_preference);
+  int best = -1, best_close = -1;
+  double best_t = 0;
+  kg_strbuf sk;
+  kg_strbuf_init(&sk);
+  for (int k = 0; k < n && best < 0; k++) {
+    char why[768];
+    if (record_usable(&log->recs[c[k].index], w, flops, bytes, why, sizeof why)) {
+      best = c[k].index, best_close = c[k].close, best_t = c[k].median;
+    } else {
+      out->nskipped++;
+      kg_strbuf_printf(&sk, "record %d: %s\n", c[k].index + 1, why);
     }
   }
+  free(c);
+  /* whole lines only */
+  size_t keep = sk.len < sizeof out->skipped ? sk.len : 0;
+  if (!keep)
+    for (size_t i = 0; i < sk.len && i + 1 < sizeof out->skipped; i++)
+      if (sk.s[i] == '\n') keep = i + 1;
+  if (keep) memcpy(out->skipped, sk.s, keep);
+  out->skipped[keep] = 0;
+  kg_strbuf_free(&sk);
   kg_strbuf b;
   kg_strbuf_init(&b);
   if (best < 0) {
-    kg_strbuf_printf(&b, "no successful record of ");
+    kg_strbuf_printf(&b, "no %s record of ", out->nskipped ? "usable" : "successful");
     put_workload(&b, w->wl);
-    kg_strbuf_printf(&b, " for the %s target%s", w->kind, any_kind ? " (every record failed)" : "");
+    kg_strbuf_printf(&b, " for the %s target%s", w->kind,
+                     out->nskipped ? " (every successful one was passed over)"
+                     : any_kind    ? " (every record failed)"
+                                   : "");
   } else {
     const kg_tlog_record *r = &log->recs[best];
     out->index = best;

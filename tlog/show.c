@@ -1,6 +1,7 @@
 /* `kgen show`: a log summarised per workload and target. The output depends only on the log's contents (groups in
  * order of first appearance, ties to the earlier record), so tests can compare it. Records are numbered from 1
- * in the order the log holds its intact records. */
+ * in the order the log holds its intact records. What the reader skipped is not part of it: the caller says so
+ * on stderr (cli/util.c). */
 #include <stdlib.h>
 #include <string.h>
 #include "../base/strbuf.h"
@@ -26,6 +27,8 @@ typedef struct group {
   int by_status[KG_STATUS_COUNT];
   struct ranked *ok; /* successful records, fastest first once sorted */
   int nok;
+  int implausible;   /* successful records whose time no machine can reach: not ranked */
+  double flops, bytes; /* the workload's counts: the largest its records give (a record cannot hide behind 0) */
 } group;
 
 static int same_group(const kg_tlog_record *a, const kg_tlog_record *b) {
@@ -130,7 +133,9 @@ void kg_tlog_show(kg_strbuf *out, const kg_tlog *log, int best_only) {
     for (int s = 0; s < KG_STATUS_COUNT; s++)
       if (strcmp(r->status, kg_status_names[s]) == 0) g[k].by_status[s]++;
     double median = kg_tlog_record_median(r);
-    if (kg_tlog_record_ok(r) && median > 0) {
+    if (r->flops > g[k].flops) g[k].flops = r->flops;
+    if (r->bytes > g[k].bytes) g[k].bytes = r->bytes;
+    if (kg_tlog_record_ok(r)) {
       g[k].ok = kg_xrealloc(g[k].ok, sizeof *g[k].ok * (size_t)(g[k].nok + 1));
       g[k].ok[g[k].nok++] = (ranked){median, i};
     }
@@ -138,6 +143,12 @@ void kg_tlog_show(kg_strbuf *out, const kg_tlog *log, int best_only) {
   if (log->n == 0) kg_strbuf_puts(out, "no records\n");
   for (int k = 0; k < ng; k++) {
     if (k) kg_strbuf_putc(out, '\n');
+    int kept = 0;
+    for (int j = 0; j < g[k].nok; j++)
+      if (kg_tlog_record_plausible(&log->recs[g[k].ok[j].rec], &g[k].flops, &g[k].bytes, NULL, 0))
+        g[k].ok[kept++] = g[k].ok[j];
+    g[k].implausible = g[k].nok - kept;
+    g[k].nok = kept;
     if (g[k].nok > 1) qsort(g[k].ok, (size_t)g[k].nok, sizeof *g[k].ok, by_median);
     put_header(out, g[k].key);
     if (!best_only) {
@@ -148,7 +159,10 @@ void kg_tlog_show(kg_strbuf *out, const kg_tlog *log, int best_only) {
           kg_strbuf_printf(out, "%s%s %d", sep, kg_status_names[s], g[k].by_status[s]);
           sep = ", ";
         }
-      kg_strbuf_puts(out, ")\n");
+      kg_strbuf_puts(out, ")");
+      if (g[k].implausible)
+        kg_strbuf_printf(out, ", %d with an implausible time, not ranked", g[k].implausible);
+      kg_strbuf_putc(out, '\n');
     }
     put_best(out, log, &g[k]);
     if (!best_only && g[k].nok > 1) {
@@ -168,8 +182,5 @@ void kg_tlog_show(kg_strbuf *out, const kg_tlog *log, int best_only) {
     }
     free(g[k].ok);
   }
-  if (log->skipped_parts)
-    kg_strbuf_printf(out, "%sskipped %zu bytes in %d corrupt part%s\n", log->n ? "\n" : "", log->skipped_bytes,
-                     log->skipped_parts, log->skipped_parts == 1 ? "" : "s");
   free(g);
 }

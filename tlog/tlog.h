@@ -93,23 +93,56 @@ int kg_tlog_record_ok(const kg_tlog_record *r);
 /* Encodes r as one msgpack map. Returns a malloc'd buffer (caller frees) and its length in *len. */
 char *kg_tlog_encode(const kg_tlog_record *r, size_t *len);
 
+/* Whether r's result is plausible: its median time is finite and at least KG_TLOG_MIN_TIME_S, and implies at
+ * most KG_TLOG_PEAK_FLOPS and KG_TLOG_PEAK_BYTES_S for the workload's counts (flops and bytes: the program's
+ * when the caller knows it, else NULL to use the record's). The bounds are deliberately generous and the same
+ * for every machine, so that a log read elsewhere keeps its records: a time below them is a broken measurement
+ * or a forged record, never a fast kernel. 1, or 0 with why (what it implies) filled. */
+#define KG_TLOG_MIN_TIME_S 1e-10     /* under one cycle of a 10 GHz clock: no kernel call is that fast */
+#define KG_TLOG_PEAK_FLOPS 1e15      /* 1 PFLOP/s of f32: ten times the largest CPU (384 cores x 64 FLOP/cycle
+                                      * x 4 GHz) or GPU (fp32 FMA units, kgen uses no tensor cores) of 2026 */
+#define KG_TLOG_PEAK_BYTES_S 1e16    /* 10 PB/s: thirty times the aggregate L1 bandwidth of such a CPU, far above
+                                      * any GPU's memory or L2 */
+int kg_tlog_record_plausible(const kg_tlog_record *r, const double *flops, const double *bytes, char *why,
+                             size_t whylen);
+
+/* A skipped stretch of a log, for messages: where it is in the file and what it was. */
+#define KG_TLOG_MAX_NOTES 16
+typedef struct kg_tlog_skip {
+  size_t offset, len; /* bytes from the start of the file */
+  int v;              /* 0: not a record (garbage, torn, or breaking the schema); else a record of format
+                       * version v, newer than this kgen's KG_TLOG_VERSION: not understood, so not used */
+} kg_tlog_skip;
+
 /* A log read into memory. Records' strings and traces live in the log's arena. */
 typedef struct kg_tlog {
   kg_arena arena;
   kg_tlog_record *recs;
   int n, cap;
-  size_t skipped_bytes; /* bytes that were not part of an intact record */
+  size_t skipped_bytes; /* bytes that were not part of an intact record (newer-version records included) */
   int skipped_parts;    /* how many separate stretches were skipped */
+  int skipped_newer;    /* records of a newer format version among them */
+  kg_tlog_skip notes[KG_TLOG_MAX_NOTES]; /* the first skipped stretches (nnotes of skipped_parts) */
+  int nnotes;
+  size_t offset;        /* the file offset of the next byte to decode: kg_tlog_decode's buf[0] is there, and
+                         * kg_tlog_read_more goes on from there */
 } kg_tlog;
 
 void kg_tlog_init(kg_tlog *log);
 void kg_tlog_free(kg_tlog *log);
-/* Decodes every intact record of buf[0..len) and appends them to log (skipping and counting the rest). Never
- * fails: garbage only adds to the skipped counts. */
+/* Decodes every intact record of buf[0..len) and appends them to log (skipping and counting the rest), and
+ * advances log->offset by len. Never fails: garbage only adds to the skipped counts. A record whose version is
+ * newer than KG_TLOG_VERSION is skipped whole (counted in skipped_newer). */
 void kg_tlog_decode(kg_tlog *log, const char *buf, size_t len);
 /* Reads the file at path into log. A missing file is an empty log (returns 0, *missing set when missing is not
  * NULL). -1 with err on an I/O error. */
 int kg_tlog_read(kg_tlog *log, const char *path, int *missing, char *err, size_t errlen);
+/* Reads what was appended to path since log->offset (what log has read of it so far) and appends its records to
+ * log: a tuner sharing the log with others picks up their records this way. Returns the number of records added,
+ * or -1 with err on an I/O error (a missing file adds nothing). Writers append whole records under an exclusive
+ * lock and this reads under a shared one, so it never sees half a record; a file that became shorter than
+ * log->offset (replaced by another) is read from its start again. */
+int kg_tlog_read_more(kg_tlog *log, const char *path, char *err, size_t errlen);
 
 /* Appending. */
 typedef struct kg_tlog_writer kg_tlog_writer;
@@ -118,6 +151,9 @@ kg_tlog_writer *kg_tlog_open(const char *path, char *err, size_t errlen);
 /* One record in one write(2) under an exclusive flock. If the file's last record was torn (a writer killed
  * mid-write) the new record still starts a decodable map: the reader resynchronises. 0, or -1 with err. */
 int kg_tlog_append(kg_tlog_writer *w, const kg_tlog_record *r, char *err, size_t errlen);
+/* Bytes this writer appended so far, and the file offset where its first record landed (-1: none yet). */
+size_t kg_tlog_written(const kg_tlog_writer *w);
+long long kg_tlog_first_offset(const kg_tlog_writer *w);
 /* fsync. 0, or -1 with err. */
 int kg_tlog_flush(kg_tlog_writer *w, char *err, size_t errlen);
 void kg_tlog_close(kg_tlog_writer *w);
@@ -129,6 +165,14 @@ typedef struct kg_tlog_want {
   const char *kind;        /* "c" or "cuda" (required) */
   const char *arch;        /* NULL: any */
   const char *device;      /* NULL: any */
+  /* Optional checks of a candidate record, in order of preference, until one passes (so that a record that cannot
+   * be used gives way to the next best): prog, the program whose schedule the trace must apply to, and whose
+   * FLOP and byte counts judge the time's plausibility (NULL: no trace check, and the largest counts among the
+   * workload's records); usable,
+   * any further check by the caller (e.g. that the schedule builds): 1, or 0 with why. */
+  const kg_program *prog;
+  int (*usable)(void *ctx, const kg_tlog_record *r, char *why, size_t whylen);
+  void *ctx;
 } kg_tlog_want;
 
 typedef enum { KG_TLOG_PICK_EXACT, KG_TLOG_PICK_NEAREST, KG_TLOG_PICK_NONE } kg_tlog_pick_kind;
@@ -139,12 +183,16 @@ typedef struct kg_tlog_pick {
   double median_s;   /* the record's median time */
   char differs[512]; /* NEAREST: what differs from the wanted target, e.g. "arch sm_86 (wanted sm_90)";
                       * NONE: why, e.g. "no successful record of matmul M=8 K=8 N=8 for the cuda target" */
+  int nskipped;      /* better records passed over: implausible, a trace that no longer applies, not usable */
+  char skipped[1024]; /* why, one line each ("record 7: its trace no longer applies: ..."), cut when long */
 } kg_tlog_pick;
 
 /* The best successful record (lowest median, ties to the earlier record) of the workload w names, on the wanted
  * target: among the records matching kind, and arch and device where w gives them (EXACT); else the nearest among
  * the workload's records of the same kind, preferring the same arch, then the same device, then the lowest median
- * (NEAREST); else NONE. A record of another kind never matches: a CPU trace does not schedule a GPU. */
+ * (NEAREST); else NONE. A record of another kind never matches: a CPU trace does not schedule a GPU. A record
+ * whose result is implausible (kg_tlog_record_plausible), or that fails w's checks, is passed over for the next
+ * in that order, and named in out->skipped. */
 void kg_tlog_pick_best(const kg_tlog *log, const kg_tlog_want *w, kg_tlog_pick *out);
 
 /* The distinct workloads (name and hash) of log's records, in order of first appearance: returns how many and

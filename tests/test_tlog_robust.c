@@ -1,0 +1,336 @@
+/* Tuning logs read robustly: a record of a newer format version is skipped whole and said so (never used as if
+ * understood); the best record gives way to the next best when its trace no longer applies to the program or its
+ * time is implausible; skipped stretches are noted with their file offsets; a reader picks up exactly what was
+ * appended since it last read, also while another process appends. */
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "../base/strbuf.h"
+#include "../runtime/measure.h"
+#include "../tlog/tlog.h"
+#include "testlib.h"
+
+static char tmpdir[] = "/tmp/kg-test-tlog-robust-XXXXXX";
+
+typedef struct buf {
+  char *s;
+  size_t len, cap;
+} buf;
+
+static void buf_put(buf *b, const void *p, size_t n) {
+  if (b->len + n > b->cap) {
+    b->cap = (b->len + n) * 2;
+    b->s = realloc(b->s, b->cap);
+  }
+  memcpy(b->s + b->len, p, n);
+  b->len += n;
+}
+
+/* A record of matmul (the workload wl) on the C target with one time t (seconds) and the schedule `sched`. */
+typedef struct rec {
+  kg_tlog_record r;
+  kg_trace trace;
+  double t;
+} rec;
+
+static void rec_init(rec *x, const kg_tlog_workload *wl, const char *sched, double t) {
+  memset(x, 0, sizeof *x);
+  kg_trace_init(&x->trace);
+  char err[256];
+  int rc = kg_trace_parse(&x->trace, "t", sched, strlen(sched), err, sizeof err);
+  CHECKF(rc == 0, "%s: %s", sched, err);
+  x->t = t;
+  kg_tlog_record *r = &x->r;
+  r->workload = *wl;
+  r->target = (kg_tlog_target){"c", "x86-64", "Test CPU", "cc 12", "cpu"};
+  r->trace = x->trace;
+  r->status = kg_status_names[KG_STATUS_OK];
+  r->msg = "";
+  r->times = &x->t;
+  r->ntimes = 1;
+  r->flops = 2.0 * 1024 * 1024 * 1024;
+  r->bytes = 3.0 * 1024 * 1024 * 4;
+  r->time = 1700000000;
+  r->kgen = "test";
+}
+
+static void put_rec(buf *b, const kg_tlog_record *r, int version) {
+  size_t n;
+  char *e = kg_tlog_encode(r, &n);
+  /* kgen writes "v" first: a fixmap header, the key "v", then the version as a positive fixint */
+  CHECK(n > 4 && (unsigned char)e[1] == 0xa1 && e[2] == 'v' && e[3] == KG_TLOG_VERSION);
+  if (version) e[3] = (char)version;
+  buf_put(b, e, n);
+  free(e);
+}
+
+/* A record of a newer format version is skipped whole, noted with its offset and version, and never used. */
+static void test_newer_version(const kg_tlog_workload *wl) {
+  rec a, fast, c;
+  rec_init(&a, wl, "split C i 4\n", 2e-3);
+  rec_init(&fast, wl, "split C j 4\n", 1e-3);
+  rec_init(&c, wl, "split C k 4\n", 3e-3);
+  buf b = {0};
+  put_rec(&b, &a.r, 0);
+  size_t at = b.len;
+  put_rec(&b, &fast.r, KG_TLOG_VERSION + 1);
+  size_t newer_len = b.len - at;
+  put_rec(&b, &c.r, 0);
+  /* and one at the end whose "trace" is something this version never wrote: still skipped as newer */
+  size_t at2 = b.len;
+  static const unsigned char v9[] = {0x82, 0xa1, 'v', 0x09, 0xa5, 't', 'r', 'a', 'c', 'e', 0xa3, 'n', 'e', 'w'};
+  buf_put(&b, v9, sizeof v9);
+  kg_tlog log;
+  kg_tlog_init(&log);
+  kg_tlog_decode(&log, b.s, b.len);
+  CHECKF(log.n == 2, "%d records", log.n);
+  CHECK(log.skipped_newer == 2 && log.skipped_parts == 2 && log.skipped_bytes == newer_len + sizeof v9);
+  CHECK(log.nnotes == 2 && log.notes[0].offset == at && log.notes[0].len == newer_len &&
+        log.notes[0].v == KG_TLOG_VERSION + 1);
+  CHECK(log.nnotes == 2 && log.notes[1].offset == at2 && log.notes[1].v == 9);
+  CHECK(log.offset == b.len);
+  for (int i = 0; i < log.n; i++) CHECK(log.recs[i].v == KG_TLOG_VERSION);
+  kg_tlog_want w = {.wl = wl, .kind = "c"};
+  kg_tlog_pick pk;
+  kg_tlog_pick_best(&log, &w, &pk);
+  CHECK(pk.kind == KG_TLOG_PICK_EXACT && pk.index == 0 && pk.median_s == 2e-3);
+  kg_tlog_free(&log);
+  free(b.s);
+  kg_trace_free(&a.trace);
+  kg_trace_free(&fast.trace);
+  kg_trace_free(&c.trace);
+}
+
+/* The best record whose trace names a loop the program does not have gives way to the next best. */
+static void test_trace_no_longer_applies(const kg_program *p, const kg_tlog_workload *wl) {
+  rec broken, good, slow;
+  rec_init(&broken, wl, "split C q 4\n", 1e-3);
+  rec_init(&good, wl, "split C i 4\nreorder C i.o j k i.i\n", 2e-3);
+  rec_init(&slow, wl, "split C j 8\n", 5e-3);
+  buf b = {0};
+  put_rec(&b, &slow.r, 0);
+  put_rec(&b, &broken.r, 0);
+  put_rec(&b, &good.r, 0);
+  kg_tlog log;
+  kg_tlog_init(&log);
+  kg_tlog_decode(&log, b.s, b.len);
+  CHECK(log.n == 3);
+  kg_tlog_want w = {.wl = wl, .kind = "c", .prog = p};
+  kg_tlog_pick pk;
+  kg_tlog_pick_best(&log, &w, &pk);
+  CHECKF(pk.index == 2 && pk.median_s == 2e-3, "picked %d", pk.index);
+  CHECK(pk.nskipped == 1);
+  CHECK_STR_CONTAINS(pk.skipped, "record 2: its trace no longer applies");
+  /* without the program the reader cannot tell: the fastest is taken */
+  kg_tlog_want blind = {.wl = wl, .kind = "c"};
+  kg_tlog_pick_best(&log, &blind, &pk);
+  CHECK(pk.index == 1 && pk.nskipped == 0);
+  /* every record broken: none, saying why */
+  kg_tlog only;
+  kg_tlog_init(&only);
+  buf b2 = {0};
+  put_rec(&b2, &broken.r, 0);
+  kg_tlog_decode(&only, b2.s, b2.len);
+  kg_tlog_pick_best(&only, &w, &pk);
+  CHECK(pk.kind == KG_TLOG_PICK_NONE && pk.index == -1 && pk.nskipped == 1);
+  CHECK_STR_CONTAINS(pk.differs, "no usable record");
+  kg_tlog_free(&only);
+  kg_tlog_free(&log);
+  free(b.s);
+  free(b2.s);
+  kg_trace_free(&broken.trace);
+  kg_trace_free(&good.trace);
+  kg_trace_free(&slow.trace);
+}
+
+/* Times no machine can reach are never the best: zero, below a cycle, or implying more than the FLOP/s or bytes/s
+ * bounds (judged by the program's counts when given, so a record cannot hide behind flops = 0). */
+static void test_implausible(const kg_program *p, const kg_tlog_workload *wl) {
+  rec zero, tiny, lying, real;
+  rec_init(&zero, wl, "split C i 2\n", 0);
+  rec_init(&tiny, wl, "split C i 8\n", 1e-7); /* 2^31 FLOP in 1e-7 s: 2e16 FLOP/s */
+  rec_init(&lying, wl, "split C j 2\n", 1e-7);
+  lying.r.flops = 0; /* the same by the program's count */
+  lying.r.bytes = 0;
+  rec_init(&real, wl, "split C k 2\n", 4e-3);
+  buf b = {0};
+  put_rec(&b, &zero.r, 0);
+  put_rec(&b, &tiny.r, 0);
+  put_rec(&b, &lying.r, 0);
+  put_rec(&b, &real.r, 0);
+  kg_tlog log;
+  kg_tlog_init(&log);
+  kg_tlog_decode(&log, b.s, b.len);
+  CHECK(log.n == 4);
+  char why[256];
+  CHECK(!kg_tlog_record_plausible(&log.recs[0], NULL, NULL, why, sizeof why));
+  CHECK(!kg_tlog_record_plausible(&log.recs[1], NULL, NULL, why, sizeof why));
+  CHECK_STR_CONTAINS(why, "FLOP/s");
+  CHECK(kg_tlog_record_plausible(&log.recs[2], NULL, NULL, why, sizeof why)); /* by its own (zero) counts */
+  double f = kg_program_flops(p), by = kg_program_bytes(p);
+  CHECK(!kg_tlog_record_plausible(&log.recs[2], &f, &by, why, sizeof why));
+  CHECK(kg_tlog_record_plausible(&log.recs[3], &f, &by, why, sizeof why));
+  double nan_t = NAN;
+  kg_tlog_record bad = log.recs[3];
+  bad.times = &nan_t;
+  CHECK(!kg_tlog_record_plausible(&bad, NULL, NULL, why, sizeof why));
+  kg_tlog_want w = {.wl = wl, .kind = "c", .prog = p};
+  kg_tlog_pick pk;
+  kg_tlog_pick_best(&log, &w, &pk);
+  CHECKF(pk.index == 3 && pk.nskipped == 3, "picked %d, %d skipped", pk.index, pk.nskipped);
+  CHECK_STR_CONTAINS(pk.skipped, "implausible time");
+  /* show ranks none of them: it judges by the largest counts the workload's records give */
+  kg_strbuf out;
+  kg_strbuf_init(&out);
+  kg_tlog_show(&out, &log, 0);
+  CHECK_STR_CONTAINS(out.s, "best: 4.000 ms");
+  CHECK_STR_CONTAINS(out.s, "records: 4 (ok 4), 3 with an implausible time, not ranked");
+  kg_strbuf_free(&out);
+  kg_tlog_free(&log);
+  free(b.s);
+  kg_trace_free(&zero.trace);
+  kg_trace_free(&tiny.trace);
+  kg_trace_free(&lying.trace);
+  kg_trace_free(&real.trace);
+}
+
+/* Skipped stretches are noted at their offsets, the first KG_TLOG_MAX_NOTES of them; the rest are counted. */
+static void test_notes(const kg_tlog_workload *wl) {
+  rec a;
+  rec_init(&a, wl, "split C i 4\n", 2e-3);
+  buf b = {0};
+  size_t at[KG_TLOG_MAX_NOTES + 4];
+  for (int i = 0; i < KG_TLOG_MAX_NOTES + 4; i++) {
+    at[i] = b.len;
+    buf_put(&b, "\xc1\xc1\xc1", 3);
+    put_rec(&b, &a.r, i == KG_TLOG_MAX_NOTES + 1 ? KG_TLOG_VERSION + 1 : 0);
+  }
+  buf_put(&b, "\xc1", 1); /* after a newer record: a part of its own, never added to a note it does not own */
+  kg_tlog log;
+  kg_tlog_init(&log);
+  kg_tlog_decode(&log, b.s, b.len);
+  CHECK(log.n == KG_TLOG_MAX_NOTES + 3 && log.skipped_newer == 1);
+  CHECK(log.skipped_parts == KG_TLOG_MAX_NOTES + 6 && log.nnotes == KG_TLOG_MAX_NOTES);
+  int ok = 1;
+  for (int i = 0; i < log.nnotes; i++) ok &= log.notes[i].offset == at[i] && log.notes[i].len == 3 && !log.notes[i].v;
+  CHECK(ok);
+  kg_tlog_free(&log);
+  free(b.s);
+  kg_trace_free(&a.trace);
+}
+
+static void append_bytes(const char *path, const void *p, size_t n) {
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
+  CHECK(fd >= 0 && write(fd, p, n) == (ssize_t)n);
+  close(fd);
+}
+
+/* kg_tlog_read_more reads exactly what was appended since, with skipped bytes noted at their file offsets; the
+ * writer says how much it wrote and where its first record landed. */
+static void test_read_more(const kg_tlog_workload *wl) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/more.kglog", tmpdir);
+  rec a, c;
+  rec_init(&a, wl, "split C i 4\n", 2e-3);
+  rec_init(&c, wl, "split C j 4\n", 3e-3);
+  buf b = {0};
+  put_rec(&b, &a.r, 0);
+  append_bytes(path, b.s, b.len);
+  kg_tlog log;
+  kg_tlog_init(&log);
+  char err[256];
+  CHECK(kg_tlog_read(&log, path, NULL, err, sizeof err) == 0 && log.n == 1 && log.offset == b.len);
+  CHECK(kg_tlog_read_more(&log, path, err, sizeof err) == 0 && log.n == 1);
+  kg_tlog_writer *w = kg_tlog_open(path, err, sizeof err);
+  CHECK(w && kg_tlog_written(w) == 0 && kg_tlog_first_offset(w) == -1);
+  CHECK(kg_tlog_append(w, &c.r, err, sizeof err) == 0);
+  size_t one = kg_tlog_written(w);
+  CHECK(kg_tlog_first_offset(w) == (long long)b.len);
+  append_bytes(path, "junk!", 5);
+  CHECK(kg_tlog_append(w, &a.r, err, sizeof err) == 0 && kg_tlog_written(w) == 2 * one + (b.len - one));
+  CHECK(kg_tlog_first_offset(w) == (long long)b.len);
+  int added = kg_tlog_read_more(&log, path, err, sizeof err);
+  CHECKF(added == 2 && log.n == 3, "%d added, %d in all", added, log.n);
+  CHECK(log.skipped_parts == 1 && log.skipped_bytes == 5 && log.nnotes == 1 && log.notes[0].offset == b.len + one &&
+        log.notes[0].len == 5);
+  CHECK(log.n == 3 && log.recs[1].times[0] == 3e-3 && log.recs[2].times[0] == 2e-3);
+  CHECK(kg_tlog_read_more(&log, path, err, sizeof err) == 0 && log.n == 3);
+  kg_tlog_close(w);
+  /* the path now names a shorter file: read from its start */
+  unlink(path);
+  append_bytes(path, b.s, b.len);
+  CHECK(kg_tlog_read_more(&log, path, err, sizeof err) == 1 && log.n == 4 && log.offset == b.len);
+  /* a missing file adds nothing */
+  unlink(path);
+  CHECK(kg_tlog_read_more(&log, path, err, sizeof err) == 0 && log.n == 4);
+  kg_tlog_free(&log);
+  free(b.s);
+  kg_trace_free(&a.trace);
+  kg_trace_free(&c.trace);
+}
+
+/* While another process appends, repeated kg_tlog_read_more calls see every record exactly once and never half
+ * of one. */
+static void test_read_more_concurrent(const kg_tlog_workload *wl) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/conc.kglog", tmpdir);
+  const int N = 400;
+  pid_t pid = fork();
+  if (pid == 0) {
+    rec a;
+    rec_init(&a, wl, "split C i 4\nsplit C j 8\nreorder C i.o j.o k i.i j.i\n", 1e-3);
+    char err[256];
+    kg_tlog_writer *w = kg_tlog_open(path, err, sizeof err);
+    if (!w) _exit(1);
+    for (int i = 0; i < N; i++) {
+      a.t = 1e-3 * (i + 1);
+      if (kg_tlog_append(w, &a.r, err, sizeof err) != 0) _exit(1);
+    }
+    kg_tlog_close(w);
+    _exit(0);
+  }
+  kg_tlog log;
+  kg_tlog_init(&log);
+  char err[256];
+  int status = 0, done = 0, reads = 0, bad = 0;
+  while (!done) {
+    done = waitpid(pid, &status, WNOHANG) == pid;
+    if (kg_tlog_read_more(&log, path, err, sizeof err) < 0) bad++;
+    reads++;
+  }
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECKF(log.n == N && log.skipped_bytes == 0 && bad == 0, "%d records in %d reads, %zu bytes skipped", log.n,
+         reads, log.skipped_bytes);
+  int order = 1;
+  for (int i = 0; i < log.n; i++) order &= log.recs[i].times[0] == 1e-3 * (i + 1);
+  CHECK(order);
+  kg_tlog_free(&log);
+}
+
+int main(void) {
+  if (!mkdtemp(tmpdir)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  kg_program *p = kg_test_load_sizes(KG_TEST_MATMUL, "M=1024 N=1024 K=1024");
+  CHECK(p != NULL);
+  if (p) {
+    kg_tlog_workload wl;
+    kg_tlog_workload_of(p, &wl);
+    test_newer_version(&wl);
+    test_trace_no_longer_applies(p, &wl);
+    test_implausible(p, &wl);
+    test_notes(&wl);
+    test_read_more(&wl);
+    test_read_more_concurrent(&wl);
+    kg_program_free(p);
+  }
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+  if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", tmpdir);
+  TEST_END();
+}
