@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "verify.h"
+#include "../base/file.h"
 
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAGIC_LEN 6
@@ -199,14 +201,19 @@ float *kg_npy_load(const char *path, int ndim, const int64_t *shape, char *err, 
     npy_err(err, errlen, "%s: %s", path, "invalid expected shape");
     return NULL;
   }
-  struct stat st;
-  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-    npy_err(err, errlen, "%s: %s", path, "not a regular file");
+  /* a regular file no larger than the preamble, the largest header and the expected data: a FIFO, a device or an
+   * oversized file is refused before anything is read (base/file.h) */
+  uint64_t limit = 12 + NPY_MAX_HEADER + 4 * (uint64_t)n;
+  char whyf[512];
+  int fd = kg_file_open_read(path, limit > SIZE_MAX ? SIZE_MAX : (size_t)limit, whyf, sizeof whyf);
+  if (fd < 0) {
+    npy_err(err, errlen, "%s%s", whyf, "");
     return NULL;
   }
-  FILE *f = fopen(path, "rb");
+  FILE *f = fdopen(fd, "rb");
   if (!f) {
     npy_err(err, errlen, "%s: %s", path, strerror(errno));
+    close(fd);
     return NULL;
   }
   unsigned char pre[12];

@@ -186,6 +186,8 @@ static int parse_line(kg_trace *t, const char *name, int lineno, const char *p, 
       return line_error(err, errlen, name, lineno, "%s: unknown scope '" TOK_FMT "'", kg_step_names[kind],
                         TOK_ARG(*ts));
   }
+  if (t->nsteps >= KG_TRACE_MAX_STEPS)
+    return line_error(err, errlen, name, lineno, "too many steps: a trace holds at most %d", KG_TRACE_MAX_STEPS);
   /* strings go into the trace's arena directly (kg_trace_push would copy them again) */
   step.stage = kg_arena_strndup(&t->arena, tok[1].s, tok[1].n);
   for (int i = 0; i < nnames; i++) step.names[i] = kg_arena_strndup(&t->arena, tok[2 + i].s, tok[2 + i].n);
