@@ -39,6 +39,12 @@ const char *kg_file_format_size(char *buf, size_t len, uint64_t bytes) {
   return buf;
 }
 
+/* "PATH: is a FIFO (named pipe), not a regular file"; a directory in strerror's words, as open(2) would say it */
+static void not_regular(const char *path, unsigned mode, char *err, size_t errlen) {
+  if (S_ISDIR(mode)) set_err(err, errlen, "%s: %s", path, strerror(EISDIR));
+  else set_err(err, errlen, "%s: is %s, not a regular file", path, kg_file_kind(mode));
+}
+
 static int too_large(const char *path, uint64_t size, size_t limit, char *err, size_t errlen) {
   char lim[32];
   set_err(err, errlen, "%s: file too large (%llu bytes or more; the limit is %s)", path, (unsigned long long)size,
@@ -64,7 +70,7 @@ int kg_file_open_read(const char *path, size_t limit, char *err, size_t errlen) 
     return -1;
   }
   if (!S_ISREG(st.st_mode)) {
-    set_err(err, errlen, "%s: is %s, not a regular file", path, kg_file_kind((unsigned)st.st_mode));
+    not_regular(path, (unsigned)st.st_mode, err, errlen);
     close(fd);
     errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
     return -1;
@@ -139,7 +145,7 @@ int kg_file_open_append(const char *path, int flags, char *err, size_t errlen) {
   struct stat st;
   /* checked before open too: opening a FIFO for writing would wait for a reader, a device could act on open */
   if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-    set_err(err, errlen, "%s: is %s, not a regular file", path, kg_file_kind((unsigned)st.st_mode));
+    not_regular(path, (unsigned)st.st_mode, err, errlen);
     errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
     return -1;
   }
@@ -153,7 +159,7 @@ int kg_file_open_append(const char *path, int flags, char *err, size_t errlen) {
   /* and after: the path may have been replaced in between */
   if (fstat(fd, &st) != 0) st.st_mode = 0;
   if (!S_ISREG(st.st_mode)) {
-    set_err(err, errlen, "%s: is %s, not a regular file", path, kg_file_kind((unsigned)st.st_mode));
+    not_regular(path, (unsigned)st.st_mode, err, errlen);
     close(fd);
     errno = EINVAL;
     return -1;

@@ -570,8 +570,13 @@ static int cmd_run(const options *o, kg_program *p) {
   printf("compile: %.3f s\n", pl.mod.compile_s);
   /* With --load the inputs are the user's: compute the reference on them as they are. */
   double t_ref = kg_now_s();
-  if (o->load_dir) kg_data_reference_as_is(&d, p);
-  else kg_data_reference(&d, p, o->data_seed);
+  int ref_rc = o->load_dir ? kg_data_reference_as_is(&d, p) : kg_data_reference(&d, p, o->data_seed);
+  if (ref_rc == -2) {
+    fprintf(stderr, "kgen: error: not enough memory: the reference of %s at these sizes could not be computed\n",
+            p->def->name);
+    kg_pipeline_free(&pl);
+    goto out;
+  }
   printf("reference: %.3f s\n", kg_now_s() - t_ref);
   kg_verify_result v = kg_pipeline_verify(&pl, p, &d, o->rtol);
   if (o->save_dir && save_tensors(o, p, &d)) {

@@ -226,7 +226,7 @@ kg_model *kg_model_load(const char *path, uint64_t seed, char *err, size_t errle
   size_t len = 0;
   char *buf = kg_file_read(path, KG_FILE_MAX_MODEL, &len, why, sizeof why);
   if (!buf) {
-    if (err && errlen) snprintf(err, errlen, "cost model: cannot read %s", why);
+    if (err && errlen) snprintf(err, errlen, "cost model: cannot open %s", why);
     return NULL;
   }
   quiet();

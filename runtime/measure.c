@@ -458,12 +458,13 @@ kg_measurer *kg_measurer_new(const kg_program *p, const kg_measure_opts *o, char
 
   /* data: the reference once; kg_data_reference may redraw the inputs, so they are copied out afterwards */
   if (kg_data_init(&m->data, p, m->o.seed)) {
-    char what[256];
-    snprintf(what, sizeof what, "%s at these sizes", p->def->name);
-    snprintf(err, errlen, "not enough memory: allocating the data of %s failed", what);
+    snprintf(err, errlen, "not enough memory: allocating the data of %s at these sizes failed", p->def->name);
     goto fail;
   }
-  kg_data_reference(&m->data, p, m->o.seed);
+  if (kg_data_reference(&m->data, p, m->o.seed) == -2) {
+    snprintf(err, errlen, "not enough memory: the reference of %s at these sizes could not be computed", p->def->name);
+    goto fail;
+  }
   m->memfd = memfd_create("kgen-measure", MFD_CLOEXEC);
   if (m->memfd < 0 || ftruncate(m->memfd, (off_t)(total ? total : 1)) != 0) {
     snprintf(err, errlen, "cannot make the shared buffers (%zu bytes): %s", total, strerror(errno));

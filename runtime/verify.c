@@ -131,11 +131,14 @@ static void ref_alloc(kg_data *d, const kg_program *p) {
 /* kg_eval_reference fails only on an out-of-bounds read, which it turns into NaN: reported like NaN here */
 int kg_data_reference_as_is(kg_data *d, const kg_program *p) {
   ref_alloc(d, p);
-  return kg_eval_reference(p, (const float *const *)d->inputs, d->ref) == 0 && ref_all_finite(d, p) ? 0 : -1;
+  int rc = kg_eval_reference(p, (const float *const *)d->inputs, d->ref);
+  if (rc == -2) return -2;
+  return rc == 0 && ref_all_finite(d, p) ? 0 : -1;
 }
 
 int kg_data_reference(kg_data *d, const kg_program *p, uint64_t seed) {
-  if (kg_data_reference_as_is(d, p) == 0) return 0;
+  int rc = kg_data_reference_as_is(d, p);
+  if (rc == 0 || rc == -2) return rc;
   data_draw_positive(d, p, seed);
   return kg_data_reference_as_is(d, p);
 }

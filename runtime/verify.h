@@ -28,10 +28,11 @@ int kg_data_init(kg_data *d, const kg_program *p, uint64_t seed);
 void kg_data_free(kg_data *d);
 /* Runs the reference evaluator. If the reference is not finite everywhere with signed inputs (log, sqrt of
  * negatives), inputs are redrawn positive in [0.5, 1.5] and the reference is computed again. Returns 0, or -1
- * when the reference still has non-finite values (the comparison then requires the same class: NaN / +-inf). */
+ * when the reference still has non-finite values (the comparison then requires the same class: NaN / +-inf), or -2
+ * when the evaluator's intermediates could not be allocated (an error: not enough memory). */
 int kg_data_reference(kg_data *d, const kg_program *p, uint64_t seed);
-/* The reference on the inputs as they are (the user's, from --load): never redraws them. Returns 0, or -1 when
- * the reference is not finite everywhere. */
+/* The reference on the inputs as they are (the user's, from --load): never redraws them. Returns 0, -1 when
+ * the reference is not finite everywhere, or -2 as kg_data_reference. */
 int kg_data_reference_as_is(kg_data *d, const kg_program *p);
 /* Fills every output with the poison bit pattern (a NaN no computation produces), so an unwritten element
  * fails verification. */
