@@ -4,6 +4,7 @@
  * numpy does. Reads 1.0 and 2.0; every field of the header is checked against what the caller expects, and a
  * truncated or corrupt file is an error message, never a crash. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,10 +70,17 @@ int kg_npy_save(const char *path, const float *data, int ndim, const int64_t *sh
   memset(hdr + w, ' ', hlen - (size_t)w);
   hdr[hlen - 1] = '\n';
 
-  FILE *f = fopen(path, "wb");
+  /* a FIFO or a device where the file should go is refused instead of blocking or writing into it */
+  char whyf[512];
+  int fd = kg_file_open_append(path, O_CREAT | O_TRUNC, whyf, sizeof whyf);
+  FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
   if (!f) {
+    if (fd >= 0) {
+      snprintf(whyf, sizeof whyf, "%s: %s", path, strerror(errno));
+      close(fd);
+    }
     free(hdr);
-    npy_err(err, errlen, "%s: %s", path, strerror(errno));
+    npy_err(err, errlen, "%s%s", whyf, "");
     return -1;
   }
   int ok = fwrite(pre, 1, sizeof pre, f) == sizeof pre && fwrite(hdr, 1, hlen, f) == hlen;

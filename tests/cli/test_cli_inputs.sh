@@ -53,6 +53,11 @@ cp "$T/save/B.npy" "$T/load2/B.npy"
 expect 1 "--load an oversized .npy" -- $TO $K run matmul $S --load "$T/load2"
 has err "A.npy: file too large" "names the oversized file"
 
+mkdir "$T/save2"
+mkfifo "$T/save2/A.npy"
+expect 1 "--save onto a FIFO" -- $TO $K run matmul $S --save "$T/save2"
+has err "A.npy: is a FIFO" "names the FIFO it will not write into"
+
 # traces past the limit: refused at parse time naming the limit; at the limit: lowered in time
 python3 -c "print('cache_write C local\n' * 1001, end='')" > "$T/long.sched"
 expect 1 "1001 steps" -- $TO $K lower matmul $S --schedule "$T/long.sched"
