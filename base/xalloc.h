@@ -1,5 +1,7 @@
-/* Heap allocation that treats running out of memory as fatal: for the few heap buffers outside arenas (test data,
- * argument arrays, timings), where there is no sensible way to go on. Arenas and strbufs do the same. */
+/* Heap allocation that treats running out of memory as fatal: for the few small heap buffers outside arenas
+ * (argument arrays, timings), where there is no sensible way to go on. Arenas and strbufs do the same. Never for
+ * user-sized data (tensors, the reference and its intermediates, files read): those are checked against the
+ * memory budget (base/mem.h) and allocated with a plain malloc whose failure is an error, exit 1. */
 #ifndef KG_XALLOC_H
 #define KG_XALLOC_H
 #include <stdio.h>

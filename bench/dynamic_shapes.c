@@ -617,8 +617,10 @@ static int prepare_sizes(bench *B) {
   for (int i = 0; i < B->ns; i++) {
     size_case *s = &B->sc[i];
     uint64_t seed = o->seed + (uint64_t)s->m;
-    kg_data_init(&s->d, s->p, seed);
-    kg_data_reference(&s->d, s->p, seed);
+    if (kg_data_init(&s->d, s->p, seed) || kg_data_reference(&s->d, s->p, seed) == -2) {
+      fprintf(stderr, "dynamic_shapes: not enough memory for the data of size %lld\n", (long long)s->m);
+      return -1;
+    }
     int np = s->d.ninputs + s->d.noutputs;
     s->args = kg_xrealloc(NULL, sizeof(float *) * (size_t)(np + 1));
     for (int j = 0; j < s->d.ninputs; j++) s->args[j] = s->d.inputs[j];

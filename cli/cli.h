@@ -9,7 +9,9 @@
 
 int cli_parse_u64(const char *s, uint64_t *v);            /* 0, or -1 when s is not a decimal number */
 int cli_parse_binding(const char *s, kg_binding *b);     /* NAME=VALUE; 0 or -1 */
-char *cli_read_file(const char *path, size_t *len);     /* NULL with errno */
+/* A program or schedule file, at most KG_FILE_MAX_TEXT bytes and a regular file (base/file.h); NULL with
+ * "PATH: reason" in err. */
+char *cli_read_file(const char *path, size_t *len, char *err, size_t errlen);
 /* A bare name (no '/', no ".te", not a file) resolves into the workload library. Caller frees. */
 char *cli_resolve_program(const char *arg);
 /* Resolves and reads a program's text (*path: the resolved path, caller frees both); prints why on failure. */

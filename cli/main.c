@@ -330,9 +330,9 @@ static kg_schedule *make_schedule(const options *o, kg_program *p) {
   char err[2048];
   if (o->schedule_file) {
     size_t len;
-    char *text = cli_read_file(o->schedule_file, &len);
+    char *text = cli_read_file(o->schedule_file, &len, err, sizeof err);
     if (!text) {
-      fprintf(stderr, "kgen: cannot read schedule '%s': %s\n", o->schedule_file, strerror(errno));
+      fprintf(stderr, "kgen: cannot read schedule %s\n", err);
       kg_schedule_free(s);
       return NULL;
     }
@@ -467,18 +467,13 @@ static int save_tensors(const options *o, const kg_program *p, const kg_data *d)
   return 0;
 }
 
-/* A run that cannot fit in memory is a user error, said before anything is allocated. */
+/* A run that cannot fit in memory is a user error, said before anything is allocated (the same check and
+ * message as tune and replay: runtime/verify.h). */
 static int check_memory(const kg_program *p) {
-  double need = kg_data_bytes(p);
-  double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
-  if (have > 0 && need > 0.8 * have) {
-    fprintf(stderr,
-            "kgen: error: running %s at these sizes needs %.3g GB (inputs, outputs, the reference and temporaries); "
-            "this machine has %.3g GB\n",
-            p->def->name, need / 1e9, have / 1e9);
-    return -1;
-  }
-  return 0;
+  char err[512];
+  if (kg_data_check_memory(p, err, sizeof err) == 0) return 0;
+  fprintf(stderr, "kgen: error: %s\n", err);
+  return -1;
 }
 
 static void print_time(const char *label, double median, double lo, double hi, int runs) {
@@ -510,7 +505,11 @@ static int cmd_run_measured(const options *o, kg_program *p) {
   kg_data loaded;
   memset(&loaded, 0, sizeof loaded);
   if (o->load_dir) {
-    kg_data_init(&loaded, p, o->data_seed);
+    if (kg_data_init(&loaded, p, o->data_seed)) {
+      fprintf(stderr, "kgen: error: not enough memory: allocating the data of %s at these sizes failed\n", p->def->name);
+      kg_schedule_free(s);
+      return 1;
+    }
     if (load_inputs(o, p, &loaded)) {
       kg_data_free(&loaded);
       kg_schedule_free(s);
@@ -593,7 +592,11 @@ static int cmd_run(const options *o, kg_program *p) {
   char err[8192];
   kg_pipeline pl;
   kg_data d;
-  kg_data_init(&d, p, o->data_seed);
+  if (kg_data_init(&d, p, o->data_seed)) {
+    fprintf(stderr, "kgen: error: not enough memory: allocating the data of %s at these sizes failed\n", p->def->name);
+    kg_schedule_free(s);
+    return 1;
+  }
   if (o->load_dir && load_inputs(o, p, &d)) goto out;
   if (kg_pipeline_build(s, o->target, &pl, err, sizeof err)) {
     fprintf(stderr, "kgen: build failed: %s\n", err);
@@ -603,8 +606,13 @@ static int cmd_run(const options *o, kg_program *p) {
   printf("compile: %.3f s\n", pl.mod.compile_s);
   /* With --load the inputs are the user's: compute the reference on them as they are. */
   double t_ref = kg_now_s();
-  if (o->load_dir) kg_data_reference_as_is(&d, p);
-  else kg_data_reference(&d, p, o->data_seed);
+  int ref_rc = o->load_dir ? kg_data_reference_as_is(&d, p) : kg_data_reference(&d, p, o->data_seed);
+  if (ref_rc == -2) {
+    fprintf(stderr, "kgen: error: not enough memory: the reference of %s at these sizes could not be computed\n",
+            p->def->name);
+    kg_pipeline_free(&pl);
+    goto out;
+  }
   printf("reference: %.3f s\n", kg_now_s() - t_ref);
   kg_verify_result v = kg_pipeline_verify(&pl, p, &d, o->rtol);
   if (o->save_dir && save_tensors(o, p, &d)) {

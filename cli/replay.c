@@ -57,11 +57,8 @@ static const char *lib_path(const finder *fd, const char *arg) {
 static kg_program *load_def(const char *path, const char *name, const kg_binding *b, int nb, char *why,
                             size_t whylen) {
   size_t len;
-  char *text = cli_read_file(path, &len);
-  if (!text) {
-    snprintf(why, whylen, "%s: %s", path, strerror(errno));
-    return NULL;
-  }
+  char *text = cli_read_file(path, &len, why, whylen);
+  if (!text) return NULL;
   kg_arena da;
   kg_arena_init(&da);
   kg_diag diag = {0};
@@ -143,7 +140,8 @@ static kg_program *find_program(const finder *fd, const kg_tlog_record *r, char 
 /* The name of the first def in the file at path (heap), or NULL. */
 static char *first_def_name(const char *path) {
   size_t len;
-  char *text = cli_read_file(path, &len);
+  char err[256];
+  char *text = cli_read_file(path, &len, err, sizeof err);
   if (!text) return NULL;
   kg_arena a;
   kg_arena_init(&a);
@@ -159,6 +157,11 @@ static char *first_def_name(const char *path) {
 static int replay_one(const kg_program *p, const kg_tlog *log, const char *log_path, const kg_measure_opts *mo) {
   char err[1024];
   kg_replay_result r;
+  /* sizes that cannot fit are the user's error (exit 1), said before a measurer (or a device) is tried */
+  if (kg_data_check_memory(p, err, sizeof err) != 0) {
+    fprintf(stderr, "kgen replay: %s\n", err);
+    return 1;
+  }
   if (kg_replay(p, log, mo, &r, err, sizeof err) != 0) {
     fprintf(stderr, "kgen replay: %s\n", err);
     return 3;

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cli.h"
+#include "../base/file.h"
 #include "../base/strbuf.h"
 
 int cli_parse_u64(const char *s, uint64_t *v) {
@@ -38,22 +39,8 @@ int cli_parse_binding(const char *s, kg_binding *b) {
   return 0;
 }
 
-char *cli_read_file(const char *path, size_t *len) {
-  struct stat st;
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-    errno = EISDIR;
-    return NULL;
-  }
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  kg_strbuf b;
-  kg_strbuf_init(&b);
-  char chunk[65536];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) kg_strbuf_putn(&b, chunk, n);
-  fclose(f);
-  *len = b.len;
-  return kg_strbuf_take(&b);
+char *cli_read_file(const char *path, size_t *len, char *err, size_t errlen) {
+  return kg_file_read(path, KG_FILE_MAX_TEXT, len, err, errlen);
 }
 
 /* A bare name (no '/', no ".te") that is not a file resolves into the workload library: $KGEN_LIB, else
@@ -85,9 +72,10 @@ char *cli_resolve_program(const char *arg) {
 
 char *cli_read_program(const char *file, char **path, size_t *len) {
   *path = cli_resolve_program(file);
-  char *text = cli_read_file(*path, len);
+  char err[PATH_MAX + 200];
+  char *text = cli_read_file(*path, len, err, sizeof err);
   if (!text) {
-    fprintf(stderr, "kgen: cannot read '%s': %s\n", *path, strerror(errno));
+    fprintf(stderr, "kgen: cannot read %s\n", err);
     free(*path);
     *path = NULL;
   }

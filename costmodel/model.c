@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <xgboost/c_api.h>
 #include "../base/rng.h"
+#include "../base/file.h"
 #include "../base/xalloc.h"
 #include "features.h"
 
@@ -221,19 +222,13 @@ int kg_model_save(const kg_model *m, const char *path, char *err, size_t errlen)
 
 kg_model *kg_model_load(const char *path, uint64_t seed, char *err, size_t errlen) {
   if (err && errlen) err[0] = 0;
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    if (err && errlen) snprintf(err, errlen, "cost model: cannot open %s", path);
+  char why[512];
+  size_t len = 0;
+  char *buf = kg_file_read(path, KG_FILE_MAX_MODEL, &len, why, sizeof why);
+  if (!buf) {
+    if (err && errlen) snprintf(err, errlen, "cost model: cannot open %s", why);
     return NULL;
   }
-  char *buf = NULL;
-  size_t len = 0, cap = 0, got;
-  do {
-    if (len == cap) buf = kg_xrealloc(buf, cap = cap ? 2 * cap : 65536);
-    got = fread(buf + len, 1, cap - len, f);
-    len += got;
-  } while (got > 0);
-  fclose(f);
   quiet();
   BoosterHandle b = NULL;
   bst_ulong nf = 0;

@@ -395,18 +395,6 @@ void kg_measurer_free(kg_measurer *m) {
   free(m);
 }
 
-/* MemAvailable from /proc/meminfo in bytes, or -1. */
-static double mem_available(void) {
-  FILE *f = fopen("/proc/meminfo", "r");
-  if (!f) return -1;
-  char line[256];
-  double kb = -1;
-  while (fgets(line, sizeof line, f))
-    if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
-  fclose(f);
-  return kb < 0 ? -1 : kb * 1024;
-}
-
 /* The first line a shell command prints, or "" (for compiler versions in the device description). */
 static void command_line(const char *cmd, char *out, size_t len) {
   out[0] = 0;
@@ -494,22 +482,25 @@ kg_measurer *kg_measurer_new(const kg_program *p, const kg_measure_opts *o, char
     m->file_off[i] = total;
     total += kg_buffer_span(m->numel[i]);
   }
-  double need = kg_data_bytes(p) + (double)total, avail = mem_available();
-  if (avail > 0 && need > avail) {
-    snprintf(err, errlen, "not enough memory to measure %s: %.0f MB needed, %.0f MB available", p->def->name,
-             need / 1048576, avail / 1048576);
-    goto fail;
-  }
+  if (kg_data_check_memory(p, err, errlen)) goto fail;
 
   /* data: the reference once; kg_data_reference may redraw the inputs, so they are copied out afterwards */
-  kg_data_init(&m->data, p, m->o.seed);
+  if (kg_data_init(&m->data, p, m->o.seed)) {
+    snprintf(err, errlen, "not enough memory: allocating the data of %s at these sizes failed", p->def->name);
+    goto fail;
+  }
+  int ref;
   if (o->inputs) {
     for (int i = 0; i < p->ninputs; i++) memcpy(m->data.inputs[i], o->inputs[i], (size_t)m->numel[i] * 4);
-    kg_data_reference_as_is(&m->data, p);
+    ref = kg_data_reference_as_is(&m->data, p);
   } else {
-    kg_data_reference(&m->data, p, m->o.seed);
+    ref = kg_data_reference(&m->data, p, m->o.seed);
   }
   m->o.inputs = NULL; /* the caller's arrays need not outlive this call */
+  if (ref == -2) {
+    snprintf(err, errlen, "not enough memory: the reference of %s at these sizes could not be computed", p->def->name);
+    goto fail;
+  }
   m->memfd = memfd_create("kgen-measure", MFD_CLOEXEC);
   if (m->memfd < 0 || ftruncate(m->memfd, (off_t)(total ? total : 1)) != 0) {
     snprintf(err, errlen, "cannot make the shared buffers (%zu bytes): %s", total, strerror(errno));

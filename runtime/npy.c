@@ -4,11 +4,14 @@
  * numpy does. Reads 1.0 and 2.0; every field of the header is checked against what the caller expects, and a
  * truncated or corrupt file is an error message, never a crash. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "verify.h"
+#include "../base/file.h"
 
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAGIC_LEN 6
@@ -67,10 +70,17 @@ int kg_npy_save(const char *path, const float *data, int ndim, const int64_t *sh
   memset(hdr + w, ' ', hlen - (size_t)w);
   hdr[hlen - 1] = '\n';
 
-  FILE *f = fopen(path, "wb");
+  /* a FIFO or a device where the file should go is refused instead of blocking or writing into it */
+  char whyf[512];
+  int fd = kg_file_open_append(path, O_CREAT | O_TRUNC, whyf, sizeof whyf);
+  FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
   if (!f) {
+    if (fd >= 0) {
+      snprintf(whyf, sizeof whyf, "%s: %s", path, strerror(errno));
+      close(fd);
+    }
     free(hdr);
-    npy_err(err, errlen, "%s: %s", path, strerror(errno));
+    npy_err(err, errlen, "%s%s", whyf, "");
     return -1;
   }
   int ok = fwrite(pre, 1, sizeof pre, f) == sizeof pre && fwrite(hdr, 1, hlen, f) == hlen;
@@ -199,14 +209,19 @@ float *kg_npy_load(const char *path, int ndim, const int64_t *shape, char *err, 
     npy_err(err, errlen, "%s: %s", path, "invalid expected shape");
     return NULL;
   }
-  struct stat st;
-  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-    npy_err(err, errlen, "%s: %s", path, "not a regular file");
+  /* a regular file no larger than the preamble, the largest header and the expected data: a FIFO, a device or an
+   * oversized file is refused before anything is read (base/file.h) */
+  uint64_t limit = 12 + NPY_MAX_HEADER + 4 * (uint64_t)n;
+  char whyf[512];
+  int fd = kg_file_open_read(path, limit > SIZE_MAX ? SIZE_MAX : (size_t)limit, whyf, sizeof whyf);
+  if (fd < 0) {
+    npy_err(err, errlen, "%s%s", whyf, "");
     return NULL;
   }
-  FILE *f = fopen(path, "rb");
+  FILE *f = fdopen(fd, "rb");
   if (!f) {
     npy_err(err, errlen, "%s: %s", path, strerror(errno));
+    close(fd);
     return NULL;
   }
   unsigned char pre[12];

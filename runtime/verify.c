@@ -12,6 +12,7 @@
 #include "verify.h"
 #include "../base/xalloc.h"
 #include "../base/rng.h"
+#include "../base/mem.h"
 
 /* A quiet-looking but non-canonical NaN: arithmetic yields 0x7fc00000 / 0xffc00000 or propagates an input's
  * payload, never this pattern from non-poisoned data. */
@@ -49,18 +50,54 @@ double kg_data_bytes(const kg_program *p) {
   return bytes;
 }
 
-void kg_data_init(kg_data *d, const kg_program *p, uint64_t seed) {
+double kg_data_need(const kg_program *p) {
+  double io = 0;
+  for (int i = 0; i < p->ntensors; i++)
+    if (p->tensors[i]->kind != KG_TENSOR_TEMP) io += 4.0 * (double)kg_tensor_numel(p->tensors[i]);
+  return kg_data_bytes(p) + io;
+}
+
+int kg_data_check_memory(const kg_program *p, char *err, size_t errlen) {
+  char what[300];
+  snprintf(what, sizeof what, "%s at these sizes (inputs, outputs, the reference, temporaries and the kernel's buffers)",
+           p->def->name);
+  return kg_mem_check(what, kg_data_need(p), err, errlen);
+}
+
+/* malloc of n elements of size sz, NULL when it does not fit (size_t overflow included) */
+static void *data_alloc(int64_t n, size_t sz) {
+  size_t bytes;
+  if (n < 0 || __builtin_mul_overflow((size_t)n, sz, &bytes)) return NULL;
+  return malloc(bytes ? bytes : 1);
+}
+
+int kg_data_init(kg_data *d, const kg_program *p, uint64_t seed) {
   memset(d, 0, sizeof *d);
   d->ninputs = p->ninputs;
   d->noutputs = p->noutputs;
-  d->inputs = kg_xrealloc(NULL, sizeof(float *) * (size_t)(p->ninputs ? p->ninputs : 1));
-  d->outputs = kg_xrealloc(NULL, sizeof(float *) * (size_t)(p->noutputs ? p->noutputs : 1));
-  for (int i = 0; i < p->ninputs; i++)
-    d->inputs[i] = kg_xrealloc(NULL, sizeof(float) * (size_t)kg_tensor_numel(p->inputs[i]));
-  for (int i = 0; i < p->noutputs; i++)
-    d->outputs[i] = kg_xrealloc(NULL, sizeof(float) * (size_t)kg_tensor_numel(p->outputs[i]));
+  d->inputs = calloc((size_t)(p->ninputs ? p->ninputs : 1), sizeof(float *));
+  d->outputs = calloc((size_t)(p->noutputs ? p->noutputs : 1), sizeof(float *));
+  d->ref = calloc((size_t)(p->noutputs ? p->noutputs : 1), sizeof(double *));
+  int ok = d->inputs && d->outputs && d->ref;
+  for (int i = 0; ok && i < p->ninputs; i++)
+    ok = (d->inputs[i] = data_alloc(kg_tensor_numel(p->inputs[i]), sizeof(float))) != NULL;
+  for (int i = 0; ok && i < p->noutputs; i++)
+    ok = (d->outputs[i] = data_alloc(kg_tensor_numel(p->outputs[i]), sizeof(float))) != NULL &&
+         (d->ref[i] = data_alloc(kg_tensor_numel(p->outputs[i]), sizeof(double))) != NULL;
+  if (!ok) {
+    if (!d->inputs || !d->outputs || !d->ref) {
+      free(d->inputs);
+      free(d->outputs);
+      free(d->ref);
+      memset(d, 0, sizeof *d);
+    } else {
+      kg_data_free(d);
+    }
+    return -1;
+  }
   data_draw_signed(d, p, seed);
   kg_data_poison(d, p);
+  return 0;
 }
 
 void kg_data_free(kg_data *d) {
@@ -94,11 +131,14 @@ static void ref_alloc(kg_data *d, const kg_program *p) {
 /* kg_eval_reference fails only on an out-of-bounds read, which it turns into NaN: reported like NaN here */
 int kg_data_reference_as_is(kg_data *d, const kg_program *p) {
   ref_alloc(d, p);
-  return kg_eval_reference(p, (const float *const *)d->inputs, d->ref) == 0 && ref_all_finite(d, p) ? 0 : -1;
+  int rc = kg_eval_reference(p, (const float *const *)d->inputs, d->ref);
+  if (rc == -2) return -2;
+  return rc == 0 && ref_all_finite(d, p) ? 0 : -1;
 }
 
 int kg_data_reference(kg_data *d, const kg_program *p, uint64_t seed) {
-  if (kg_data_reference_as_is(d, p) == 0) return 0;
+  int rc = kg_data_reference_as_is(d, p);
+  if (rc == 0 || rc == -2) return rc;
   data_draw_positive(d, p, seed);
   return kg_data_reference_as_is(d, p);
 }

@@ -14,18 +14,25 @@ typedef struct kg_data {
 } kg_data;
 
 /* Bytes a verified run of p holds at once: f32 inputs and outputs, the double reference, the evaluator's double
- * intermediates and the kernel's f32 temporaries. Callers compare it with the machine's memory before
- * kg_data_init, whose allocations abort when memory runs out. */
+ * intermediates and the kernel's f32 temporaries. */
 double kg_data_bytes(const kg_program *p);
-/* Allocates buffers and draws inputs from seed: uniform in [-1, 1] with |x| >= 1/64 (never zero). */
-void kg_data_init(kg_data *d, const kg_program *p, uint64_t seed);
+/* kg_data_bytes plus the f32 inputs and outputs a kernel runs on (the measurement harness's shared buffers): the
+ * one figure run, tune and replay check before allocating. */
+double kg_data_need(const kg_program *p);
+/* 0 when kg_data_need(p) fits in this process's memory budget (base/mem.h: free memory, ulimit -v, cgroups);
+ * else -1 with the one "not enough memory" message in err. */
+int kg_data_check_memory(const kg_program *p, char *err, size_t errlen);
+/* Allocates buffers (the reference's too) and draws inputs from seed: uniform in [-1, 1] with |x| >= 1/64
+ * (never zero). 0, or -1 when an allocation fails (nothing is left allocated; d is zeroed). */
+int kg_data_init(kg_data *d, const kg_program *p, uint64_t seed);
 void kg_data_free(kg_data *d);
 /* Runs the reference evaluator. If the reference is not finite everywhere with signed inputs (log, sqrt of
  * negatives), inputs are redrawn positive in [0.5, 1.5] and the reference is computed again. Returns 0, or -1
- * when the reference still has non-finite values (the comparison then requires the same class: NaN / +-inf). */
+ * when the reference still has non-finite values (the comparison then requires the same class: NaN / +-inf), or -2
+ * when the evaluator's intermediates could not be allocated (an error: not enough memory). */
 int kg_data_reference(kg_data *d, const kg_program *p, uint64_t seed);
-/* The reference on the inputs as they are (the user's, from --load): never redraws them. Returns 0, or -1 when
- * the reference is not finite everywhere. */
+/* The reference on the inputs as they are (the user's, from --load): never redraws them. Returns 0, -1 when
+ * the reference is not finite everywhere, or -2 as kg_data_reference. */
 int kg_data_reference_as_is(kg_data *d, const kg_program *p);
 /* Fills every output with the poison bit pattern (a NaN no computation produces), so an unwritten element
  * fails verification. */

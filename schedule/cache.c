@@ -2,7 +2,9 @@
  * into the schedule's arena; expressions owned by the program are never mutated. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include "../base/xalloc.h"
 #include "sched_impl.h"
 
 #define FAIL(...) return kg_sched_fail(err, errlen, __VA_ARGS__)
@@ -130,11 +132,36 @@ static int name_taken(const kg_schedule *s, const char *name) {
   return 0;
 }
 
-/* "base.suffix", or "base.suffix.2", ".3" ... when taken. */
+/* Marks in taken[] the k of a name "stem.k" (2 <= k < n): one pass over the names instead of one per candidate,
+ * which made a trace of many cache steps on one stage cubic in its length. */
+static void mark_suffix(const char *name, const char *stem, size_t stemlen, unsigned char *taken, int n) {
+  if (strncmp(name, stem, stemlen) != 0 || name[stemlen] != '.') return;
+  char *end;
+  const char *d = name + stemlen + 1;
+  if (*d < '1' || *d > '9') return;
+  long k = strtol(d, &end, 10);
+  if (*end == 0 && k >= 2 && k < n) taken[k] = 1;
+}
+
+/* "base.suffix", or "base.suffix.2", ".3" ... (the smallest k free) when taken. */
 static const char *fresh_name(kg_schedule *s, const char *base, const char *suffix) {
   const char *name = kg_arena_printf(&s->arena, "%s.%s", base, suffix);
-  for (int k = 2; name_taken(s, name); k++) name = kg_arena_printf(&s->arena, "%s.%s.%d", base, suffix, k);
-  return name;
+  if (!name_taken(s, name)) return name;
+  /* at most this many names exist, so some k below it is free */
+  int n = 2 * s->nstages + s->prog->ninputs + s->prog->ntensors + 3;
+  unsigned char *taken = kg_xrealloc(NULL, (size_t)n); /* a few bytes per stage, like the arena's */
+  memset(taken, 0, (size_t)n);
+  size_t stemlen = strlen(name);
+  for (int i = 0; i < s->nstages; i++) {
+    mark_suffix(s->stages[i]->name, name, stemlen, taken, n);
+    mark_suffix(s->stages[i]->out->name, name, stemlen, taken, n);
+  }
+  for (int i = 0; i < s->prog->ninputs; i++) mark_suffix(s->prog->inputs[i]->name, name, stemlen, taken, n);
+  for (int i = 0; i < s->prog->ntensors; i++) mark_suffix(s->prog->tensors[i]->name, name, stemlen, taken, n);
+  int k = 2;
+  while (taken[k]) k++;
+  free(taken);
+  return kg_arena_printf(&s->arena, "%s.%d", name, k);
 }
 
 /* Tensors a primitive creates keep the checker's limit on a tensor's size, so that lowering's buffer sizes and

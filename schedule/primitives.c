@@ -296,6 +296,7 @@ static int prim_compute_root(kg_schedule *s, kg_sstage *p, const kg_step *step, 
 int kg_schedule_apply(kg_schedule *s, const kg_step *step, char *err, size_t errlen) {
   if (err && errlen) err[0] = 0;
   if ((unsigned)step->kind >= KG_STEP_COUNT) FAIL("unknown step kind %d", (int)step->kind);
+  if (s->trace.nsteps >= KG_TRACE_MAX_STEPS) FAIL("too many steps: a schedule holds at most %d", KG_TRACE_MAX_STEPS);
   const char *prim = step_name(step);
   /* the argument counts a parsed trace guarantees; a hand-built step may still get them wrong */
   const kg_step_form *form = &kg_step_forms[step->kind];

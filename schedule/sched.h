@@ -146,6 +146,11 @@ typedef struct kg_step {
   int line; /* where kg_trace_parse read it (1-based), 0 for steps made in code; not part of its identity */
 } kg_step;
 
+/* The most steps a trace may hold: the text and msgpack readers refuse longer traces and kg_schedule_apply a
+ * step past it. Tuned schedules have tens of steps; the limit keeps lowering time and memory bounded (a stage
+ * per cache step makes them grow with the length). README "Limits on inputs". */
+#define KG_TRACE_MAX_STEPS 1000
+
 /* A trace owns its strings (in its arena). */
 typedef struct kg_trace {
   kg_arena arena;

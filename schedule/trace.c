@@ -186,6 +186,8 @@ static int parse_line(kg_trace *t, const char *name, int lineno, const char *p, 
       return line_error(err, errlen, name, lineno, "%s: unknown scope '" TOK_FMT "'", kg_step_names[kind],
                         TOK_ARG(*ts));
   }
+  if (t->nsteps >= KG_TRACE_MAX_STEPS)
+    return line_error(err, errlen, name, lineno, "too many steps: a trace holds at most %d", KG_TRACE_MAX_STEPS);
   for (int i = 1; i < 2 + nnames; i++)
     if (tok[i].n > KG_MAX_LOOP_NAME)
       return line_error(err, errlen, name, lineno, "%s: name '" TOK_FMT "' too long (max %d characters)",

@@ -1043,14 +1043,22 @@ int kg_eval_reference(const kg_program *p, const float *const *inputs, double *c
   for (int i = 0; i < p->ntensors; i++) buf_set_strides(&buf[p->tensors[i]->id], p->tensors[i]);
   for (int i = 0; i < p->ninputs; i++) buf[p->inputs[i]->id].in = inputs[i];
   for (int i = 0; i < p->noutputs; i++) buf[p->outputs[i]->id].val = outputs[i];
-  for (int k = 0; k < p->def->nstmts; k++) {
+  /* intermediates are user-sized: malloc'ed, so that one that does not fit is -2, not an abort in the arena */
+  double **temps = KG_NEW_ARRAY(&a, double *, p->def->nstmts + 1);
+  int ntemps = 0, oom = 0;
+  for (int k = 0; k < p->def->nstmts && !oom; k++) {
     const kg_tensor *t = p->def->stmts[k]->lhs;
     eval_buf *b = &buf[t->id];
-    if (!b->val) b->val = KG_NEW_ARRAY(&a, double, kg_tensor_numel(t)); /* an intermediate */
+    if (!b->val) {
+      size_t n = (size_t)kg_tensor_numel(t);
+      b->val = temps[ntemps++] = malloc((n ? n : 1) * sizeof(double));
+      oom = b->val == NULL;
+    }
   }
   int oob = 0;
-  for (int k = 0; k < p->def->nstmts; k++)
+  for (int k = 0; k < p->def->nstmts && !oom; k++)
     if (kg_tensor_numel(p->def->stmts[k]->lhs) > 0) oob |= eval_stmt(p, buf, p->def->stmts[k]);
+  for (int i = 0; i < ntemps; i++) free(temps[i]);
   kg_arena_free(&a);
-  return oob ? -1 : 0;
+  return oom ? -2 : oob ? -1 : 0;
 }

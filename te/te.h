@@ -275,6 +275,7 @@ void kg_expr_print(struct kg_strbuf *b, const kg_program *p, const kg_expr *e);
 /* The reference evaluator (eval.c): interprets the checked AST (p->def->stmts), accumulating in double.
  * inputs[i] has kg_tensor_numel(p->inputs[i]) floats; outputs[i] is filled for p->outputs[i] (as double).
  * Shares no code with scheduling, lowering or printing. Returns 0, or -1 when a read fell out of bounds (the
- * checker proves that impossible, so -1 is a kgen bug; such reads yield NaN instead of touching memory). */
+ * checker proves that impossible, so -1 is a kgen bug; such reads yield NaN instead of touching memory), or -2
+ * when the intermediates could not be allocated (outputs then undefined). */
 int kg_eval_reference(const kg_program *p, const float *const *inputs, double *const *outputs);
 #endif

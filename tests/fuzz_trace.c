@@ -56,7 +56,7 @@ static void lower_and_print(const kg_schedule *s, kg_target_kind target) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  if (size > 16384) return 0; /* long traces only slow the fuzzer down; the reader has no length limit */
+  if (size > 131072) return 0; /* past 1000-odd lines the reader refuses the trace (KG_TRACE_MAX_STEPS) */
   char err[2048];
   kg_trace t;
   kg_trace_init(&t);

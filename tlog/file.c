@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <unistd.h>
+#include "../base/file.h"
 #include "../base/xalloc.h"
 #include "tlog.h"
 #include "tlog_impl.h"
@@ -27,16 +28,19 @@ static int lock(int fd, int op) {
 /* The bytes of the file at path from offset on, read under a shared lock so that a record being appended right
  * now is not seen half-written: 0 with *buf (heap, NULL when empty) and *len; 1 when the file is missing; -1 with
  * err. A file shorter than offset (another file now has the path) is read from its start: *from says where the
- * bytes begin. The one place where a log's bytes are read. */
+ * bytes begin. The one place where a log's bytes are read: a bounded read of a regular file only, so /dev/zero
+ * or a FIFO as a log is an error at once (base/file.h). */
 static int read_tail(const char *path, size_t offset, char **out, size_t *outlen, size_t *from, char *err,
                      size_t errlen) {
   *out = NULL;
   *outlen = 0;
   *from = offset;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  char why[512];
+  int fd = kg_file_open_read(path, KG_FILE_MAX_LOG, why, sizeof why);
   if (fd < 0) {
     if (errno == ENOENT) return 1;
-    return io_error(err, errlen, "cannot open", path, errno);
+    if (err && errlen) snprintf(err, errlen, "cannot read log %s", why);
+    return -1;
   }
   if (lock(fd, LOCK_SH) != 0) {
     int e = errno;
@@ -50,25 +54,13 @@ static int read_tail(const char *path, size_t offset, char **out, size_t *outlen
     close(fd);
     return io_error(err, errlen, "cannot seek in", path, e);
   }
-  char *buf = NULL;
-  size_t len = 0, cap = 0;
-  for (;;) {
-    if (cap - len < 65536) {
-      cap = cap ? 2 * cap : 1 << 20;
-      buf = kg_xrealloc(buf, cap);
-    }
-    ssize_t k = read(fd, buf + len, cap - len);
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0) {
-      int e = errno;
-      free(buf);
-      close(fd); /* releases the lock */
-      return io_error(err, errlen, "cannot read", path, e);
-    }
-    if (k == 0) break;
-    len += (size_t)k;
+  size_t len = 0;
+  char *buf = kg_file_read_fd(fd, path, KG_FILE_MAX_LOG, &len, why, sizeof why);
+  close(fd); /* releases the lock */
+  if (!buf) {
+    if (err && errlen) snprintf(err, errlen, "cannot read log %s", why);
+    return -1;
   }
-  close(fd);
   *out = buf;
   *outlen = len;
   return 0;
@@ -110,9 +102,11 @@ struct kg_tlog_writer {
 };
 
 kg_tlog_writer *kg_tlog_open(const char *path, char *err, size_t errlen) {
-  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  /* a directory, /dev/full or a FIFO is refused here, before tuning starts */
+  char why[512];
+  int fd = kg_file_open_append(path, O_CREAT, why, sizeof why);
   if (fd < 0) {
-    io_error(err, errlen, "cannot open", path, errno);
+    if (err && errlen) snprintf(err, errlen, "cannot open log %s", why);
     return NULL;
   }
   kg_tlog_writer *w = kg_xrealloc(NULL, sizeof *w);

@@ -433,6 +433,8 @@ static const char *read_target(const msgpack_object *o, kg_arena *a, kg_tlog_tar
 /* The trace's shape: every step [known step name, stage, [names within the step's form], [its integers]]. */
 static const char *check_trace(const msgpack_object *o) {
   if (!o || o->type != MSGPACK_OBJECT_ARRAY) return "trace: not an array";
+  _Static_assert(KG_TRACE_MAX_STEPS == 1000, "the message below names the limit");
+  if (o->via.array.size > KG_TRACE_MAX_STEPS) return "trace: too many steps (a trace holds at most 1000)";
   for (uint32_t i = 0; i < o->via.array.size; i++) {
     const msgpack_object *st = &o->via.array.ptr[i];
     if (st->type != MSGPACK_OBJECT_ARRAY || st->via.array.size != 4) return "trace: a step is not a 4-array";

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes one target with libFuzzer (clang -fsanitize=fuzzer; Debian's libclang-rt-14-dev provides it):
-#   tests/fuzz/run-libfuzzer.sh [check|trace|tlog] [SECONDS]      (default: check, 60 s)
+#   tests/fuzz/run-libfuzzer.sh [check|trace|tlog|npy] [SECONDS]  (default: check, 60 s)
 # check: the parser and checker (tests/fuzz_check.c); trace: the trace reader, the primitives and lowering
-# (tests/fuzz_trace.c); tlog: the tuning-log reader (tests/fuzz_tlog.c). Seeds: tests/fuzz/NAME-corpus (left untouched); new inputs go to build/fuzz/NAME-work;
+# (tests/fuzz_trace.c); tlog: the tuning-log reader (tests/fuzz_tlog.c); npy: the .npy reader (tests/fuzz_npy.c). Seeds: tests/fuzz/NAME-corpus (left untouched); new inputs go to build/fuzz/NAME-work;
 # a crashing input is written to build/fuzz/NAME-crash-* -- fix the bug, then copy the input into
 # tests/fuzz/NAME-corpus so `make test` replays it.
 set -eu
