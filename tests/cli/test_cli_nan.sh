@@ -42,4 +42,18 @@ for k in (1, 2, 3, 4):
 else
   echo "test_cli_nan: python3 missing: the saved outputs are not read"
 fi
+# the rule costs no vectorization: a row max with rfactor partials in a vectorized loop still compiles to packed
+# max instructions (with kgen's compile flags, runtime/cpu.c)
+if [ "$(uname -m)" = x86_64 ]; then
+  cat > "$T/rowmax.te" <<'TE'
+def rowmax(X: f32[N, D]) -> (Y: f32[N]) {
+  Y[i] = max[j](X[i, j])
+}
+TE
+  printf 'rfactor Y j 16\nreorder Y.rf i j.o j.i\nvectorize Y.rf j.i\ncompute_at Y.rf Y i\n' > "$T/rm.sched"
+  expect 0 "row max C" -- $K lower "$T/rowmax.te" -D N=64 -D D=1024 --schedule "$T/rm.sched" --dump c
+  cp "$T/out" "$T/rowmax.c"
+  expect 0 "row max compiles" -- cc -std=c11 -O3 -march=native -fno-math-errno -fopenmp -S "$T/rowmax.c" -o "$T/rowmax.s"
+  grep -qE 'v?maxps' "$T/rowmax.s" || { echo "FAIL: the row max is not vectorized (no maxps)"; fail=1; }
+fi
 exit $fail
