@@ -138,13 +138,27 @@ static int64_t int_floor_mod(int64_t a, int64_t b) {
   return r;
 }
 
+/* The language's max and min (README, "The language"): a NaN operand gives NaN, and -0 orders below +0. Both are
+ * then commutative and associative, so the printers' combining orders (rfactor, register accumulators, warp
+ * shuffles) all give this result; the kernels' kg_maxf and kg_minf implement the same rule. */
+static double value_max(double a, double b) {
+  if (isnan(a) || isnan(b)) return NAN;
+  if (a != b) return a > b ? a : b;
+  return signbit(a) ? b : a;
+}
+
+static double value_min(double a, double b) {
+  if (isnan(a) || isnan(b)) return NAN;
+  if (a != b) return a < b ? a : b;
+  return signbit(a) ? a : b;
+}
+
 static double reduce_combine(kg_reducer r, double acc, double v) {
   switch (r) {
   case KG_RED_SUM: return acc + v;
   case KG_RED_PROD: return acc * v;
-  /* NaN wins, so a NaN anywhere in a max/min reduction is visible in the oracle's result. */
-  case KG_RED_MAX: return (v > acc || isnan(v)) ? v : acc;
-  case KG_RED_MIN: return (v < acc || isnan(v)) ? v : acc;
+  case KG_RED_MAX: return value_max(acc, v);
+  case KG_RED_MIN: return value_min(acc, v);
   default: assert(0 && "bad reducer"); return acc;
   }
 }
@@ -199,8 +213,8 @@ static double f_call2(eval_ctx *c, const cnode *n) {
   double x = RUN_F(n->a), y = RUN_F(n->b);
   switch ((kg_func)n->op) {
   case KG_FN_POW: return pow(x, y);
-  case KG_FN_MAX: return fmax(x, y);
-  case KG_FN_MIN: return fmin(x, y);
+  case KG_FN_MAX: return value_max(x, y);
+  case KG_FN_MIN: return value_min(x, y);
   default: assert(0 && "bad function"); return NAN;
   }
 }

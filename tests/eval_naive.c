@@ -90,13 +90,25 @@ static double eval_read(eval_ctx *c, const kg_expr *e) {
   return b->val[off];
 }
 
+/* max and min: NaN if either operand is, -0 below +0 (README, "The language") */
+static double naive_max(double a, double b) {
+  if (isnan(a) || isnan(b)) return NAN;
+  if (a == b) return signbit(a) ? b : a;
+  return a > b ? a : b;
+}
+
+static double naive_min(double a, double b) {
+  if (isnan(a) || isnan(b)) return NAN;
+  if (a == b) return signbit(a) ? a : b;
+  return a < b ? a : b;
+}
+
 static double reduce_combine(kg_reducer r, double acc, double v) {
   switch (r) {
   case KG_RED_SUM: return acc + v;
   case KG_RED_PROD: return acc * v;
-  /* NaN wins, so a NaN anywhere in a max/min reduction is visible in the oracle's result. */
-  case KG_RED_MAX: return (v > acc || isnan(v)) ? v : acc;
-  case KG_RED_MIN: return (v < acc || isnan(v)) ? v : acc;
+  case KG_RED_MAX: return naive_max(acc, v);
+  case KG_RED_MIN: return naive_min(acc, v);
   default: assert(0 && "bad reducer"); return acc;
   }
 }
@@ -138,8 +150,8 @@ static double eval_call(eval_ctx *c, const kg_expr *e) {
   case KG_FN_ABS: return fabs(x);
   case KG_FN_SIGMOID: return 1.0 / (1.0 + exp(-x));
   case KG_FN_POW: return pow(x, eval_f(c, a[1]));
-  case KG_FN_MAX: return fmax(x, eval_f(c, a[1]));
-  case KG_FN_MIN: return fmin(x, eval_f(c, a[1]));
+  case KG_FN_MAX: return naive_max(x, eval_f(c, a[1]));
+  case KG_FN_MIN: return naive_min(x, eval_f(c, a[1]));
   default: assert(0 && "bad function"); return NAN;
   }
 }
