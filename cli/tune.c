@@ -267,6 +267,8 @@ int cli_tune(int argc, char **argv) {
   if (o.measure.arch && o.measure.target != KG_TARGET_CUDA) return tune_usage("%s", "--arch goes with CUDA");
   if (has_dyn) {
     if (nwl != 1) return tune_usage("%s", "--dynamic and --shapes tune one workload");
+    /* a range tuning keeps one best schedule per bucket, not one: kgen export writes them all */
+    if (best_out) return tune_usage("%s", "--best-out goes with a tuning of fixed sizes (a range has a best per bucket: use kgen export)");
     return tune_range(wl[0].file, def, global, nglobal, wl[0].b, wl[0].nb, &dyn, &dopt, &o, log_path, quiet);
   }
 

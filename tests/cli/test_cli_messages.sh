@@ -63,6 +63,10 @@ has err "cannot write --best-out '$T/no/such/best.trace': No such file or direct
 expect 1 "--best-out a folder" -- $K tune matmul -D M=8 -D N=8 -D K=8 --target c --trials 4 --log "$T/bo.kglog" \
   --best-out "$T" --quiet
 has err "cannot write --best-out '$T': Is a directory" "a folder"
+expect 2 "--best-out with a range tuning" -- $K tune matmul -D M=8 -D N=8 -D K=8 --dynamic M=1..64 --target c \
+  --trials 2 --log "$T/bo-dyn.kglog" --best-out "$T/bo-dyn.trace" --quiet
+has err "--best-out goes with a tuning of fixed sizes" "a range has no single best"
+[ -e "$T/bo-dyn.kglog" ] && { echo "FAIL: a range tuning ran despite --best-out"; fail=1; }
 expect 0 "--best-out a new file" -- $K tune matmul -D M=8 -D N=8 -D K=8 --target c --trials 2 --per-round 2 \
   --population 16 --log "$T/bo.kglog" --best-out "$T/best.trace" --quiet --min-repeat-ms 2
 [ -f "$T/best.trace" ] || { echo "FAIL: --best-out was not written"; fail=1; }
