@@ -26,8 +26,10 @@ L="$T/sm.kglog"
 expect 0 "tune a small log" -- $K tune softmax -D N=64 -D D=200 --target c --trials 12 --per-round 6 \
   --population 64 $FAST --log "$L" --quiet
 expect 0 "show --best" -- $K show "$L" --best
-sed -n 's/^    //p' "$T/out" > "$T/best.trace"
-[ -s "$T/best.trace" ] || { echo "FAIL: show --best printed no trace"; fail=1; }
+# the best may be the default schedule itself (an empty trace: show says "(default schedule)", replay prints no
+# step) when a busy machine times every candidate slower
+sed -n 's/^    //p' "$T/out" | grep -vx '(default schedule)' > "$T/best.trace"
+[ -s "$T/best.trace" ] || grep -q "^    (default schedule)" "$T/out" || { echo "FAIL: show --best printed no trace"; fail=1; }
 expect 0 "replay the best record" -- $K replay "$L" softmax -D N=64 -D D=200 --target c $FAST
 has out "softmax N=64 D=200 on c" "workload and target"
 has out "record [0-9]+ of $L" "names the record"
