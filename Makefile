@@ -64,7 +64,8 @@ $(TEST_DEPS_STAMP): Makefile
 	$(call deb_install,$(TEST_DEB_PKGS),echo "the tests that need them skip"; exit 0)
 test-deps: $(TEST_DEPS_STAMP)
 
-$(BUILD)/%.o: %.c
+# Order-only on the deps stamp: under make -j the packages are installed before anything compiles against them.
+$(BUILD)/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -80,7 +81,7 @@ $(EMU_HEADER_C:.c=.o): $(EMU_HEADER_C)
 
 # The C printer's prelude includes math.h, stdint.h, stdlib.h and string.h (with OpenMP); the emulator force-includes
 # runtime/cuda_emu.h. "NULL" keeps the list non-empty where no compiler answers.
-$(RESERVED_C): runtime/cuda_emu.h
+$(RESERVED_C): runtime/cuda_emu.h | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	{ printf '#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n' | $(CC) -fopenmp -dM -E -x c - ; \
 	  $(CXX) -std=c++17 -DKG_EMULATE -dM -E -x c++ runtime/cuda_emu.h; echo '#define NULL'; } 2>/dev/null | \
