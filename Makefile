@@ -50,8 +50,8 @@ define deb_install
 	  if [ "$$SUDO" = none ] || ! command -v apt-get >/dev/null; then \
 	    echo "cannot install them here (no apt-get, or not root and no sudo)"; $(2); \
 	  else \
-	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing \
-	      || { echo "installing$$missing failed"; $(2); }; \
+	    { $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; } \
+	      > $@.log 2>&1 || { tail -20 $@.log; echo "installing$$missing failed (log: $@.log)"; $(2); }; \
 	  fi; \
 	fi; \
 	echo "$(1)" > $@
