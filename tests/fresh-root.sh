@@ -86,7 +86,7 @@ if [ "$REUSE" = 0 ] || [ ! -d "$ROOT/root/kgen" ]; then
   git clone -q --no-hardlinks "$REPO" "$ROOT/root/kgen"
   git -C "$ROOT/root/kgen" checkout -q --detach "$(git -C "$REPO" rev-parse HEAD)"
 fi
-echo "fresh-root: $ROOT ($(cat "$ROOT/etc/debian_version")), kgen at $(git -C "$REPO" rev-parse --short HEAD)"
+echo "fresh-root: $ROOT ($(cat "$ROOT/etc/debian_version")), kgen at $(git -C "$ROOT/root/kgen" rev-parse --short HEAD)"
 rc=0
 FRESH_ROOT_INNER=1 ROOT="$ROOT" CUDA_HOME="$CUDA_HOME" CMD="$CMD" \
   unshare --mount --propagation private bash "$0" --root "$ROOT" -- "$CMD" 2>&1 | tee "$ROOT.log" || rc=$?
