@@ -24,25 +24,48 @@ CLI_OBJ = $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-# Debian packages kgen needs; the deps stamp installs only what is missing.
-DEB_PKGS = libxgboost-dev libmsgpack-dev
+# Debian packages kgen needs to build and run (g++: the CUDA emulator compiles generated CUDA as C++). Installed
+# when missing; without them the build stops.
+DEB_PKGS = libxgboost-dev libmsgpack-dev g++
+# Debian packages the tests use (`make test` only, so `make` stays lean): Debian's python3 (/usr/bin/python3, which
+# the tests run: a pyenv python3 earlier on PATH does not see Debian's modules) with numpy, msgpack and matplotlib
+# for the bench scripts' tests, valgrind, clang with its OpenMP for the strict header compiles. Installed when
+# missing; where they cannot be (no apt, no root and no sudo, no network) `make test` goes on and each test that
+# needs one skips with a line naming the package. PyTorch (python3-torch, about 600 MB) is not installed: the
+# PyTorch peers' test skips without it (`make test-deps TEST_DEB_PKGS+=python3-torch` adds it).
+TEST_DEB_PKGS = python3 python3-numpy python3-msgpack python3-matplotlib valgrind clang libomp-dev
 DEPS_STAMP = $(BUILD)/.deps-ok
-
-.PHONY: all deps test test-unit test-san test-fuzz tune clean lib
-all: $(DEPS_STAMP) $(BUILD)/kgen $(BUILD)/libkgen.a
-
-$(DEPS_STAMP):
+TEST_DEPS_STAMP = $(BUILD)/.test-deps-ok
+# Installs the Debian packages $(1) that dpkg does not list as installed, as root or through sudo. Each stamp
+# holds its list and depends on the Makefile, so a changed list is checked again (the check itself is a dpkg
+# query per package). $(2): what to do when they cannot be installed.
+define deb_install
 	@mkdir -p $(BUILD)
-	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@if ! command -v dpkg >/dev/null; then echo "no dpkg (not Debian): install by hand what provides $(1)"; \
+	  echo "$(1)" > $@; exit 0; fi; \
+	missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing missing Debian packages:$$missing"; \
-	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
-	fi
-	@touch $@
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO="sudo -n"; else SUDO=none; fi; \
+	  if [ "$$SUDO" = none ] || ! command -v apt-get >/dev/null; then \
+	    echo "cannot install them here (no apt-get, or not root and no sudo)"; $(2); \
+	  else \
+	    { $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; } \
+	      > $@.log 2>&1 || { tail -20 $@.log; echo "installing$$missing failed (log: $@.log)"; $(2); }; \
+	  fi; \
+	fi; \
+	echo "$(1)" > $@
+endef
+$(DEPS_STAMP): Makefile
+	$(call deb_install,$(DEB_PKGS),exit 1)
 deps: $(DEPS_STAMP)
+# A failed install leaves no stamp (the next `make test` tries again) and fails nothing: the tests skip.
+$(TEST_DEPS_STAMP): Makefile
+	$(call deb_install,$(TEST_DEB_PKGS),echo "the tests that need them skip"; exit 0)
+test-deps: $(TEST_DEPS_STAMP)
 
-$(BUILD)/%.o: %.c
+# Order-only on the deps stamp: under make -j the packages are installed before anything compiles against them.
+$(BUILD)/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -58,7 +81,7 @@ $(EMU_HEADER_C:.c=.o): $(EMU_HEADER_C)
 
 # The C printer's prelude includes math.h, stdint.h, stdlib.h and string.h (with OpenMP); the emulator force-includes
 # runtime/cuda_emu.h. "NULL" keeps the list non-empty where no compiler answers.
-$(RESERVED_C): runtime/cuda_emu.h
+$(RESERVED_C): runtime/cuda_emu.h | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	{ printf '#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n' | $(CC) -fopenmp -dM -E -x c - ; \
 	  $(CXX) -std=c++17 -DKG_EMULATE -dM -E -x c++ runtime/cuda_emu.h; echo '#define NULL'; } 2>/dev/null | \
@@ -91,7 +114,7 @@ $(BUILD)/tests/fuzz_replay_%: tests/fuzz_%.c tests/fuzz_replay_main.c $(BUILD)/l
 	$(CC) $(CFLAGS) -o $@ $< tests/fuzz_replay_main.c $(BUILD)/libkgen.a $(LDLIBS)
 
 # Every unit test, the CLI tests, and the fuzz corpora replayed.
-test-unit: all $(TEST_BIN) $(FUZZ_BIN)
+test-unit: all $(TEST_DEPS_STAMP) $(TEST_BIN) $(FUZZ_BIN)
 	@KGEN=$(BUILD)/kgen BUILD=$(BUILD) KGEN_RANDOM_SCHEDULES=$(KGEN_RANDOM_SCHEDULES) \
 	  KGEN_GPU_RANDOM_SCHEDULES=$(KGEN_GPU_RANDOM_SCHEDULES) tests/run.sh $(TEST_BIN)
 

@@ -34,6 +34,9 @@
 #   DYN_TRIALS=64            trials of the dynamic-shape experiment's range tuning (DYN_WORKLOADS="matmul softmax")
 #   TUNE_LIMIT=0             seconds a tuning run may take before it is stopped (0: no limit; its log is kept)
 #   PEER_LIMIT=900           seconds one peer command may take
+#   RUN_TIMEOUT=60           kgen's --timeout (seconds one verification run or timing loop may take) for the single
+#                            measurements (run, replay); tuning keeps kgen's default unless TUNE_TIMEOUT is set
+#   TUNE_TIMEOUT=            kgen tune's --timeout for each candidate (empty: kgen's default)
 #   DEADLINE=0               Unix time after which no command starts, and to which running ones are cut
 #                            (0: none); what is left is reported as not run (bench/device-check.sh sets it)
 #   ARGS_<workload>="FILE.te -D N=..."   other sizes for a workload (e.g. ARGS_softmax="te/lib/softmax.te -D N=64 -D D=64")
@@ -58,6 +61,8 @@ DYN_TRIALS=${DYN_TRIALS:-64}
 DYN_WORKLOADS=${DYN_WORKLOADS:-matmul softmax}
 TUNE_LIMIT=${TUNE_LIMIT:-0}
 PEER_LIMIT=${PEER_LIMIT:-900}
+RUN_TIMEOUT=${RUN_TIMEOUT:-60}
+TUNE_TIMEOUT=${TUNE_TIMEOUT:-}
 DEADLINE=${DEADLINE:-0}
 SEED=${SEED:-1}
 LOGDIR=${LOGDIR:-$BUILD/suite/$(date '+%Y%m%d-%H%M%S')}
@@ -105,6 +110,12 @@ for v in TRIALS DYN_TRIALS TUNE_LIMIT PEER_LIMIT DEADLINE SEED THREADS; do
   case "${!v}" in '' | *[!0-9]*) die "$v must be a non-negative integer, not '${!v}'" ;; esac
 done
 [ "$TRIALS" -gt 0 ] || die "TRIALS must be positive"
+[[ $RUN_TIMEOUT =~ ^[0-9]*\.?[0-9]+$ && ! $RUN_TIMEOUT =~ ^[0.]+$ ]] ||
+  die "RUN_TIMEOUT must be a positive number of seconds, not '$RUN_TIMEOUT'"
+[[ -z $TUNE_TIMEOUT || ($TUNE_TIMEOUT =~ ^[0-9]*\.?[0-9]+$ && ! $TUNE_TIMEOUT =~ ^[0.]+$) ]] ||
+  die "TUNE_TIMEOUT must be a positive number of seconds, not '$TUNE_TIMEOUT'"
+TUNE_TIMEOUT_ARGS=()
+[ -z "$TUNE_TIMEOUT" ] || TUNE_TIMEOUT_ARGS=(--timeout "$TUNE_TIMEOUT")
 
 mkdir -p "$LOGDIR"
 CMDS="$LOGDIR/commands.txt"
@@ -125,11 +136,16 @@ fi
 now() { date '+%s.%N'; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; } # seconds since $1
 # runs a command under a time limit (0: none) and DEADLINE, its output to a file, recorded in commands.txt;
-# returns its status (124 when a limit stopped it, 125 when the deadline had passed and it did not start)
+# returns its status (124 when a limit stopped it, 125 when the deadline had passed and it did not start). A command
+# stopped by the limit gets a last line "cut: ..." in its output file, so that a reader (the report, the tests) can
+# tell a cut-off from a failure; CUT_BY names the limit for the warning.
 SKIPPED=0 # set when the last record did not start for want of time: warn then counts no failure
+CUT_BY=
 record() {
   local limit=$1 out=$2; shift 2
   SKIPPED=0
+  CUT_BY=
+  local why="its time limit"
   if [ "$DEADLINE" -gt 0 ]; then
     local left=$((DEADLINE - $(date +%s)))
     if [ "$left" -le 2 ]; then
@@ -138,19 +154,25 @@ record() {
       SKIPPED=1
       return 125
     fi
-    if [ "$limit" = 0 ] || [ "$limit" -gt "$left" ]; then limit=$left; fi
+    if [ "$limit" = 0 ] || [ "$limit" -gt "$left" ]; then limit=$left why="the DEADLINE"; fi
   fi
   echo "$*" >> "$CMDS"
   say "\$ $*"
   local rc=0
   if [ "$limit" -gt 0 ]; then timeout "$limit" "$@" > "$out" 2>&1 || rc=$?; else "$@" > "$out" 2>&1 || rc=$?; fi
+  if [ "$limit" -gt 0 ] && [ "$rc" = 124 ]; then
+    CUT_BY="cut by $why ($limit s)"
+    echo "cut: $CUT_BY, not a failure of its own" >> "$out"
+  elif grep -q '^run: FAILED (timeout)' "$out" 2> /dev/null; then
+    CUT_BY="cut by kgen's --timeout $RUN_TIMEOUT s (a time limit, not a wrong answer)"
+  fi
   tail -3 "$out" | sed 's/^/    /'
   return "$rc"
 }
 FAILED=0
 warn() {
   if [ "$SKIPPED" = 1 ]; then SKIPPED=0; return 0; fi
-  say "warning: $*"
+  say "warning: $*${CUT_BY:+ ($CUT_BY)}"
   FAILED=$((FAILED + 1))
 }
 
@@ -183,10 +205,12 @@ tune_one() { # workload variant extra-args...
   t0=$(now)
   # shellcheck disable=SC2046  # the workload's arguments are words on purpose
   record "$TUNE_LIMIT" "$LOGDIR/$w.$v.tune.txt" "$KGEN" tune $(workload_args "$w") --target "$TARGET" \
-    --trials "$TRIALS" --seed "$SEED" --log "$log" --best-out "$LOGDIR/$w.$v.sched" "$@" || rc=$?
+    --trials "$TRIALS" --seed "$SEED" --log "$log" --best-out "$LOGDIR/$w.$v.sched" "${TUNE_TIMEOUT_ARGS[@]}" "$@" ||
+    rc=$?
   printf '%s\t%s\t%s\t%s\t%s\n' "$w" "$v" "$rc" "$t0" "$(now)" >> "$RUNS"
-  # a run stopped by TUNE_LIMIT (124) still leaves its records; the best trace is then taken from the log
-  if [ ! -s "$LOGDIR/$w.$v.sched" ] && [ -s "$log" ]; then
+  # a run stopped by TUNE_LIMIT (124) still leaves its records; the best trace is then taken from the log. An
+  # empty trace is a result (the default schedule won), so it is the file's absence that is tested here and below.
+  if [ ! -f "$LOGDIR/$w.$v.sched" ] && [ -s "$log" ]; then
     "$PYTHON" bench/tune_report.py best-trace "$log" > "$LOGDIR/$w.$v.sched" 2> /dev/null || rm -f "$LOGDIR/$w.$v.sched"
   fi
   case $rc in 0 | 124 | 125) ;; *) warn "tuning $w ($v) exited with status $rc" ;; esac
@@ -200,20 +224,21 @@ tune() { # workload
 measure() { # workload
   local w=$1 v sched
   # shellcheck disable=SC2046
-  record 600 "$LOGDIR/$w.naive.txt" "$KGEN" run $(workload_args "$w") --target "$TARGET" --measure ||
+  record 600 "$LOGDIR/$w.naive.txt" "$KGEN" run $(workload_args "$w") --target "$TARGET" --measure \
+    --timeout "$RUN_TIMEOUT" ||
     warn "measuring the default schedule of $w failed"
   for v in unfused fused; do
     sched="$LOGDIR/$w.$v.sched"
-    [ -s "$sched" ] || continue
+    [ -f "$sched" ] || continue
     # shellcheck disable=SC2046
     record 600 "$LOGDIR/$w.$v.txt" "$KGEN" run $(workload_args "$w") --target "$TARGET" --measure \
-      --min-repeat-ms 1000 --schedule "$sched" || warn "measuring the $v kernel of $w failed"
+      --min-repeat-ms 1000 --timeout "$RUN_TIMEOUT" --schedule "$sched" || warn "measuring the $v kernel of $w failed"
   done
-  if [ -s "$LOGDIR/$w.fused.sched" ]; then
+  if [ -f "$LOGDIR/$w.fused.sched" ]; then
     rm -rf "$LOGDIR/$w.data"
     # shellcheck disable=SC2046
     record 600 "$LOGDIR/$w.save.txt" "$KGEN" run $(workload_args "$w") --target "$TARGET" \
-      --schedule "$LOGDIR/$w.fused.sched" --save "$LOGDIR/$w.data" || warn "saving the data of $w failed"
+      --schedule "$LOGDIR/$w.fused.sched" --timeout "$RUN_TIMEOUT" --save "$LOGDIR/$w.data" || warn "saving the data of $w failed"
   fi
 }
 
@@ -227,7 +252,7 @@ build() { # workload
   t0=$(now)
   # shellcheck disable=SC2046
   record 600 "$LOGDIR/$w.replay.txt" "$KGEN" replay "$log" $(workload_args "$w") --target "$TARGET" \
-    --lib bench/workloads && printf 'replay\t%s\n' "$(since "$t0")" >> "$LOGDIR/$w.build.tsv" ||
+    --lib bench/workloads --timeout "$RUN_TIMEOUT" && printf 'replay\t%s\n' "$(since "$t0")" >> "$LOGDIR/$w.build.tsv" ||
     warn "replaying $w failed"
   mkdir -p "$hdir"
   t0=$(now)

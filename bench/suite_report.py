@@ -471,11 +471,16 @@ def main():
     cmds = (read_text(os.path.join(a.logdir, 'commands.txt')) or '').strip()
     cut = sorted(f[:-4] for f in os.listdir(a.logdir)
                  if f.endswith('.txt') and (read_text(os.path.join(a.logdir, f)) or '').startswith('not run: out of time'))
+    # stopped by a time limit (bench/suite.sh's "cut: " line, or kgen's own --timeout): no figure, and no wrong answer
+    timed_out = sorted(f[:-4] for f in os.listdir(a.logdir)
+                       if f.endswith('.txt') and re.search(r'^(cut: |run: FAILED \(timeout\))',
+                                                           read_text(os.path.join(a.logdir, f)) or '', re.M))
     doc = [f'# kgen benchmark suite ({target}), {day}\n',
            f'Machine: {machine.replace(chr(10), "; ")}.\n',
            f'Command: `bench/suite.sh` (`make bench` on the CPU; `bench/device-check.sh` on a GPU); raw outputs in '
            f'`{a.logdir}`; every command it ran is listed at the end.\n',
            (f'Not run, out of time (the run\'s DEADLINE): {", ".join(cut)}.\n' if cut else ''),
+           (f'Cut by a time limit (no figure; not a wrong answer): {", ".join(timed_out)}.\n' if timed_out else ''),
            '## 1. kgen against the peers\n', suite_section(target, workloads, W, peers, copy),
            '## 2. Fusion\n', fus,
            '## 3. Amortization of tuning and compilation\n', amort_section(workloads, W),

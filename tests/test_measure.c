@@ -89,7 +89,7 @@ static void check_ok(const kg_measure_result *r, double flops, double min_repeat
 static void test_cpu_faults(const kg_program *p, const char *tmp) {
   kg_measure_opts o = {0};
   o.target = KG_TARGET_C;
-  o.timeout_s = 1;
+  o.timeout_s = 5; /* the hanging candidate costs this much; the others must not come near it on a busy machine */
   o.min_repeat_s = 0.02;
   o.seed = 5;
   o.build_threads = 2;
@@ -167,7 +167,7 @@ static void test_cpu_faults(const kg_program *p, const char *tmp) {
   }
   /* the overrun, the input write and the hang each cost the worker its life */
   CHECKF(kg_measurer_worker_starts(m) == 4, "%d starts", kg_measurer_worker_starts(m));
-  CHECKF(batch_s < 20, "the batch took %.1f s", batch_s);
+  CHECKF(batch_s < 120, "the batch took %.1f s (the hang was not cut?)", batch_s);
 
   /* the next batch reuses the worker and the cached data */
   for (int i = 0; i < NC; i++) kg_measure_result_free(&r[i]);

@@ -668,7 +668,8 @@ static void test_big_garbage(void) {
     int invalid = 0;
     for (int i = 0; i < log.n; i++) invalid += !record_valid(&log.recs[i]);
     CHECK(invalid == 0);
-    CHECKF(dt < 0.5, "garbage %d: %.3f s for %zu bytes", kind, dt, b.len);
+    /* a bound against quadratic rescanning (minutes), generous for a busy machine and the sanitizer build */
+    CHECKF(dt < 5, "garbage %d: %.3f s for %zu bytes", kind, dt, b.len);
     if (dt > slowest) slowest = dt;
     kg_tlog_free(&log);
     free(b.s);
@@ -682,7 +683,7 @@ static void test_big_garbage(void) {
   kg_tlog_decode(&log, b.s, b.len);
   double dt = kg_now_s() - t0;
   CHECK(log.n == (int)(b.len / rn) && log.skipped_bytes == 0);
-  CHECKF(dt < 1.0, "%.3f s for %d records", dt, log.n);
+  CHECKF(dt < 10, "%.3f s for %d records", dt, log.n);
   printf("a megabyte: of garbage at most %.3f s, of %d records %.3f s\n", slowest, log.n, dt);
   kg_tlog_free(&log);
   free(b.s);

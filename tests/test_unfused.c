@@ -218,6 +218,7 @@ static void opts(kg_tune_opts *o, const char *log, int trials, int no_fuse) {
   memset(o, 0, sizeof *o);
   o->measure.target = KG_TARGET_C;
   o->measure.min_repeat_s = 0.005;
+  o->measure.timeout_s = 120; /* a busy machine must not turn a slow candidate into a "timeout" record */
   o->trials = trials;
   o->log_path = log;
   o->seed = 3;

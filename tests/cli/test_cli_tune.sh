@@ -34,8 +34,9 @@ has out "records: 20" "record count"
 expect 0 "show --best" -- $K show "$L" --best
 has out "ms|us" "a time"
 
+# (--timeout 120: a busy machine must not make a slow candidate a failed one)
 expect 0 "resume" -- $K tune matmul -D M=64 -D N=48 -D K=40 --target c --trials 5 --per-round 5 \
-  --population 64 --min-repeat-ms 5 --log "$L" --seed 2 --quiet
+  --population 64 --min-repeat-ms 5 --log "$L" --seed 2 --quiet --timeout 120
 has out "trials: 5 this run \(0 failed\), 20 from the log" "resumed from the log"
 
 # garbage appended: the tuner warns, keeps every intact record and goes on
@@ -49,7 +50,7 @@ has err "warning: .*: skipped [0-9]+ bytes at offset [0-9]+ \(not a record\)" "s
 
 # the CUDA target's search space, measured on the emulator (no GPU needed): every candidate verifies
 expect 0 "tuning on the emulator" -- $K tune matmul -D M=33 -D N=20 -D K=17 --emulate --trials 8 --per-round 4 \
-  --population 64 --log "$T/emu.kglog" --quiet
+  --population 64 --log "$T/emu.kglog" --quiet --timeout 120
 has out "on emulator" "emulator named"
 has out "trials: 8 this run \(0 failed\)" "every emulated candidate ran correctly"
 expect 0 "show the emulator log" -- $K show "$T/emu.kglog"

@@ -10,7 +10,7 @@ PY=${TORCH_PEERS_PYTHON:-/usr/bin/python3}  # the interpreter with torch (Debian
 TP=bench/torch_peers.py
 # one probe (each torch import costs a second or two): torch.compile present, a CUDA device present
 PROBE=$("$PY" -c 'import numpy, torch; print(int(hasattr(torch, "compile")), int(torch.cuda.is_available()))' \
-  2>/dev/null) || { echo "skip: torch not importable by $PY"; exit 0; }
+  2>/dev/null) || { echo "skip: torch or numpy not importable by $PY (Debian packages python3-torch, python3-numpy)"; exit 0; }
 read -r HAS_COMPILE HAS_CUDA <<<"$PROBE"
 FAST="--min-ms 2 --samples 2"
 

@@ -6,7 +6,7 @@
 set -u
 K=${KGEN:-build/kgen}
 case "$K" in */san/*) echo "skip: sanitizer build"; exit 0;; esac
-command -v valgrind >/dev/null || { echo "skip: no valgrind"; exit 0; }
+command -v valgrind >/dev/null || { echo "skip: no valgrind (Debian package valgrind; make test-deps installs it)"; exit 0; }
 vg() { valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite "$@" >/dev/null; }
 fail=0
 vg $K check attention -D B=2 -D S=3 -D T=4 -D D=5 -D E=3 || { echo "FAIL: valgrind check"; fail=1; }
