@@ -59,7 +59,7 @@ expect 1 "--save onto a FIFO" -- $TO $K run matmul $S --save "$T/save2"
 has err "A.npy: is a FIFO" "names the FIFO it will not write into"
 
 # traces past the limit: refused at parse time naming the limit; at the limit: lowered in time
-python3 -c "print('cache_write C local\n' * 1001, end='')" > "$T/long.sched"
+yes 'cache_write C local' | head -n 1001 > "$T/long.sched"
 expect 1 "1001 steps" -- $TO $K lower matmul $S --schedule "$T/long.sched"
 has err "long.sched:1001: error: too many steps: a trace holds at most 1000" "names the line and the limit"
 head -n 1000 "$T/long.sched" > "$T/limit.sched"
