@@ -6,6 +6,7 @@
  * returned: it closes the library and removes the folder. */
 #include "cpu.h"
 #include "../base/clock.h"
+#include "probe.h"
 #include "compiler.h"
 #include <dlfcn.h>
 #include <errno.h>
@@ -162,34 +163,20 @@ static const char probe_src[] = "#include <math.h>\n#include <stdint.h>\n#includ
                                 "}\n"
                                 "void kgen_entry_args(float **args) { kgen_entry(args[0]); }\n";
 
-int kg_cpu_toolchain_check(char *why, size_t whylen) {
-  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-  static char key[4096];
-  static int have, result;
-  static double when;
-  static char reason[1024];
-  const char *cc = getenv("CC"), *flags = getenv("KGEN_CFLAGS"), *tmp = getenv("TMPDIR");
-  char now[sizeof key];
-  snprintf(now, sizeof now, "%s\n%s\n%s", cc ? cc : "", flags ? flags : "", tmp ? tmp : "");
-  pthread_mutex_lock(&lock);
-  /* a verdict of "works" is re-checked after a while: a disk that filled up since breaks every compile */
-  if (!have || strcmp(key, now) || (result == 0 && kg_now_s() - when > 30)) {
-    kg_cpu_module m;
-    result = kg_cpu_build(probe_src, "kgen_entry", &m);
-    if (result != 0) {
-      const char *log = m.log ? m.log : "(no output)";
-      size_t n = strlen(log);
-      /* the end of the log says what failed */
-      snprintf(reason, sizeof reason, "the C toolchain cannot build a trivial kernel either: %s",
-               n > 800 ? log + n - 800 : log);
-    }
-    kg_cpu_module_free(&m);
-    snprintf(key, sizeof key, "%s", now);
-    have = 1;
-    when = kg_now_s();
-  }
-  int rc = result;
-  if (rc && why && whylen) snprintf(why, whylen, "%s", reason);
-  pthread_mutex_unlock(&lock);
+static int probe_build(const char *ctx, char *log, size_t loglen) {
+  (void)ctx;
+  kg_cpu_module m;
+  int rc = kg_cpu_build(probe_src, "kgen_entry", &m);
+  if (rc) kg_probe_log_tail(m.log, log, loglen);
+  kg_cpu_module_free(&m);
   return rc;
+}
+
+int kg_cpu_toolchain_check(char *why, size_t whylen) {
+  static kg_toolchain_probe probe = KG_TOOLCHAIN_PROBE_INIT;
+  const char *cc = getenv("CC"), *flags = getenv("KGEN_CFLAGS"), *tmp = getenv("TMPDIR");
+  char key[sizeof probe.key];
+  snprintf(key, sizeof key, "%s\n%s\n%s", cc ? cc : "", flags ? flags : "", tmp ? tmp : "");
+  return kg_toolchain_probe_check(&probe, key, probe_build, NULL, "the C toolchain cannot build a trivial kernel either",
+                                  why, whylen);
 }

@@ -8,6 +8,7 @@
  * Call kg_emu_module_free after kg_emu_build whatever it returned: it unloads and removes the folder. */
 #include "emu.h"
 #include "../base/clock.h"
+#include "probe.h"
 #include "compiler.h"
 #include <dlfcn.h>
 #include <errno.h>
@@ -215,38 +216,25 @@ int kg_emu_run_program_sizes(const kg_emu_module *m, const kg_cuda_program *p, f
   return rc;
 }
 
-int kg_emu_toolchain_check(char *why, size_t whylen) {
-  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-  static char key[4096];
-  static int have, result;
-  static double when;
-  static char reason[1024];
-  const char *cxx = getenv("CXX"), *flags = getenv("KGEN_EMU_CXXFLAGS"), *tmp = getenv("TMPDIR");
-  char now[sizeof key];
-  snprintf(now, sizeof now, "%s\n%s\n%s", cxx ? cxx : "", flags ? flags : "", tmp ? tmp : "");
-  pthread_mutex_lock(&lock);
-  /* a verdict of "works" is re-checked after a while: a disk that filled up since breaks every compile */
-  if (!have || strcmp(key, now) || (result == 0 && kg_now_s() - when > 30)) {
-    /* no kernel to launch: the header's launcher is what every build needs */
-    kg_cuda_program p;
-    memset(&p, 0, sizeof p);
-    char src[] = "extern \"C\" __global__ void kgen_probe(float *a) { a[threadIdx.x] = sqrtf(2.0f); }\n";
-    p.source = src;
-    kg_emu_module m;
-    result = kg_emu_build(&p, &m);
-    if (result != 0) {
-      const char *log = m.log ? m.log : "(no output)";
-      size_t n = strlen(log);
-      snprintf(reason, sizeof reason, "the emulator's C++ toolchain cannot build a trivial kernel either: %s",
-               n > 800 ? log + n - 800 : log);
-    }
-    kg_emu_module_free(&m);
-    snprintf(key, sizeof key, "%s", now);
-    have = 1;
-    when = kg_now_s();
-  }
-  int rc = result;
-  if (rc && why && whylen) snprintf(why, whylen, "%s", reason);
-  pthread_mutex_unlock(&lock);
+static int probe_build(const char *ctx, char *log, size_t loglen) {
+  (void)ctx;
+  /* no kernel to launch: the header's launcher is what every build needs */
+  kg_cuda_program p;
+  memset(&p, 0, sizeof p);
+  char src[] = "extern \"C\" __global__ void kgen_probe(float *a) { a[threadIdx.x] = sqrtf(2.0f); }\n";
+  p.source = src;
+  kg_emu_module m;
+  int rc = kg_emu_build(&p, &m);
+  if (rc) kg_probe_log_tail(m.log, log, loglen);
+  kg_emu_module_free(&m);
   return rc;
+}
+
+int kg_emu_toolchain_check(char *why, size_t whylen) {
+  static kg_toolchain_probe probe = KG_TOOLCHAIN_PROBE_INIT;
+  const char *cxx = getenv("CXX"), *flags = getenv("KGEN_EMU_CXXFLAGS"), *tmp = getenv("TMPDIR");
+  char key[sizeof probe.key];
+  snprintf(key, sizeof key, "%s\n%s\n%s", cxx ? cxx : "", flags ? flags : "", tmp ? tmp : "");
+  return kg_toolchain_probe_check(&probe, key, probe_build, NULL,
+                                  "the emulator's C++ toolchain cannot build a trivial kernel either", why, whylen);
 }

@@ -7,6 +7,7 @@
  * handle, loaded once under pthread_once. */
 #include "nvrtc.h"
 #include "../base/clock.h"
+#include "probe.h"
 #include <ctype.h>
 #include <dlfcn.h>
 #include <omp.h>
@@ -424,43 +425,30 @@ int kg_nvrtc_compile(const kg_cuda_program *p, const char *arch, kg_cubin *out) 
   return 0;
 }
 
-int kg_nvrtc_toolchain_check(const char *arch, char *why, size_t whylen) {
-  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-  static char key[64];
-  static int have, result;
-  static double when;
-  static char reason[1024];
-  pthread_mutex_lock(&lock);
-  /* a verdict of "works" is re-checked after a while */
-  if (!have || strcmp(key, arch ? arch : "") || (result == 0 && kg_now_s() - when > 30)) {
-    char src[] = "extern \"C\" __global__ void kgen_probe(float *a) { a[threadIdx.x] = sqrtf(2.0f); }\n";
-    char kname[] = "kgen_probe";
-    kg_cuda_kernel k;
-    memset(&k, 0, sizeof k);
-    k.name = kname;
-    kg_cuda_program p;
-    memset(&p, 0, sizeof p);
-    p.source = src;
-    p.kernels = &k;
-    p.nkernels = 1;
-    p.nparams = 1;
-    kg_cubin c;
-    result = kg_nvrtc_compile(&p, arch, &c);
-    if (result != 0) {
-      const char *log = c.log ? c.log : "(no output)";
-      size_t n = strlen(log);
-      snprintf(reason, sizeof reason, "NVRTC cannot compile a trivial kernel for %s either: %s",
-               arch ? arch : "(no arch)", n > 800 ? log + n - 800 : log);
-    }
-    kg_cubin_free(&c);
-    snprintf(key, sizeof key, "%s", arch ? arch : "");
-    have = 1;
-    when = kg_now_s();
-  }
-  int rc = result;
-  if (rc && why && whylen) snprintf(why, whylen, "%s", reason);
-  pthread_mutex_unlock(&lock);
+static int probe_build(const char *arch, char *log, size_t loglen) {
+  char src[] = "extern \"C\" __global__ void kgen_probe(float *a) { a[threadIdx.x] = sqrtf(2.0f); }\n";
+  char kname[] = "kgen_probe";
+  kg_cuda_kernel k;
+  memset(&k, 0, sizeof k);
+  k.name = kname;
+  kg_cuda_program p;
+  memset(&p, 0, sizeof p);
+  p.source = src;
+  p.kernels = &k;
+  p.nkernels = 1;
+  p.nparams = 1;
+  kg_cubin c;
+  int rc = kg_nvrtc_compile(&p, arch, &c);
+  if (rc) kg_probe_log_tail(c.log, log, loglen);
+  kg_cubin_free(&c);
   return rc;
+}
+
+int kg_nvrtc_toolchain_check(const char *arch, char *why, size_t whylen) {
+  static kg_toolchain_probe probe = KG_TOOLCHAIN_PROBE_INIT;
+  char what[128];
+  snprintf(what, sizeof what, "NVRTC cannot compile a trivial kernel for %s either", arch ? arch : "(no arch)");
+  return kg_toolchain_probe_check(&probe, arch ? arch : "", probe_build, arch, what, why, whylen);
 }
 
 void kg_nvrtc_compile_batch(const kg_cuda_program *const *p, int n, const char *arch, kg_cubin *out, int *rc,
