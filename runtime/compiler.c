@@ -12,10 +12,12 @@
  *
  * Requires: POSIX (pipe2, fork, execvp, mkdtemp). */
 #include "compiler.h"
+#include "../base/clock.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -246,14 +248,55 @@ int kg_compiler_split_words(char *s, char **words, int max) {
 
 /* Everything readable from fd until end of file, NUL-terminated (NULL when empty). When memory runs out the rest
  * is read and dropped: the log is cut short, the compiler is not left blocked on a full pipe. */
-static char *read_all(int fd) {
+double kg_compiler_time_limit(void) {
+  const char *e = getenv("KGEN_COMPILE_TIMEOUT");
+  if (e && *e) {
+    char *end;
+    double v = strtod(e, &end);
+    if (!*end && v >= 0) return v;
+  }
+  return 600;
+}
+
+void kg_compiler_log_timeout(char **log, const char *who, const char *cmd) {
+  const char *old = *log ? *log : "";
+  size_t n = strlen(old) + strlen(who) + strlen(cmd) + 160;
+  char *s = malloc(n);
+  if (!s) return;
+  snprintf(s, n, "%s%skgen: %s '%s' ran past its time limit of %g s (KGEN_COMPILE_TIMEOUT) and was stopped", old,
+           *old ? "\n" : "", who, cmd, kg_compiler_time_limit());
+  free(*log);
+  *log = s;
+}
+
+/* Reads fd to its end (the compiler and everything it started have exited or closed it), keeping at most
+ * KG_COMPILER_MAX_LOG bytes. After limit_s seconds (0: never) the process group pgid gets SIGTERM, which lets
+ * gcc's driver remove its temporary files, then SIGKILL if it still runs 2 s later; *timed_out is set and the rest
+ * read (the pipe closes as the group dies). */
+static char *read_all(int fd, pid_t pgid, double limit_s, int *timed_out) {
   char *buf = NULL, scratch[4096];
   size_t len = 0, cap = 0;
-  int full = 0;
+  int full = 0, sig = SIGTERM;
+  double deadline = limit_s > 0 ? kg_now_s() + limit_s : 0;
+  *timed_out = 0;
   for (;;) {
+    if (deadline > 0) {
+      double left = deadline - kg_now_s();
+      struct pollfd pfd = {fd, POLLIN, 0};
+      int pr = left > 0 ? poll(&pfd, 1, left > 3600 ? 3600 * 1000 : (int)(left * 1000) + 1) : 0;
+      if (pr < 0 && errno == EINTR) continue;
+      if (pr == 0) {
+        kill(-pgid, sig);
+        kill(pgid, sig);
+        *timed_out = 1;
+        deadline = sig == SIGTERM ? kg_now_s() + 2 : 0;
+        sig = SIGKILL;
+        continue;
+      }
+    }
     if (!full && len + 4096 > cap) {
       size_t ncap = cap ? cap * 2 : 8192;
-      char *nb = realloc(buf, ncap);
+      char *nb = ncap <= KG_COMPILER_MAX_LOG + 1 ? realloc(buf, ncap) : NULL;
       if (nb) {
         buf = nb;
         cap = ncap;
@@ -314,7 +357,8 @@ int kg_compiler_run_command(char *const argv[], const char *dir, char **out) {
   int slot = live_compiler_add(pid);
   close(fd[1]);
   close(efd[1]);
-  *out = read_all(fd[0]);
+  int timed_out;
+  *out = read_all(fd[0], pid, kg_compiler_time_limit(), &timed_out);
   close(fd[0]);
   int exec_errno = 0;
   ssize_t r;
@@ -330,6 +374,7 @@ int kg_compiler_run_command(char *const argv[], const char *dir, char **out) {
     errno = exec_errno;
     return KG_COMPILER_NO_EXEC;
   }
+  if (timed_out) return KG_COMPILER_TIMEOUT;
   if (w < 0) return -1;
   return WIFEXITED(st) ? WEXITSTATUS(st) : KG_COMPILER_SIGNALED;
 }

@@ -10,6 +10,16 @@
 #define KG_COMPILER_NO_EXEC (-2)
 /* kg_compiler_run_command's result when a signal ended the compiler. */
 #define KG_COMPILER_SIGNALED 128
+/* kg_compiler_run_command's result when the compiler ran past its time limit and was stopped. */
+#define KG_COMPILER_TIMEOUT (-3)
+/* The compiler's time limit in seconds: $KGEN_COMPILE_TIMEOUT (0: none), default 600. A generated kernel builds in
+ * seconds; a program of thousands of stages can keep gcc busy for an hour, and nothing else would stop it. */
+double kg_compiler_time_limit(void);
+/* Appends "kgen: WHO 'CMD' ran past its time limit of N s (KGEN_COMPILE_TIMEOUT) and was stopped" to *log. */
+void kg_compiler_log_timeout(char **log, const char *who, const char *cmd);
+/* The compiler's output keeps at most this much (the rest is read and dropped): an error for every line of a
+ * huge kernel is no reason to exhaust memory. */
+#define KG_COMPILER_MAX_LOG ((size_t)4 << 20)
 
 /* "dir/file" (heap), or NULL when out of memory. */
 char *kg_compiler_join_path(const char *dir, const char *file);
@@ -29,8 +39,9 @@ int kg_compiler_write_file(const char *dir, const char *file, const char *text);
  * involved. Returns the number of words. */
 int kg_compiler_split_words(char *s, char **words, int max);
 /* Runs argv (argv[0] looked up in PATH) in dir with stdout and stderr captured into *out (heap; NULL when it
- * printed nothing). Returns the exit status, KG_COMPILER_SIGNALED when a signal ended it, KG_COMPILER_NO_EXEC when
- * argv[0] could not be executed, or -1 when it could not be started (pipe, fork); errno is set for the last two.
+ * printed nothing). Returns the exit status, KG_COMPILER_SIGNALED when a signal ended it, KG_COMPILER_TIMEOUT when
+ * it ran past kg_compiler_time_limit (its whole group is killed), KG_COMPILER_NO_EXEC when argv[0] could not be
+ * executed, or -1 when it could not be started (pipe, fork); errno is set for the last two.
  * The compiler runs in a process group of its own, which the signal cleanup kills. */
 int kg_compiler_run_command(char *const argv[], const char *dir, char **out);
 /* Removes files[0..nfiles) from *dir, then the folder itself; frees *dir and sets it to NULL. No-op on NULL. */

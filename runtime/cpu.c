@@ -83,12 +83,15 @@ int kg_cpu_build(const char *src, const char *fn_name, kg_cpu_module *m) {
   int st = kg_compiler_run_command(argv, m->dir, &log);
   m->compile_s = kg_now_s() - t0;
   m->log = log;
-  if (st == KG_COMPILER_NO_EXEC || st < 0) {
+  if (st == KG_COMPILER_NO_EXEC || (st < 0 && st != KG_COMPILER_TIMEOUT)) {
     set_log(m, "kgen: cannot run the C compiler '%s' (set CC to a C compiler): %s", argv[0]);
     m->env_fault = 1;
   } else if (st == KG_COMPILER_SIGNALED) {
     compiler_status_log(m, argv[0], "was killed by a signal", st);
     m->env_fault = 1;
+  } else if (st == KG_COMPILER_TIMEOUT) {
+    /* this code's fault (thousands of stages), not the toolchain's: a trivial kernel still builds */
+    kg_compiler_log_timeout(&m->log, "the C compiler", argv[0]);
   } else if (st != 0) {
     compiler_status_log(m, argv[0], "exited with status", st);
   }

@@ -78,12 +78,15 @@ static int emu_compile(kg_emu_module *m) {
   m->compile_s = kg_now_s() - t0;
   free(m->log);
   m->log = out;
-  if (st == KG_COMPILER_NO_EXEC || st < 0) {
+  if (st == KG_COMPILER_NO_EXEC || (st < 0 && st != KG_COMPILER_TIMEOUT)) {
     emu_logf(m, "kgen: cannot run the C++ compiler '%s' (set CXX to a C++ compiler): %s", argv[0], strerror(errno));
     m->env_fault = 1;
   } else if (st == KG_COMPILER_SIGNALED) {
     if (!m->log) emu_logf(m, "kgen: the C++ compiler '%s' was killed by a signal", argv[0]);
     m->env_fault = 1;
+  } else if (st == KG_COMPILER_TIMEOUT) {
+    /* this code's fault (a huge kernel), not the toolchain's: a trivial kernel still builds */
+    kg_compiler_log_timeout(&m->log, "the C++ compiler", argv[0]);
   } else if (st != 0 && !m->log) {
     emu_logf(m, "kgen: the C++ compiler '%s' exited with status %d (and printed nothing)", argv[0], st);
   }

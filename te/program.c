@@ -47,6 +47,13 @@ kg_program *kg_program_load(const char *file_name, const char *text, size_t len,
   }
   if (kg_check_def(p, bindings, nbindings, &local, &p->arena) != 0) goto fail;
   kg_program_build_stages(p);
+  if (p->nstages > KG_MAX_STAGES) {
+    const kg_stage *st = p->stages[KG_MAX_STAGES]; /* the first one too many: its statement, or the reduction */
+    kg_diag_error(&local, &p->arena, st->out->stmt ? st->out->stmt->pos : st->body->pos,
+                  "too many stages: a def makes at most %d (its statements and the reductions nested in them)",
+                  KG_MAX_STAGES);
+    goto fail;
+  }
   return p;
 fail:
   diag_move(diag, &local, diag_arena);

@@ -230,6 +230,11 @@ kg_program *kg_program_load(const char *file_name, const char *text, size_t len,
                             const kg_binding *bindings, int nbindings, kg_diag *diag, kg_arena *diag_arena);
 void kg_program_free(kg_program *p);
 
+/* A def may make at most this many stages (its statements and the reductions nested in them): the C and CUDA
+ * compilers take superlinear time in a kernel's size (500 stages: 10 s of gcc, 1000: minutes), and every stage
+ * costs schedule steps, which a trace caps (KG_TRACE_MAX_STEPS). Fused graphs of real models have tens. */
+#define KG_MAX_STAGES 256
+
 /* Stages (stages.c): fills p->stages; called by kg_program_load after checking. */
 void kg_program_build_stages(kg_program *p);
 
