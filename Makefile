@@ -36,6 +36,10 @@ DEB_PKGS = libxgboost-dev libmsgpack-dev g++
 TEST_DEB_PKGS = python3 python3-numpy python3-msgpack python3-matplotlib valgrind clang libomp-dev
 DEPS_STAMP = $(BUILD)/.deps-ok
 TEST_DEPS_STAMP = $(BUILD)/.test-deps-ok
+
+.PHONY: all deps test-deps test test-unit test-san tune clean
+all: $(DEPS_STAMP) $(BUILD)/kgen $(BUILD)/libkgen.a
+
 # Installs the Debian packages $(1) that dpkg does not list as installed, as root or through sudo. Each stamp
 # holds its list and depends on the Makefile, so a changed list is checked again (the check itself is a dpkg
 # query per package). $(2): what to do when they cannot be installed.
