@@ -12,23 +12,15 @@
 #include "../runtime/cpu.h"
 #include "../runtime/cuda.h"
 #include "../runtime/measure.h"
-#include "testutil.h"
+#include "testlib.h"
 
 #define M_ 16
 #define N_ 12
 #define K_ 8
 
 static kg_program *load_matmul(void) {
-  char *text = kg_test_read_file("te/lib/matmul.te", NULL);
-  if (!text) return NULL;
   kg_binding b[] = {{"M", M_}, {"N", N_}, {"K", K_}};
-  kg_arena da;
-  kg_arena_init(&da);
-  kg_diag diag = {0};
-  kg_program *p = kg_program_load("matmul.te", text, strlen(text), NULL, b, 3, &diag, &da);
-  kg_arena_free(&da);
-  free(text);
-  return p;
+  return kg_test_load_lib("matmul", b, 3);
 }
 
 static int count_entries(const char *dir) {

@@ -7,24 +7,15 @@
 #include <unistd.h>
 #include "../base/clock.h"
 #include "../runtime/measure.h"
-#include "testutil.h"
+#include "testlib.h"
 
 #define M_ 33
 #define N_ 20
 #define K_ 17
 
 static kg_program *load_matmul(void) {
-  char *text = kg_test_read_file("te/lib/matmul.te", NULL);
-  if (!text) return NULL;
   kg_binding b[] = {{"M", M_}, {"N", N_}, {"K", K_}};
-  kg_arena da;
-  kg_arena_init(&da);
-  kg_diag diag = {0};
-  kg_program *p = kg_program_load("matmul.te", text, strlen(text), NULL, b, 3, &diag, &da);
-  if (!p) fprintf(stderr, "load failed: %s\n", diag.msg ? diag.msg : "(no message)");
-  kg_arena_free(&da);
-  free(text);
-  return p;
+  return kg_test_load_lib("matmul", b, 3);
 }
 
 /* A correct matmul with the generated entry's calling convention, optionally leaving one element unwritten or

@@ -16,20 +16,6 @@
 
 static char tmpdir[] = "/tmp/kg-test-tlog-robust-XXXXXX";
 
-typedef struct buf {
-  char *s;
-  size_t len, cap;
-} buf;
-
-static void buf_put(buf *b, const void *p, size_t n) {
-  if (b->len + n > b->cap) {
-    b->cap = (b->len + n) * 2;
-    b->s = realloc(b->s, b->cap);
-  }
-  memcpy(b->s + b->len, p, n);
-  b->len += n;
-}
-
 /* A record of matmul (the workload wl) on the C target with one time t (seconds) and the schedule `sched`. */
 typedef struct rec {
   kg_tlog_record r;
@@ -58,13 +44,13 @@ static void rec_init(rec *x, const kg_tlog_workload *wl, const char *sched, doub
   r->kgen = "test";
 }
 
-static void put_rec(buf *b, const kg_tlog_record *r, int version) {
+static void put_rec(kg_strbuf *b, const kg_tlog_record *r, int version) {
   size_t n;
   char *e = kg_tlog_encode(r, &n);
   /* kgen writes "v" first: a fixmap header, the key "v", then the version as a positive fixint */
   CHECK(n > 4 && (unsigned char)e[1] == 0xa1 && e[2] == 'v' && e[3] == KG_TLOG_VERSION);
   if (version) e[3] = (char)version;
-  buf_put(b, e, n);
+  kg_strbuf_putn(b, e, n);
   free(e);
 }
 
@@ -74,7 +60,7 @@ static void test_newer_version(const kg_tlog_workload *wl) {
   rec_init(&a, wl, "split C i 4\n", 2e-3);
   rec_init(&fast, wl, "split C j 4\n", 1e-3);
   rec_init(&c, wl, "split C k 4\n", 3e-3);
-  buf b = {0};
+  kg_strbuf b = {0};
   put_rec(&b, &a.r, 0);
   size_t at = b.len;
   put_rec(&b, &fast.r, KG_TLOG_VERSION + 1);
@@ -83,7 +69,7 @@ static void test_newer_version(const kg_tlog_workload *wl) {
   /* and one at the end whose "trace" is something this version never wrote: still skipped as newer */
   size_t at2 = b.len;
   static const unsigned char v9[] = {0x82, 0xa1, 'v', 0x09, 0xa5, 't', 'r', 'a', 'c', 'e', 0xa3, 'n', 'e', 'w'};
-  buf_put(&b, v9, sizeof v9);
+  kg_strbuf_putn(&b, (const char *)v9, sizeof v9);
   kg_tlog log;
   kg_tlog_init(&log);
   kg_tlog_decode(&log, b.s, b.len);
@@ -111,7 +97,7 @@ static void test_trace_no_longer_applies(const kg_program *p, const kg_tlog_work
   rec_init(&broken, wl, "split C q 4\n", 1e-3);
   rec_init(&good, wl, "split C i 4\nreorder C i.o j k i.i\n", 2e-3);
   rec_init(&slow, wl, "split C j 8\n", 5e-3);
-  buf b = {0};
+  kg_strbuf b = {0};
   put_rec(&b, &slow.r, 0);
   put_rec(&b, &broken.r, 0);
   put_rec(&b, &good.r, 0);
@@ -132,7 +118,7 @@ static void test_trace_no_longer_applies(const kg_program *p, const kg_tlog_work
   /* every record broken: none, saying why */
   kg_tlog only;
   kg_tlog_init(&only);
-  buf b2 = {0};
+  kg_strbuf b2 = {0};
   put_rec(&b2, &broken.r, 0);
   kg_tlog_decode(&only, b2.s, b2.len);
   kg_tlog_pick_best(&only, &w, &pk);
@@ -157,7 +143,7 @@ static void test_implausible(const kg_program *p, const kg_tlog_workload *wl) {
   lying.r.flops = 0; /* the same by the program's count */
   lying.r.bytes = 0;
   rec_init(&real, wl, "split C k 2\n", 4e-3);
-  buf b = {0};
+  kg_strbuf b = {0};
   put_rec(&b, &zero.r, 0);
   put_rec(&b, &tiny.r, 0);
   put_rec(&b, &lying.r, 0);
@@ -202,14 +188,14 @@ static void test_implausible(const kg_program *p, const kg_tlog_workload *wl) {
 static void test_notes(const kg_tlog_workload *wl) {
   rec a;
   rec_init(&a, wl, "split C i 4\n", 2e-3);
-  buf b = {0};
+  kg_strbuf b = {0};
   size_t at[KG_TLOG_MAX_NOTES + 4];
   for (int i = 0; i < KG_TLOG_MAX_NOTES + 4; i++) {
     at[i] = b.len;
-    buf_put(&b, "\xc1\xc1\xc1", 3);
+    kg_strbuf_putn(&b, "\xc1\xc1\xc1", 3);
     put_rec(&b, &a.r, i == KG_TLOG_MAX_NOTES + 1 ? KG_TLOG_VERSION + 1 : 0);
   }
-  buf_put(&b, "\xc1", 1); /* after a newer record: a part of its own, never added to a note it does not own */
+  kg_strbuf_putn(&b, "\xc1", 1); /* after a newer record: a part of its own, never added to a note it does not own */
   kg_tlog log;
   kg_tlog_init(&log);
   kg_tlog_decode(&log, b.s, b.len);
@@ -237,7 +223,7 @@ static void test_read_more(const kg_tlog_workload *wl) {
   rec a, c;
   rec_init(&a, wl, "split C i 4\n", 2e-3);
   rec_init(&c, wl, "split C j 4\n", 3e-3);
-  buf b = {0};
+  kg_strbuf b = {0};
   put_rec(&b, &a.r, 0);
   append_bytes(path, b.s, b.len);
   kg_tlog log;
