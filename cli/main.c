@@ -506,7 +506,8 @@ static int cmd_run_measured(const options *o, kg_program *p) {
   memset(&loaded, 0, sizeof loaded);
   if (o->load_dir) {
     if (kg_data_init(&loaded, p, o->data_seed)) {
-      fprintf(stderr, "kgen: error: not enough memory: allocating the data of %s at these sizes failed\n", p->def->name);
+      kg_data_oom_message(p, 0, err, sizeof err);
+      fprintf(stderr, "kgen: error: %s\n", err);
       kg_schedule_free(s);
       return 1;
     }
@@ -593,7 +594,8 @@ static int cmd_run(const options *o, kg_program *p) {
   kg_pipeline pl;
   kg_data d;
   if (kg_data_init(&d, p, o->data_seed)) {
-    fprintf(stderr, "kgen: error: not enough memory: allocating the data of %s at these sizes failed\n", p->def->name);
+    kg_data_oom_message(p, 0, err, sizeof err);
+    fprintf(stderr, "kgen: error: %s\n", err);
     kg_schedule_free(s);
     return 1;
   }
@@ -608,8 +610,8 @@ static int cmd_run(const options *o, kg_program *p) {
   double t_ref = kg_now_s();
   int ref_rc = o->load_dir ? kg_data_reference_as_is(&d, p) : kg_data_reference(&d, p, o->data_seed);
   if (ref_rc == -2) {
-    fprintf(stderr, "kgen: error: not enough memory: the reference of %s at these sizes could not be computed\n",
-            p->def->name);
+    kg_data_oom_message(p, 1, err, sizeof err);
+    fprintf(stderr, "kgen: error: %s\n", err);
     kg_pipeline_free(&pl);
     goto out;
   }

@@ -486,7 +486,7 @@ kg_measurer *kg_measurer_new(const kg_program *p, const kg_measure_opts *o, char
 
   /* data: the reference once; kg_data_reference may redraw the inputs, so they are copied out afterwards */
   if (kg_data_init(&m->data, p, m->o.seed)) {
-    snprintf(err, errlen, "not enough memory: allocating the data of %s at these sizes failed", p->def->name);
+    kg_data_oom_message(p, 0, err, errlen);
     goto fail;
   }
   int ref;
@@ -498,7 +498,7 @@ kg_measurer *kg_measurer_new(const kg_program *p, const kg_measure_opts *o, char
   }
   m->o.inputs = NULL; /* the caller's arrays need not outlive this call */
   if (ref == -2) {
-    snprintf(err, errlen, "not enough memory: the reference of %s at these sizes could not be computed", p->def->name);
+    kg_data_oom_message(p, 1, err, errlen);
     goto fail;
   }
   m->memfd = memfd_create("kgen-measure", MFD_CLOEXEC);

@@ -64,6 +64,13 @@ int kg_data_check_memory(const kg_program *p, char *err, size_t errlen) {
   return kg_mem_check(what, kg_data_need(p), err, errlen);
 }
 
+void kg_data_oom_message(const kg_program *p, int reference, char *err, size_t errlen) {
+  if (reference)
+    snprintf(err, errlen, "not enough memory: the reference of %s at these sizes could not be computed", p->def->name);
+  else
+    snprintf(err, errlen, "not enough memory: allocating the data of %s at these sizes failed", p->def->name);
+}
+
 /* malloc of n elements of size sz, NULL when it does not fit (size_t overflow included) */
 static void *data_alloc(int64_t n, size_t sz) {
   size_t bytes;

@@ -22,6 +22,9 @@ double kg_data_need(const kg_program *p);
 /* 0 when kg_data_need(p) fits in this process's memory budget (base/mem.h: free memory, ulimit -v, cgroups);
  * else -1 with the one "not enough memory" message in err. */
 int kg_data_check_memory(const kg_program *p, char *err, size_t errlen);
+/* The one message for what the check above let through but malloc then refused: the data (kg_data_init failed;
+ * reference 0) or the reference evaluator's intermediates (kg_data_reference* returned -2; reference 1). */
+void kg_data_oom_message(const kg_program *p, int reference, char *err, size_t errlen);
 /* Allocates buffers (the reference's too) and draws inputs from seed: uniform in [-1, 1] with |x| >= 1/64
  * (never zero). 0, or -1 when an allocation fails (nothing is left allocated; d is zeroed). */
 int kg_data_init(kg_data *d, const kg_program *p, uint64_t seed);
