@@ -10,7 +10,7 @@ KGEN_GPU_RANDOM_SCHEDULES ?= 30
 CFLAGS = $(CFLAGS_BASE) $(OPT) -fopenmp -MMD -MP
 LDLIBS = -lxgboost -lmsgpackc -lm -ldl -lpthread -fopenmp
 
-MODULES = base te schedule codegen runtime tlog costmodel search replay
+MODULES = base te schedule lower codegen tlog runtime costmodel gen search replay
 LIB_SRC = $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
 # The CUDA emulation header, embedded in libkgen as the string kg_cuda_emu_header (runtime/emu.h).

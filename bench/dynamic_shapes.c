@@ -46,7 +46,7 @@
 #include "../base/xalloc.h"
 #include "../codegen/codegen.h"
 #include "../runtime/cpu.h"
-#include "../runtime/cuda.h"
+#include "../runtime/cudrv.h"
 #include "../runtime/emu.h"
 #include "../runtime/verify.h"
 #include "../tlog/tlog.h"
@@ -81,7 +81,7 @@ typedef struct kernel {
   double compile_s;
   kg_cpu_module cpu;  /* RUN_CPU */
   kg_cuda_program cp; /* RUN_GPU, RUN_EMU */
-  kg_cuda_module gpu; /* RUN_GPU */
+  kg_cudrv_module gpu; /* RUN_GPU */
   kg_emu_module emu;  /* RUN_EMU */
   kg_devptr *dtemps;  /* RUN_GPU: the global temporaries, at their most (cp.temp_elems) */
   float **htemps;     /* RUN_EMU: the same on the host */
@@ -121,8 +121,8 @@ typedef struct bench {
   runner rn;
   const char *kind; /* the log's target kind: "c" or "cuda" */
   char device[400];
-  kg_cuda_device dev;
-  kg_cuda_event_timer timer;
+  kg_cudrv_device dev;
+  kg_cudrv_event_timer timer;
   workload w;
   kg_program *dyn; /* dynamic over the range, bound at its top */
   int kdyn;        /* the dynamic size's index */
@@ -313,7 +313,7 @@ static int kernel_compile(bench *B, kernel *k, const kg_lowered *f, const char *
     fprintf(stderr, "dynamic_shapes: %s: NVRTC: %.2000s\n", what, cb.log ? cb.log : "?");
   else if (kg_gpu_check_limits(&k->cp, &cb, &B->dev.limits, err, sizeof err) != 0)
     fprintf(stderr, "dynamic_shapes: %s: %s\n", what, err);
-  else if (kg_cuda_module_load(&k->gpu, &k->cp, cb.cubin, err, sizeof err) != 0)
+  else if (kg_cudrv_module_load(&k->gpu, &k->cp, cb.cubin, err, sizeof err) != 0)
     fprintf(stderr, "dynamic_shapes: %s: %s\n", what, err);
   else
     rc = 0;
@@ -325,16 +325,16 @@ static int kernel_compile(bench *B, kernel *k, const kg_lowered *f, const char *
   k->dtemps = kg_xrealloc(NULL, sizeof(kg_devptr) * (size_t)(nt + 1));
   memset(k->dtemps, 0, sizeof(kg_devptr) * (size_t)(nt + 1));
   for (int t = 0; t < nt && rc == 0; t++)
-    if (kg_cuda_alloc(&k->dtemps[t], 4 * (size_t)(k->cp.temp_elems[t] ? k->cp.temp_elems[t] : 1), err,
+    if (kg_cudrv_alloc(&k->dtemps[t], 4 * (size_t)(k->cp.temp_elems[t] ? k->cp.temp_elems[t] : 1), err,
                       sizeof err) != 0) {
       fprintf(stderr, "dynamic_shapes: %s: %s\n", what, err);
       rc = -1;
     }
   if (rc != 0) {
     for (int t = 0; t < nt; t++)
-      if (k->dtemps[t]) kg_cuda_free(k->dtemps[t]);
+      if (k->dtemps[t]) kg_cudrv_free(k->dtemps[t]);
     free(k->dtemps);
-    kg_cuda_module_unload(&k->gpu);
+    kg_cudrv_module_unload(&k->gpu);
     kg_cuda_program_free(&k->cp);
   }
   return rc;
@@ -379,8 +379,8 @@ static void kernel_free(bench *B, kernel *k) {
     free(k->htemps);
   }
   if (B->rn == RUN_GPU) {
-    kg_cuda_module_unload(&k->gpu);
-    for (int t = 0; t < k->cp.ntemps; t++) kg_cuda_free(k->dtemps[t]);
+    kg_cudrv_module_unload(&k->gpu);
+    for (int t = 0; t < k->cp.ntemps; t++) kg_cudrv_free(k->dtemps[t]);
     free(k->dtemps);
   }
   if (B->rn != RUN_CPU) kg_cuda_program_free(&k->cp);
@@ -418,9 +418,9 @@ static int kernel_call(bench *B, const kernel *k, const size_case *sc, double *t
     }
     memcpy(args, sc->dparams, sizeof(kg_devptr) * (size_t)np);
     for (int i = 0; i < nt; i++) args[np + i] = k->dtemps[i];
-    rc = kg_cuda_timer_start(&B->timer, err, sizeof err);
-    if (rc == 0) rc = kg_cuda_launch_program_sizes(&k->gpu, &k->cp, args, sizes, err, sizeof err);
-    if (rc == 0) rc = kg_cuda_timer_stop(&B->timer, t, err, sizeof err);
+    rc = kg_cudrv_timer_start(&B->timer, err, sizeof err);
+    if (rc == 0) rc = kg_cudrv_launch_program_sizes(&k->gpu, &k->cp, args, sizes, err, sizeof err);
+    if (rc == 0) rc = kg_cudrv_timer_stop(&B->timer, t, err, sizeof err);
   }
   if (rc != 0) fprintf(stderr, "dynamic_shapes: M=%lld: %s\n", (long long)sc->m, err);
   return rc;
@@ -433,12 +433,12 @@ static int call_verified(bench *B, const kernel *k, size_case *sc, double *t, co
   kg_data_poison(&sc->d, sc->p);
   int rc = 0;
   for (int i = 0; B->rn == RUN_GPU && i < sc->d.noutputs && rc == 0; i++)
-    rc = kg_cuda_htod(sc->dparams[sc->d.ninputs + i], sc->d.outputs[i],
+    rc = kg_cudrv_htod(sc->dparams[sc->d.ninputs + i], sc->d.outputs[i],
                       4 * (size_t)kg_tensor_numel(sc->p->outputs[i]), err, sizeof err);
   *t = 0;
   if (rc == 0) rc = kernel_call(B, k, sc, t);
   for (int i = 0; B->rn == RUN_GPU && i < sc->d.noutputs && rc == 0; i++)
-    rc = kg_cuda_dtoh(sc->d.outputs[i], sc->dparams[sc->d.ninputs + i],
+    rc = kg_cudrv_dtoh(sc->d.outputs[i], sc->dparams[sc->d.ninputs + i],
                       4 * (size_t)kg_tensor_numel(sc->p->outputs[i]), err, sizeof err);
   if (rc != 0) {
     if (err[0]) fprintf(stderr, "dynamic_shapes: %s: %s\n", what, err);
@@ -633,8 +633,8 @@ static int prepare_sizes(bench *B) {
     for (int j = 0; j < np; j++) {
       const kg_tensor *t = j < s->d.ninputs ? s->p->inputs[j] : s->p->outputs[j - s->d.ninputs];
       size_t bytes = 4 * (size_t)kg_tensor_numel(t);
-      if (kg_cuda_alloc(&s->dparams[j], bytes ? bytes : 4, err, sizeof err) != 0 ||
-          (j < s->d.ninputs && kg_cuda_htod(s->dparams[j], s->d.inputs[j], bytes, err, sizeof err) != 0)) {
+      if (kg_cudrv_alloc(&s->dparams[j], bytes ? bytes : 4, err, sizeof err) != 0 ||
+          (j < s->d.ninputs && kg_cudrv_htod(s->dparams[j], s->d.inputs[j], bytes, err, sizeof err) != 0)) {
         fprintf(stderr, "dynamic_shapes: M=%lld: %s\n", (long long)s->m, err);
         return -1;
       }
@@ -886,11 +886,11 @@ static int open_runner(bench *B) {
     fprintf(stderr, "cuda: no NVRTC: %s\n", err);
     return 3;
   }
-  if (kg_cuda_open(&B->dev, err, sizeof err) != 0) {
+  if (kg_cudrv_open(&B->dev, err, sizeof err) != 0) {
     fprintf(stderr, "cuda: no GPU: %s (--emulate runs the CUDA kernels on the emulator)\n", err);
     return 3;
   }
-  if (kg_cuda_timer_init(&B->timer, err, sizeof err) != 0) {
+  if (kg_cudrv_timer_init(&B->timer, err, sizeof err) != 0) {
     fprintf(stderr, "cuda: %s\n", err);
     return 3;
   }
@@ -944,7 +944,7 @@ static void bench_free(bench *B) {
     size_case *s = &B->sc[i];
     kernel_free(B, &s->spec);
     for (int a = 0; a < NAPPROACH; a++) free(s->samples[a]);
-    for (int j = 0; s->dparams && j < s->d.ninputs + s->d.noutputs; j++) kg_cuda_free(s->dparams[j]);
+    for (int j = 0; s->dparams && j < s->d.ninputs + s->d.noutputs; j++) kg_cudrv_free(s->dparams[j]);
     free(s->dparams);
     free(s->args);
     if (s->p) kg_data_free(&s->d);
@@ -958,7 +958,7 @@ static void bench_free(bench *B) {
     free(B->bk[b].trace_text);
     kg_trace_free(&B->bk[b].trace);
   }
-  if (B->rn == RUN_GPU && B->timer.start) kg_cuda_timer_free(&B->timer);
+  if (B->rn == RUN_GPU && B->timer.start) kg_cudrv_timer_free(&B->timer);
   kg_program_free(B->dyn);
   free(B->seq);
   free(B->distinct);

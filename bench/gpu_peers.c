@@ -10,7 +10,7 @@
  * "skipped: <reason>" and exits 0; an operation that fails prints "<op> ... error: <reason>" and the exit status
  * is 1.
  *
- * Requires: libkgen (runtime/cuda.h, which loads the driver with dlopen) and, for SGEMM, libcublas.so.13/.12
+ * Requires: libkgen (runtime/cudrv.h, which loads the driver with dlopen) and, for SGEMM, libcublas.so.13/.12
  * loadable with dlopen (the loader path, $CUDA_HOME/lib64 or /usr/local/cuda/lib64). No CUDA header is used:
  * the few cuBLAS prototypes and enum values are declared here as documented.
  *
@@ -18,7 +18,7 @@
  * counted), each batch at least ~1 ms, until the batches total at least --min-ms (default 100); the median of
  * the per-call batch times is reported. SGEMM is checked against double-precision dot products on sampled
  * entries before its time counts; the tolerance is tight enough to catch TF32 for large K. */
-#include "../runtime/cuda.h"
+#include "../runtime/cudrv.h"
 #include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
@@ -100,27 +100,27 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 static int measure(op_fn op, void *ctx, double min_ms, timing *t, char *err, size_t errlen) {
-  kg_cuda_event_timer ev;
-  if (kg_cuda_timer_init(&ev, err, errlen) != 0) return -1;
+  kg_cudrv_event_timer ev;
+  if (kg_cudrv_timer_init(&ev, err, errlen) != 0) return -1;
   int rc = -1;
   double s = 0, *per_call = NULL;
   int cap = 0, n = 0, total_calls = 0;
   for (int i = 0; i < 3; i++)
     if (op(ctx, err, errlen) != 0) goto out;
-  if (kg_cuda_sync(err, errlen) != 0) goto out;
+  if (kg_cudrv_sync(err, errlen) != 0) goto out;
   /* One call to size the batches. */
-  if (kg_cuda_timer_start(&ev, err, errlen) != 0 || op(ctx, err, errlen) != 0 ||
-      kg_cuda_timer_stop(&ev, &s, err, errlen) != 0)
+  if (kg_cudrv_timer_start(&ev, err, errlen) != 0 || op(ctx, err, errlen) != 0 ||
+      kg_cudrv_timer_stop(&ev, &s, err, errlen) != 0)
     goto out;
   int batch = s > 0 ? (int)ceil(1e-3 / s) : 1000;
   if (batch < 1) batch = 1;
   if (batch > 10000) batch = 10000;
   double total_ms = 0;
   while ((total_ms < min_ms || n < 5) && n < 100000) {
-    if (kg_cuda_timer_start(&ev, err, errlen) != 0) goto out;
+    if (kg_cudrv_timer_start(&ev, err, errlen) != 0) goto out;
     for (int i = 0; i < batch; i++)
       if (op(ctx, err, errlen) != 0) goto out;
-    if (kg_cuda_timer_stop(&ev, &s, err, errlen) != 0) goto out;
+    if (kg_cudrv_timer_stop(&ev, &s, err, errlen) != 0) goto out;
     if (n == cap) {
       cap = cap ? 2 * cap : 64;
       double *grown = realloc(per_call, sizeof *per_call * (size_t)cap);
@@ -142,7 +142,7 @@ static int measure(op_fn op, void *ctx, double min_ms, timing *t, char *err, siz
   rc = 0;
 out:
   free(per_call);
-  kg_cuda_timer_free(&ev);
+  kg_cudrv_timer_free(&ev);
   return rc;
 }
 
@@ -199,11 +199,11 @@ static int run_sgemm(int m, int n, int k, double min_ms, char *err, size_t errle
     snprintf(err, errlen, "out of host memory");
     goto out;
   }
-  if (kg_cuda_alloc(&g.a, na * 4, err, errlen) || kg_cuda_alloc(&g.b, nb * 4, err, errlen) ||
-      kg_cuda_alloc(&g.c, nc * 4, err, errlen) || kg_cuda_htod(g.a, a, na * 4, err, errlen) ||
-      kg_cuda_htod(g.b, b, nb * 4, err, errlen) || kg_cuda_memset32(g.c, 0x7fc00000u, nc, err, errlen))
+  if (kg_cudrv_alloc(&g.a, na * 4, err, errlen) || kg_cudrv_alloc(&g.b, nb * 4, err, errlen) ||
+      kg_cudrv_alloc(&g.c, nc * 4, err, errlen) || kg_cudrv_htod(g.a, a, na * 4, err, errlen) ||
+      kg_cudrv_htod(g.b, b, nb * 4, err, errlen) || kg_cudrv_memset32(g.c, 0x7fc00000u, nc, err, errlen))
     goto out;
-  if (sgemm_op(&g, err, errlen) || kg_cuda_sync(err, errlen) || kg_cuda_dtoh(c, g.c, nc * 4, err, errlen))
+  if (sgemm_op(&g, err, errlen) || kg_cudrv_sync(err, errlen) || kg_cudrv_dtoh(c, g.c, nc * 4, err, errlen))
     goto out;
   /* Sampled entries against double dot products; the error is relative to sum |a||b| of the entry. */
   double max_err = 0;
@@ -231,9 +231,9 @@ static int run_sgemm(int m, int n, int k, double min_ms, char *err, size_t errle
          max_err);
   rc = 0;
 out:
-  kg_cuda_free(g.a);
-  kg_cuda_free(g.b);
-  kg_cuda_free(g.c);
+  kg_cudrv_free(g.a);
+  kg_cudrv_free(g.b);
+  kg_cudrv_free(g.c);
   free(a);
   free(b);
   free(c);
@@ -247,21 +247,21 @@ typedef struct {
 
 static int copy_op(void *p, char *err, size_t errlen) {
   copy_ctx *c = p;
-  return kg_cuda_dtod(c->dst, c->src, c->bytes, err, errlen);
+  return kg_cudrv_dtod(c->dst, c->src, c->bytes, err, errlen);
 }
 
 static int run_copy(size_t bytes, double min_ms, char *err, size_t errlen) {
   copy_ctx c = {0, 0, bytes};
   int rc = -1;
   size_t words = bytes / 4;
-  if (kg_cuda_alloc(&c.src, bytes, err, errlen) || kg_cuda_alloc(&c.dst, bytes, err, errlen) ||
-      kg_cuda_memset32(c.src, 0x3fc00000u, words, err, errlen) || kg_cuda_memset32(c.dst, 0, words, err, errlen))
+  if (kg_cudrv_alloc(&c.src, bytes, err, errlen) || kg_cudrv_alloc(&c.dst, bytes, err, errlen) ||
+      kg_cudrv_memset32(c.src, 0x3fc00000u, words, err, errlen) || kg_cudrv_memset32(c.dst, 0, words, err, errlen))
     goto out;
-  if (copy_op(&c, err, errlen) || kg_cuda_sync(err, errlen)) goto out;
+  if (copy_op(&c, err, errlen) || kg_cudrv_sync(err, errlen)) goto out;
   /* The copy really happened: the last word of the destination holds the source's 1.5f. */
   if (words > 0) {
     float last = 0;
-    if (kg_cuda_dtoh(&last, c.dst + (words - 1) * 4, 4, err, errlen)) goto out;
+    if (kg_cudrv_dtoh(&last, c.dst + (words - 1) * 4, 4, err, errlen)) goto out;
     if (last != 1.5f) {
       snprintf(err, errlen, "the copy did not copy (read %g)", last);
       goto out;
@@ -273,8 +273,8 @@ static int run_copy(size_t bytes, double min_ms, char *err, size_t errlen) {
          2.0 * (double)bytes / (t.median_ms * 1e-3) * 1e-9, t.min_ms, t.max_ms, t.repeats);
   rc = 0;
 out:
-  kg_cuda_free(c.src);
-  kg_cuda_free(c.dst);
+  kg_cudrv_free(c.src);
+  kg_cudrv_free(c.dst);
   return rc;
 }
 
@@ -336,13 +336,13 @@ int main(int argc, char **argv) {
     nops = 2;
   }
   char why[600];
-  if (!kg_cuda_probe(why, sizeof why)) {
+  if (!kg_cudrv_probe(why, sizeof why)) {
     printf("skipped: %s\n", why);
     return 0;
   }
-  kg_cuda_device dev;
+  kg_cudrv_device dev;
   char err[1024];
-  if (kg_cuda_open(&dev, err, sizeof err) != 0) {
+  if (kg_cudrv_open(&dev, err, sizeof err) != 0) {
     printf("skipped: %s\n", err);
     return 0;
   }

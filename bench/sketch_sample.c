@@ -12,7 +12,7 @@
 #include "../base/rng.h"
 #include "../codegen/codegen.h"
 #include "../runtime/measure.h"
-#include "../search/space.h"
+#include "../gen/space.h"
 
 #define MAX_BIND 16
 #define MAX_TRACES 16

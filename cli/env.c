@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include "cli.h"
 #include "../runtime/compiler.h"
-#include "../runtime/cuda.h"
+#include "../runtime/cudrv.h"
 #include "../runtime/nvrtc.h"
 
 void cli_env_start(void) {
@@ -16,7 +16,7 @@ int cli_env_check(const char *cmd, kg_target_kind target, int emulate, int targe
   char why[1024];
   int cuda = target_auto || target == KG_TARGET_CUDA;
   /* the driver only serves a real GPU; NVRTC serves both the GPU and the emulator's resource check */
-  if (cuda && !emulate && kg_cuda_setting_check(why, sizeof why) != 0) {
+  if (cuda && !emulate && kg_cudrv_setting_check(why, sizeof why) != 0) {
     fprintf(stderr, "kgen %s: %s (unset it, or point it at the driver, libcuda.so.1)\n", cmd, why);
     return 1;
   }

@@ -642,11 +642,11 @@ static int resolve_target(options *o) {
   char why[512];
   if (o->target_auto) {
     if (!strcmp(o->cmd, "check")) return 0;
-    o->target = kg_cuda_probe(why, sizeof why) ? KG_TARGET_CUDA : KG_TARGET_C;
+    o->target = kg_cudrv_probe(why, sizeof why) ? KG_TARGET_CUDA : KG_TARGET_C;
     o->target_auto = 0;
     return 0;
   }
-  if (o->target == KG_TARGET_CUDA && !o->emulate && !strcmp(o->cmd, "run") && !kg_cuda_probe(why, sizeof why)) {
+  if (o->target == KG_TARGET_CUDA && !o->emulate && !strcmp(o->cmd, "run") && !kg_cudrv_probe(why, sizeof why)) {
     fprintf(stderr, "kgen: cannot run on a GPU: %s (try --emulate, or --target c)\n", why);
     return 3;
   }

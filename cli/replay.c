@@ -275,7 +275,7 @@ int cli_replay(int argc, char **argv) {
   if (erc) return erc;
   if (target_auto) {
     char why[256];
-    mo.target = kg_cuda_probe(why, sizeof why) ? KG_TARGET_CUDA : KG_TARGET_C;
+    mo.target = kg_cudrv_probe(why, sizeof why) ? KG_TARGET_CUDA : KG_TARGET_C;
   }
   kg_tlog log;
   if (cli_read_log("replay", log_path, &log, 1) != 0) return 1;

@@ -259,8 +259,8 @@ int cli_tune(int argc, char **argv) {
   char why[512];
   int erc = cli_env_check("tune", o.measure.target, o.measure.emulate, target_auto);
   if (erc) return erc;
-  if (target_auto) o.measure.target = kg_cuda_probe(why, sizeof why) ? KG_TARGET_CUDA : KG_TARGET_C;
-  else if (o.measure.target == KG_TARGET_CUDA && !o.measure.emulate && !kg_cuda_probe(why, sizeof why)) {
+  if (target_auto) o.measure.target = kg_cudrv_probe(why, sizeof why) ? KG_TARGET_CUDA : KG_TARGET_C;
+  else if (o.measure.target == KG_TARGET_CUDA && !o.measure.emulate && !kg_cudrv_probe(why, sizeof why)) {
     fprintf(stderr, "kgen: cannot tune on a GPU: %s (try --emulate, or --target c)\n", why);
     return 3;
   }

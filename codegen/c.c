@@ -30,7 +30,7 @@
 #include <string.h>
 #include "../base/xalloc.h"
 #include "../base/strbuf.h"
-#include "../schedule/bounds.h"
+#include "../lower/bounds.h"
 #include "cexpr.h"
 #include "codegen.h"
 

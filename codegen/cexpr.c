@@ -3,7 +3,7 @@
  * Integer division and modulo, and f32 modulo, become helper calls (the IR's division rounds towards -infinity,
  * C's towards zero); the integer minimum of a tightened extent becomes the dialect's min helper.
  *
- * Requires: expressions built by lowering (schedule/ir.h); a dialect with every field set. */
+ * Requires: expressions built by lowering (lower/ir.h); a dialect with every field set. */
 #include "cexpr.h"
 #include <math.h>
 #include <stdio.h>

@@ -8,7 +8,7 @@
 #ifndef KG_CEXPR_H
 #define KG_CEXPR_H
 #include "../base/strbuf.h"
-#include "../schedule/ir.h"
+#include "../lower/ir.h"
 
 typedef struct kg_cexpr_dialect {
   const char *nan, *inf, *neg_inf; /* f32 literals that are not finite */

@@ -1,7 +1,7 @@
 /* Printers from the loop-nest IR to source code. */
 #ifndef KG_CODEGEN_H
 #define KG_CODEGEN_H
-#include "../schedule/ir.h"
+#include "../lower/ir.h"
 
 /* C11 with OpenMP pragmas (codegen/c.c), also valid C++ and CUDA host code, in pieces that an exported header
  * (codegen/header_c.c) puts together and that several headers can share one translation unit with:

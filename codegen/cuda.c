@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../base/strbuf.h"
-#include "../schedule/bounds.h"
+#include "../lower/bounds.h"
 #include "cexpr.h"
 #include "codegen.h"
 

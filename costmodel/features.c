@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../schedule/ir.h"
+#include "../lower/ir.h"
 
 /* Per-buffer fields (b = the buffer's rank among the store's buffers, by bytes touched). L: log-scaled count,
  * C: a small code kept as is. */

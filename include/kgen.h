@@ -15,12 +15,12 @@
  *   schedule/sched.h   kg_schedule_new (default schedule), kg_schedule_apply (one primitive step: split, tile,
  *                      reorder, fuse, unroll, vectorize, parallel, bind, compute_at/inline/root, cache_read,
  *                      cache_write, rfactor), traces and their text form, random legal schedules
- *   schedule/ir.h      kg_lower: the loop-nest IR (loop kinds, storage scopes, guards, barriers)
+ *   lower/ir.h      kg_lower: the loop-nest IR (loop kinds, storage scopes, guards, barriers)
  *   codegen/codegen.h  kg_codegen_c: C11 with OpenMP; kg_codegen_cuda: CUDA C, one kernel per root stage
  *   runtime/cpu.h      kg_cpu_build: the system compiler into a shared object, loaded with dlopen
  *   runtime/nvrtc.h    kg_nvrtc_compile: CUDA C to cubin + PTX with the ptxas resource report (NVRTC, dlopen);
  *                      kg_gpu_check_limits: a build against a device's limits
- *   runtime/cuda.h     the CUDA driver API through dlopen: device query, memory, modules, launches, events
+ *   runtime/cudrv.h     the CUDA driver API through dlopen: device query, memory, modules, launches, events
  *   runtime/emu.h      the CUDA emulator: generated CUDA run on the CPU (threads as fibers, real barriers)
  *   runtime/verify.h   random inputs, poisoned outputs, comparison with the reference; .npy files
  *   runtime/pipeline.h kg_pipeline_build / verify / time: the C path above in one call each, in process
@@ -30,7 +30,7 @@
  *                      that keeps every intact record; kg_tlog_show (`kgen show`)
  *   costmodel/features.h, costmodel/model.h
  *                      a fixed-length feature vector from a candidate's lowered IR; the XGBoost cost model
- *   search/space.h     the search space: sketches derived by rules (CPU, GPU) and the knobs that annotate them
+ *   gen/space.h     the search space: sketches derived by rules (CPU, GPU) and the knobs that annotate them
  *   search/tune.h      kg_tune: evolutionary search guided by the cost model, several workloads sharing a trial
  *                      budget, every measurement logged, resumable from the log
  *   replay/replay.h    kg_replay: the best logged record of a workload for this target (else the nearest, else the
@@ -48,22 +48,23 @@
  */
 #ifndef KGEN_H
 #define KGEN_H
-#define KGEN_VERSION "0.1.0"
+#include "../base/version.h"
 #include "../te/te.h"
 #include "../schedule/sched.h"
-#include "../schedule/ir.h"
+#include "../lower/ir.h"
 #include "../codegen/codegen.h"
 #include "../runtime/cpu.h"
 #include "../runtime/verify.h"
 #include "../runtime/pipeline.h"
 #include "../runtime/nvrtc.h"
-#include "../runtime/cuda.h"
+#include "../runtime/cudrv.h"
 #include "../runtime/emu.h"
 #include "../runtime/measure.h"
 #include "../tlog/tlog.h"
 #include "../costmodel/features.h"
 #include "../costmodel/model.h"
-#include "../search/space.h"
+#include "../gen/random.h"
+#include "../gen/space.h"
 #include "../search/tune.h"
 #include "../codegen/header.h"
 #include "../replay/replay.h"

@@ -9,9 +9,9 @@
 #include "../base/strbuf.h"
 #include "../base/xalloc.h"
 #include "../runtime/nvrtc.h"
-#include "../schedule/ir.h"
+#include "../lower/ir.h"
 #include "export.h"
-#include "kgen.h"
+#include "../base/version.h"
 
 /* One kernel program of a CUDA binding: a schedule (by trace text) and the archs it was compiled for. */
 typedef struct variant {

@@ -50,12 +50,6 @@
 
 extern char **environ;
 
-const char *const kg_status_names[KG_STATUS_COUNT] = {
-#define X(n, s) s,
-    KG_STATUSES(X)
-#undef X
-};
-const char *const kg_runner_names[] = {"cpu", "gpu", "emulator"};
 
 /* The entry point every C candidate defines (generated: kg_codegen_c's wrapper of kgen_entry). */
 static const char *const entry_name = "kgen_entry";

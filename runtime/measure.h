@@ -18,21 +18,7 @@
 #include <stdint.h>
 #include "../schedule/sched.h"
 #include "nvrtc.h"
-
-#define KG_STATUSES(X)                                                                                      \
-  X(OK, "ok") X(COMPILE_ERROR, "compile_error") X(RESOURCE_LIMIT, "resource_limit")                         \
-  X(RUNTIME_ERROR, "runtime_error") X(TIMEOUT, "timeout") X(WRONG_ANSWER, "wrong_answer")
-typedef enum {
-#define X(n, s) KG_STATUS_##n,
-  KG_STATUSES(X)
-#undef X
-  KG_STATUS_COUNT
-} kg_status;
-extern const char *const kg_status_names[KG_STATUS_COUNT];
-
-/* Where a candidate runs. */
-typedef enum { KG_RUNNER_CPU, KG_RUNNER_GPU, KG_RUNNER_EMULATOR } kg_runner;
-extern const char *const kg_runner_names[]; /* "cpu", "gpu", "emulator" */
+#include "../tlog/status.h"
 
 typedef struct kg_measure_opts {
   kg_target_kind target;  /* C or CUDA */
@@ -105,8 +91,4 @@ const float *kg_measurer_buffer(const kg_measurer *m, int i);
 int kg_measurer_worker_starts(const kg_measurer *m);
 void kg_measurer_free(kg_measurer *m);
 
-/* The workload's arithmetic (f32 operations counted from the stages' bodies times their domains, a reduction's
- * combine included; calls count one each) and compulsory traffic (inputs read once, outputs written once). */
-double kg_program_flops(const kg_program *p);
-double kg_program_bytes(const kg_program *p);
 #endif

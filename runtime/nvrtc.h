@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "../codegen/codegen.h"
+#include "../codegen/gpu_arch.h"
 
 /* What ptxas reported for one kernel ("ptxas info : Used 40 registers, 4096 bytes smem, ..."). */
 typedef struct kg_kernel_resources {
@@ -17,20 +18,6 @@ typedef struct kg_kernel_resources {
   int64_t static_shared;  /* bytes of static shared memory */
   int64_t local_bytes;    /* stack frame (local memory) per thread */
 } kg_kernel_resources;
-
-/* Limits a launch must respect. kg_gpu_limits_for_arch gives the documented values of an arch (sm_70 ... sm_90:
- * 1024 threads per block, 48 KB static shared, the opt-in maximum of dynamic shared (99 KB on sm_86, 227 KB on
- * sm_90), 64K registers per block and 255 per thread); the CUDA runtime fills them from the device instead. */
-typedef struct kg_gpu_limits {
-  int max_threads_per_block;
-  int64_t max_block[3];
-  int64_t max_grid[3];
-  int64_t max_shared_static;   /* 48 KB */
-  int64_t max_shared_optin;    /* per block with the opt-in */
-  int max_regs_per_block;
-  int max_regs_per_thread;
-} kg_gpu_limits;
-int kg_gpu_limits_for_arch(const char *arch, kg_gpu_limits *l); /* -1 for an arch it does not know */
 
 typedef struct kg_cubin {
   char arch[16];              /* "sm_90" */

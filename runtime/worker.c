@@ -25,7 +25,7 @@
 #include <stdio.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include "cuda.h"
+#include "cudrv.h"
 #include "emu.h"
 #include "measure.h"
 
@@ -51,12 +51,12 @@ typedef struct worker {
   kg_cuda_program prog;
   float **temps;    /* emulator */
   /* GPU */
-  kg_cuda_device dev;
+  kg_cudrv_device dev;
   kg_devptr *in_dev, *out_dev, *tmp_dev;
   kg_devptr *args_dev;
-  kg_cuda_module mod;
+  kg_cudrv_module mod;
   int mod_loaded;
-  kg_cuda_event_timer timer;
+  kg_cudrv_event_timer timer;
   int timer_ok;
   char err[2048];
 } worker;
@@ -76,14 +76,14 @@ static void reply(worker *w, int status, const char *msg, double run_s, const do
 }
 
 static void release_candidate(worker *w) {
-  if (w->mod_loaded) kg_cuda_module_unload(&w->mod);
+  if (w->mod_loaded) kg_cudrv_module_unload(&w->mod);
   w->mod_loaded = 0;
   if (w->out_dev)
     for (int i = 0; i < w->nout; i++)
-      if (w->out_dev[i]) kg_cuda_free(w->out_dev[i]);
+      if (w->out_dev[i]) kg_cudrv_free(w->out_dev[i]);
   if (w->tmp_dev)
     for (int i = 0; i < w->prog.ntemps; i++)
-      if (w->tmp_dev[i]) kg_cuda_free(w->tmp_dev[i]);
+      if (w->tmp_dev[i]) kg_cudrv_free(w->tmp_dev[i]);
   free(w->out_dev);
   free(w->tmp_dev);
   free(w->args_dev);
@@ -133,18 +133,18 @@ static void do_config(worker *w, kg_wire *in) {
   for (int i = 0; i < w->nsizes; i++) w->sizes[i] = kg_wire_get_i64(in);
   if (in->bad) _exit(122);
   if (status == KG_WORKER_OK && w->runner == KG_RUNNER_GPU) {
-    if (kg_cuda_open(&w->dev, w->err, sizeof w->err) != 0) {
+    if (kg_cudrv_open(&w->dev, w->err, sizeof w->err) != 0) {
       status = KG_WORKER_FATAL;
     } else {
       w->in_dev = kg_xrealloc(NULL, sizeof(kg_devptr) * (size_t)(w->nin + 1));
       memset(w->in_dev, 0, sizeof(kg_devptr) * (size_t)(w->nin + 1));
       for (int i = 0; i < w->nin && status == KG_WORKER_OK; i++) {
         size_t bytes = (size_t)w->numel[i] * 4;
-        if (kg_cuda_alloc(&w->in_dev[i], bytes ? bytes : 4, w->err, sizeof w->err) != 0 ||
-            kg_cuda_htod(w->in_dev[i], w->buf[i], bytes, w->err, sizeof w->err) != 0)
+        if (kg_cudrv_alloc(&w->in_dev[i], bytes ? bytes : 4, w->err, sizeof w->err) != 0 ||
+            kg_cudrv_htod(w->in_dev[i], w->buf[i], bytes, w->err, sizeof w->err) != 0)
           status = KG_WORKER_FATAL;
       }
-      if (status == KG_WORKER_OK && kg_cuda_timer_init(&w->timer, w->err, sizeof w->err) != 0)
+      if (status == KG_WORKER_OK && kg_cudrv_timer_init(&w->timer, w->err, sizeof w->err) != 0)
         status = KG_WORKER_FATAL;
       w->timer_ok = status == KG_WORKER_OK;
     }
@@ -227,10 +227,10 @@ static float **host_args(worker *w) {
 
 /* Launches the GPU candidate once and waits for it. */
 static int gpu_run(worker *w) {
-  if (kg_cuda_launch_program_sizes(&w->mod, &w->prog, w->args_dev, w->nsizes ? w->sizes : NULL, w->err,
+  if (kg_cudrv_launch_program_sizes(&w->mod, &w->prog, w->args_dev, w->nsizes ? w->sizes : NULL, w->err,
                                    sizeof w->err) != 0)
     return -1;
-  return kg_cuda_sync(w->err, sizeof w->err);
+  return kg_cudrv_sync(w->err, sizeof w->err);
 }
 
 static int run_once(worker *w, float **args) {
@@ -255,7 +255,7 @@ static int gpu_load(worker *w, const void *image, size_t image_len) {
     snprintf(w->err, sizeof w->err, "worker: no cubin for the GPU candidate");
     return -1;
   }
-  if (kg_cuda_module_load(&w->mod, &w->prog, image, w->err, sizeof w->err) != 0) return -1;
+  if (kg_cudrv_module_load(&w->mod, &w->prog, image, w->err, sizeof w->err) != 0) return -1;
   w->mod_loaded = 1;
   int nargs = w->nin + w->nout + w->prog.ntemps;
   w->out_dev = kg_xrealloc(NULL, sizeof(kg_devptr) * (size_t)(w->nout + 1));
@@ -265,11 +265,11 @@ static int gpu_load(worker *w, const void *image, size_t image_len) {
   w->args_dev = kg_xrealloc(NULL, sizeof(kg_devptr) * (size_t)(nargs + 1));
   for (int i = 0; i < w->nout; i++) {
     size_t bytes = (size_t)w->numel[w->nin + i] * 4;
-    if (kg_cuda_alloc(&w->out_dev[i], bytes ? bytes : 4, w->err, sizeof w->err) != 0) return -1;
+    if (kg_cudrv_alloc(&w->out_dev[i], bytes ? bytes : 4, w->err, sizeof w->err) != 0) return -1;
   }
   for (int t = 0; t < w->prog.ntemps; t++) {
     size_t bytes = (size_t)w->prog.temp_elems[t] * 4;
-    if (kg_cuda_alloc(&w->tmp_dev[t], bytes ? bytes : 4, w->err, sizeof w->err) != 0) return -1;
+    if (kg_cudrv_alloc(&w->tmp_dev[t], bytes ? bytes : 4, w->err, sizeof w->err) != 0) return -1;
   }
   for (int i = 0; i < w->nin; i++) w->args_dev[i] = w->in_dev[i];
   for (int i = 0; i < w->nout; i++) w->args_dev[w->nin + i] = w->out_dev[i];
@@ -281,19 +281,19 @@ static int gpu_load(worker *w, const void *image, size_t image_len) {
  * 0, -1 on a CUDA error (err set), 1 when the kernel wrote an input (err set; inputs restored). */
 static int gpu_verify(worker *w) {
   for (int i = 0; i < w->nout; i++)
-    if (kg_cuda_htod(w->out_dev[i], w->buf[w->nin + i], (size_t)w->numel[w->nin + i] * 4, w->err,
+    if (kg_cudrv_htod(w->out_dev[i], w->buf[w->nin + i], (size_t)w->numel[w->nin + i] * 4, w->err,
                      sizeof w->err) != 0)
       return -1;
   if (gpu_run(w) != 0) return -1;
   for (int i = 0; i < w->nout; i++)
-    if (kg_cuda_dtoh(w->buf[w->nin + i], w->out_dev[i], (size_t)w->numel[w->nin + i] * 4, w->err,
+    if (kg_cudrv_dtoh(w->buf[w->nin + i], w->out_dev[i], (size_t)w->numel[w->nin + i] * 4, w->err,
                      sizeof w->err) != 0)
       return -1;
   int changed = -1;
   for (int i = 0; i < w->nin && changed < 0; i++) {
     size_t bytes = (size_t)w->numel[i] * 4;
     float *copy = kg_xrealloc(NULL, bytes ? bytes : 4);
-    int rc = kg_cuda_dtoh(copy, w->in_dev[i], bytes, w->err, sizeof w->err);
+    int rc = kg_cudrv_dtoh(copy, w->in_dev[i], bytes, w->err, sizeof w->err);
     if (rc == 0 && memcmp(copy, w->buf[i], bytes) != 0) changed = i;
     free(copy);
     if (rc != 0) return -1;
@@ -301,7 +301,7 @@ static int gpu_verify(worker *w) {
   if (changed < 0) return 0;
   snprintf(w->err, sizeof w->err, "the kernel wrote input %d (inputs are read-only)", changed);
   char up[512];
-  if (kg_cuda_htod(w->in_dev[changed], w->buf[changed], (size_t)w->numel[changed] * 4, up, sizeof up) != 0) {
+  if (kg_cudrv_htod(w->in_dev[changed], w->buf[changed], (size_t)w->numel[changed] * 4, up, sizeof up) != 0) {
     size_t n = strlen(w->err);
     snprintf(w->err + n, sizeof w->err - n, "; restoring it failed: %s", up);
     return -1;
@@ -399,12 +399,12 @@ static void do_time(worker *w, kg_wire *in) {
   while (rc == 0 && (n < 3 || total < min_total) && n < WORKER_MAX_RUNS) {
     double dt = 0;
     if (w->runner == KG_RUNNER_GPU) {
-      if (flush && kg_cuda_flush_l2(&w->dev, w->err, sizeof w->err) != 0) rc = -1;
-      if (rc == 0) rc = kg_cuda_timer_start(&w->timer, w->err, sizeof w->err);
+      if (flush && kg_cudrv_flush_l2(&w->dev, w->err, sizeof w->err) != 0) rc = -1;
+      if (rc == 0) rc = kg_cudrv_timer_start(&w->timer, w->err, sizeof w->err);
       if (rc == 0)
-        rc = kg_cuda_launch_program_sizes(&w->mod, &w->prog, w->args_dev, w->nsizes ? w->sizes : NULL, w->err,
+        rc = kg_cudrv_launch_program_sizes(&w->mod, &w->prog, w->args_dev, w->nsizes ? w->sizes : NULL, w->err,
                                           sizeof w->err);
-      if (rc == 0) rc = kg_cuda_timer_stop(&w->timer, &dt, w->err, sizeof w->err);
+      if (rc == 0) rc = kg_cudrv_timer_stop(&w->timer, &dt, w->err, sizeof w->err);
     } else {
       double t0 = kg_now_s();
       rc = run_once(w, args);

@@ -197,13 +197,6 @@ int kg_sstage_leaf_index(const kg_sstage *st, const kg_iter *it);   /* -1 when n
 /* Root axis r of st: the spatial axes (0..nax-1), then the reduction axes. */
 kg_ivar *kg_sstage_axis(const kg_sstage *st, int r);
 
-/* Appends a random sequence of about nsteps legal steps to s, drawn from seed (same seed, same steps).
- * For KG_TARGET_C only CPU-legal primitives are drawn (no bind, no shared scope). Illegal draws are skipped.
- * For KG_TARGET_CUDA (random_gpu.c) each untouched stage gets a whole launchable structure (blocks and threads,
- * shared staging, register accumulation, cross-thread reduction, ...) with random sizes; nsteps <= 0 draws
- * nothing, otherwise the structures decide the number of steps. */
-void kg_schedule_random(kg_schedule *s, uint64_t seed, kg_target_kind target, int nsteps);
-
 /* The naive GPU mapping (gpu_default.c): every untouched root stage's spatial loops fused, split by threads and
  * bound to blockIdx.x / threadIdx.x. Appends ordinary steps to s->trace. */
 void kg_schedule_gpu_default(kg_schedule *s, int threads);

@@ -1,4 +1,4 @@
-/* Helpers shared by the schedule's own files (sched.c, primitives.c, cache.c, random.c); not part of the API. */
+/* Helpers shared by the schedule's own files (sched.c, primitives.c, cache.c) and the schedule generators of gen/; not part of the API. */
 #ifndef KG_SCHED_IMPL_H
 #define KG_SCHED_IMPL_H
 #include "sched.h"
@@ -45,7 +45,4 @@ int kg_sched_cache_read(kg_schedule *s, const kg_step *st, char *err, size_t err
 int kg_sched_cache_write(kg_schedule *s, kg_sstage *st, const kg_step *step, char *err, size_t errlen);
 int kg_sched_rfactor(kg_schedule *s, kg_sstage *st, const kg_step *step, char *err, size_t errlen);
 
-/* kg_schedule_random for KG_TARGET_CUDA (random_gpu.c): whole launchable structures per stage, drawn from seed;
- * nsteps <= 0 draws nothing, otherwise the structures decide how many steps there are. */
-void kg_sched_random_gpu(kg_schedule *s, uint64_t seed, int nsteps);
 #endif

@@ -5,7 +5,7 @@
  * the same until the model has data). */
 #ifndef KG_EVOLVE_H
 #define KG_EVOLVE_H
-#include "space.h"
+#include "../gen/space.h"
 #include "../costmodel/features.h"
 #include "../costmodel/model.h"
 

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "evolve.h"
-#include "kgen.h"
+#include "../base/version.h"
 #include "../base/clock.h"
 #include "../base/strbuf.h"
 #include "../base/strset.h"

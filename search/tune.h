@@ -20,7 +20,7 @@
  * tuner loses at most the round in flight. The model is saved beside the log (LOG.model) after each round and
  * reloaded when tuning resumes.
  *
- * No fusion (kg_tune_opts.no_fuse): the spaces are unfused (search/space.h): every program stage its own loop nest
+ * No fusion (kg_tune_opts.no_fuse): the spaces are unfused (gen/space.h): every program stage its own loop nest
  * or kernel, at root, tuned on its own. The default schedule is such a schedule on both targets. A schedule that
  * fuses a program stage (a record of a fusing run in the same log, or a given trace) never becomes a task's best;
  * it still counts as seen and trains the model, whose features describe the schedule whatever the run. */

@@ -14,7 +14,7 @@
  *
  * Requires: a checked program with its stages built (kg_program_load did both). */
 #include <assert.h>
-#include "../runtime/measure.h"
+#include "te.h"
 
 static int is_arith(kg_op op) {
   return op == KG_OP_ADD || op == KG_OP_SUB || op == KG_OP_MUL || op == KG_OP_DIV || op == KG_OP_MOD;

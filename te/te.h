@@ -283,4 +283,8 @@ void kg_expr_print(struct kg_strbuf *b, const kg_program *p, const kg_expr *e);
  * checker proves that impossible, so -1 is a kgen bug; such reads yield NaN instead of touching memory), or -2
  * when the intermediates could not be allocated (outputs then undefined). */
 int kg_eval_reference(const kg_program *p, const float *const *inputs, double *const *outputs);
+/* The workload's arithmetic (f32 operations counted from the stages' bodies times their domains, a reduction's
+ * combine included; calls count one each) and compulsory traffic (inputs read once, outputs written once). */
+double kg_program_flops(const kg_program *p);
+double kg_program_bytes(const kg_program *p);
 #endif

@@ -14,7 +14,7 @@
 #include "../runtime/emu.h"
 #include "../runtime/nvrtc.h"
 #include "../runtime/verify.h"
-#include "../schedule/ir.h"
+#include "../lower/ir.h"
 #include "testlib.h"
 #include "testutil.h"
 

@@ -19,7 +19,7 @@
 #include "../runtime/cpu.h"
 #include "../runtime/measure.h"
 #include "../runtime/verify.h"
-#include "../schedule/ir.h"
+#include "../lower/ir.h"
 #include "testlib.h"
 #include "testutil.h"
 

@@ -23,7 +23,7 @@
 #include "../runtime/measure.h"
 #include "../runtime/nvrtc.h"
 #include "../runtime/verify.h"
-#include "../schedule/ir.h"
+#include "../lower/ir.h"
 #include "testlib.h"
 #include "testutil.h"
 

@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include "../runtime/compiler.h"
 #include "../runtime/cpu.h"
-#include "../runtime/cuda.h"
+#include "../runtime/cudrv.h"
 #include "../runtime/measure.h"
 #include "testlib.h"
 
@@ -237,13 +237,13 @@ static void test_cuda_setting(void) {
   const char *saved = getenv("KGEN_CUDA_LIB");
   char *keep = saved ? strdup(saved) : NULL;
   setenv("KGEN_CUDA_LIB", "/etc/passwd", 1);
-  CHECK(kg_cuda_setting_check(why, sizeof why) == -1);
+  CHECK(kg_cudrv_setting_check(why, sizeof why) == -1);
   CHECK_STR_CONTAINS(why, "KGEN_CUDA_LIB=/etc/passwd");
   setenv("KGEN_CUDA_LIB", "/nonexistent/libcuda.so.1", 1);
-  CHECK(kg_cuda_setting_check(why, sizeof why) == -1);
+  CHECK(kg_cudrv_setting_check(why, sizeof why) == -1);
   CHECK_STR_CONTAINS(why, "/nonexistent/libcuda.so.1");
   unsetenv("KGEN_CUDA_LIB");
-  CHECK(kg_cuda_setting_check(why, sizeof why) == 0);
+  CHECK(kg_cudrv_setting_check(why, sizeof why) == 0);
   if (keep) setenv("KGEN_CUDA_LIB", keep, 1);
   free(keep);
 }

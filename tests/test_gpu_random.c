@@ -6,7 +6,7 @@
  * seed, the trace and the command that reproduces it. */
 #include <stdint.h>
 #include "kgen.h"
-#include "runtime/cuda.h"
+#include "runtime/cudrv.h"
 #include "runtime/nvrtc.h"
 #include "testlib.h"
 #include "testutil.h"
@@ -24,7 +24,7 @@ static int run_on_device(const kg_cuda_program *cp, const kg_cubin *cb, const kg
   int nargs = p->ninputs + p->noutputs + cp->ntemps, rc = 0;
   kg_devptr *dev = calloc((size_t)nargs, sizeof *dev);
   size_t *bytes = calloc((size_t)nargs, sizeof *bytes);
-  kg_cuda_module m;
+  kg_cudrv_module m;
   memset(&m, 0, sizeof m);
   int loaded = 0;
   for (int k = 0; k < nargs && rc == 0; k++) {
@@ -32,24 +32,24 @@ static int run_on_device(const kg_cuda_program *cp, const kg_cubin *cb, const kg
                 : k < p->ninputs + p->noutputs ? kg_tensor_numel(p->outputs[k - p->ninputs])
                                                : cp->temp_elems[k - p->ninputs - p->noutputs];
     bytes[k] = (size_t)(n > 0 ? n : 1) * sizeof(float);
-    rc = kg_cuda_alloc(&dev[k], bytes[k], err, errlen);
+    rc = kg_cudrv_alloc(&dev[k], bytes[k], err, errlen);
   }
-  for (int k = 0; k < p->ninputs && rc == 0; k++) rc = kg_cuda_htod(dev[k], d->inputs[k], bytes[k], err, errlen);
+  for (int k = 0; k < p->ninputs && rc == 0; k++) rc = kg_cudrv_htod(dev[k], d->inputs[k], bytes[k], err, errlen);
   /* poisoned outputs, NaN temporaries: an element nobody writes fails the comparison */
   kg_data_poison(d, p);
   for (int k = 0; k < p->noutputs && rc == 0; k++)
-    rc = kg_cuda_htod(dev[p->ninputs + k], d->outputs[k], bytes[p->ninputs + k], err, errlen);
+    rc = kg_cudrv_htod(dev[p->ninputs + k], d->outputs[k], bytes[p->ninputs + k], err, errlen);
   for (int k = p->ninputs + p->noutputs; k < nargs && rc == 0; k++)
-    rc = kg_cuda_memset32(dev[k], 0x7fc00000u, bytes[k] / sizeof(float), err, errlen);
-  if (rc == 0) rc = kg_cuda_module_load(&m, cp, cb->cubin, err, errlen);
+    rc = kg_cudrv_memset32(dev[k], 0x7fc00000u, bytes[k] / sizeof(float), err, errlen);
+  if (rc == 0) rc = kg_cudrv_module_load(&m, cp, cb->cubin, err, errlen);
   loaded = rc == 0;
-  if (rc == 0) rc = kg_cuda_launch_program(&m, cp, dev, err, errlen);
-  if (rc == 0) rc = kg_cuda_sync(err, errlen);
+  if (rc == 0) rc = kg_cudrv_launch_program(&m, cp, dev, err, errlen);
+  if (rc == 0) rc = kg_cudrv_sync(err, errlen);
   for (int k = 0; k < p->noutputs && rc == 0; k++)
-    rc = kg_cuda_dtoh(d->outputs[k], dev[p->ninputs + k], bytes[p->ninputs + k], err, errlen);
-  if (loaded) kg_cuda_module_unload(&m);
+    rc = kg_cudrv_dtoh(d->outputs[k], dev[p->ninputs + k], bytes[p->ninputs + k], err, errlen);
+  if (loaded) kg_cudrv_module_unload(&m);
   for (int k = 0; k < nargs; k++)
-    if (dev[k]) kg_cuda_free(dev[k]);
+    if (dev[k]) kg_cudrv_free(dev[k]);
   free(dev);
   free(bytes);
   return rc;
@@ -57,7 +57,7 @@ static int run_on_device(const kg_cuda_program *cp, const kg_cubin *cb, const kg
 
 int main(void) {
   char why[512];
-  if (!kg_cuda_probe(why, sizeof why)) {
+  if (!kg_cudrv_probe(why, sizeof why)) {
     printf("skipped: %s\n", why);
     TEST_END();
   }
@@ -65,8 +65,8 @@ int main(void) {
   const char *env = getenv("KGEN_GPU_RANDOM_SCHEDULES");
   if (env) per = atoi(env);
   if (per < 1) per = 1;
-  kg_cuda_device dev;
-  int opened = kg_cuda_open(&dev, why, sizeof why) == 0;
+  kg_cudrv_device dev;
+  int opened = kg_cudrv_open(&dev, why, sizeof why) == 0;
   CHECKF(opened, "the probe found a device, but opening it failed: %s", why);
   if (!opened) TEST_END();
   printf("device: %s (%s, %d SMs)\n", dev.name, dev.arch, dev.sm_count);

@@ -18,7 +18,7 @@
 #include "../base/mem.h"
 #include "../base/strbuf.h"
 #include "../runtime/verify.h"
-#include "../schedule/ir.h"
+#include "../lower/ir.h"
 #include "../tlog/tlog.h"
 #include "../tlog/tlog_impl.h"
 #include "testlib.h"

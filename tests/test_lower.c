@@ -10,7 +10,7 @@
 #include "../codegen/codegen.h"
 #include "../runtime/cpu.h"
 #include "../runtime/verify.h"
-#include "../schedule/ir.h"
+#include "../lower/ir.h"
 #include "testlib.h"
 #include "testutil.h"
 

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "../base/strbuf.h"
 #include "../schedule/sched.h"
+#include "../gen/random.h"
 #include "testutil.h"
 
 static const char *matmul_src =

@@ -7,7 +7,7 @@
 #include "../base/strbuf.h"
 #include "../codegen/codegen.h"
 #include "../runtime/pipeline.h"
-#include "../search/space.h"
+#include "../gen/space.h"
 
 #define DRAWS 40
 

@@ -18,7 +18,7 @@
 #include "base/clock.h"
 #include "base/rng.h"
 #include "runtime/nvrtc.h"
-#include "search/space.h"
+#include "gen/space.h"
 #include "testlib.h"
 
 static kg_gpu_limits sm90;

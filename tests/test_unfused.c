@@ -20,7 +20,7 @@
 #include "../base/rng.h"
 #include "../runtime/nvrtc.h"
 #include "../runtime/pipeline.h"
-#include "../search/space.h"
+#include "../gen/space.h"
 #include "../search/tune.h"
 #include "../tlog/tlog.h"
 

@@ -9,7 +9,8 @@
 #include <string.h>
 #include "../te/te.h"
 #include "../schedule/sched.h"
-#include "../schedule/ir.h"
+#include "../gen/random.h"
+#include "../lower/ir.h"
 #include "../codegen/codegen.h"
 #include "../runtime/emu.h"
 #include "../runtime/verify.h"

@@ -9,7 +9,7 @@
 #include <string.h>
 #include "../base/strbuf.h"
 #include "../base/xalloc.h"
-#include "../runtime/measure.h"
+#include "status.h"
 #include "tlog.h"
 #include "tlog_impl.h"
 

@@ -5,7 +5,7 @@
 #include <string.h>
 #include "../base/strbuf.h"
 #include "../base/xalloc.h"
-#include "../runtime/measure.h"
+#include "status.h"
 #include "tlog.h"
 
 static int same_workload(const kg_tlog_record *r, const kg_tlog_want *w) {

@@ -6,7 +6,7 @@
 #include <string.h>
 #include "../base/strbuf.h"
 #include "../base/xalloc.h"
-#include "../runtime/measure.h"
+#include "status.h"
 #include "tlog.h"
 
 #define SHOW_TOP 5

@@ -20,7 +20,7 @@
  *   time     float64  unix time of the measurement
  *   kgen     str      kgen version
  *   sketch   str      optional: the search-space sketch the candidate came from
- *   knobs    [int...] optional: its knob values (see search/space.h)
+ *   knobs    [int...] optional: its knob values (see gen/space.h)
  *   dynamic  map      optional, a kernel that takes sizes at run time: str -> [lo, hi, bucket_lo, bucket_hi] per
  *                     dynamic size: the values the kernel accepts, and the bucket of values its schedule serves;
  *                     the workload's sizes say which value of each it was measured at
@@ -67,7 +67,7 @@ typedef struct kg_tlog_record {
   kg_tlog_workload workload;
   kg_tlog_target target;
   kg_trace trace;       /* owned by the record when decoded (kg_tlog_free frees it) */
-  const char *status;   /* one of kg_status_names (runtime/measure.h) */
+  const char *status;   /* one of kg_status_names (tlog/status.h) */
   const char *msg;      /* "" when ok */
   double *times;        /* ntimes seconds, in run order (empty unless status is "ok") */
   int ntimes;

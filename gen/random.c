@@ -6,7 +6,9 @@
  * loop only innermost (extent <= 64, nothing computed at it), reorder and compute_at never move or enter an
  * annotated loop, unroll only short loops. */
 #include <string.h>
-#include "sched_impl.h"
+#include "../schedule/sched_impl.h"
+#include "random.h"
+#include "gpu_rules.h"
 #include "../base/rng.h"
 
 typedef struct rng {

@@ -36,7 +36,7 @@
 #include <string.h>
 #include "space.h"
 #include "../base/rng.h"
-#include "../schedule/gpu_rules.h"
+#include "gpu_rules.h"
 
 #define MAX_STAGED 8
 #define REG_OVERHEAD 32 /* registers a kernel needs besides its register arrays (indices, operands, addresses) */

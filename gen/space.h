@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "../schedule/sched.h"
-#include "../runtime/nvrtc.h"
+#include "../codegen/gpu_arch.h"
 
 #define KG_SPACE_MAX_KNOBS 64
 #define KG_KNOB_MAX_VALUES 48

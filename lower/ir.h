@@ -5,7 +5,7 @@
  * conditions and selects. IR nodes keep the source position of the expression they came from (or none). */
 #ifndef KG_IR_H
 #define KG_IR_H
-#include "sched.h"
+#include "../schedule/sched.h"
 
 typedef struct kg_irexpr kg_irexpr;
 typedef struct kg_irstmt kg_irstmt;

@@ -6,7 +6,7 @@
  * API reference, so kgen builds and runs without CUDA headers or a driver. The versioned (_v2) entry points are
  * the ones cuda.h maps the plain names to; the primary context of one device is made current on each calling
  * thread on first use. The library is $KGEN_CUDA_LIB when set, else libcuda.so.1, else libcuda.so. */
-#include "cuda.h"
+#include "cudrv.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
@@ -60,7 +60,7 @@ static struct {
   int opened;
   cu_device dev;
   cu_context ctx;
-  kg_cuda_device info;
+  kg_cudrv_device info;
   kg_devptr flush_buf;
   size_t flush_bytes;
   uint32_t flush_value;
@@ -165,9 +165,9 @@ static int fail_msg(char *err, size_t errlen, const char *msg) {
     if (r_ != CU_SUCCESS) return fail(err, errlen, name, r_);                                                \
   } while (0)
 
-/* Every call after kg_cuda_open goes through here: the primary context is current per thread. */
+/* Every call after kg_cudrv_open goes through here: the primary context is current per thread. */
 static int ensure_current(char *err, size_t errlen) {
-  if (!cu.opened) return fail_msg(err, errlen, "CUDA is not open (call kg_cuda_open first)");
+  if (!cu.opened) return fail_msg(err, errlen, "CUDA is not open (call kg_cudrv_open first)");
   if (!tl_current) {
     CU_CALL(cu.ctx_set_current(cu.ctx), "cuCtxSetCurrent");
     tl_current = 1;
@@ -259,7 +259,7 @@ static int attr(int *v, int a, char *err, size_t errlen) {
   return 0;
 }
 
-static int open_locked(kg_cuda_device *dev, char *err, size_t errlen) {
+static int open_locked(kg_cudrv_device *dev, char *err, size_t errlen) {
   if (cu.opened) {
     if (ensure_current(err, errlen) != 0) return -1;
     if (dev) *dev = cu.info;
@@ -297,7 +297,7 @@ static int open_locked(kg_cuda_device *dev, char *err, size_t errlen) {
   }
   CU_CALL(cu.device_get(&cu.dev, ordinal), "cuDeviceGet");
 
-  kg_cuda_device d;
+  kg_cudrv_device d;
   memset(&d, 0, sizeof d);
   CU_CALL(cu.device_get_name(d.name, (int)sizeof d.name - 1, cu.dev), "cuDeviceGetName");
   int v;
@@ -347,14 +347,14 @@ static int open_locked(kg_cuda_device *dev, char *err, size_t errlen) {
   return 0;
 }
 
-int kg_cuda_open(kg_cuda_device *dev, char *err, size_t errlen) {
+int kg_cudrv_open(kg_cudrv_device *dev, char *err, size_t errlen) {
   pthread_mutex_lock(&cu.lock);
   int rc = open_locked(dev, err, errlen);
   pthread_mutex_unlock(&cu.lock);
   return rc;
 }
 
-int kg_cuda_setting_check(char *why, size_t whylen) {
+int kg_cudrv_setting_check(char *why, size_t whylen) {
   const char *env = getenv("KGEN_CUDA_LIB");
   if (!env || !env[0]) return 0;
   char e[512] = "";
@@ -367,7 +367,7 @@ int kg_cuda_setting_check(char *why, size_t whylen) {
 
 /* The child opens CUDA and writes its verdict to the pipe: "1" + device, or "0" + reason. Driver start-up can
  * take seconds on a large machine, but a wedged driver must not hang the caller: 60 s is the cap. */
-int kg_cuda_probe(char *why, size_t whylen) {
+int kg_cudrv_probe(char *why, size_t whylen) {
   int fd[2];
   if (pipe(fd) != 0) {
     if (why && whylen) snprintf(why, whylen, "CUDA probe: pipe: %s", strerror(errno));
@@ -383,10 +383,10 @@ int kg_cuda_probe(char *why, size_t whylen) {
   }
   if (pid == 0) {
     close(fd[0]);
-    kg_cuda_device d;
+    kg_cudrv_device d;
     char msg[600];
     msg[0] = '0';
-    int ok = kg_cuda_open(&d, msg + 1, sizeof msg - 1) == 0;
+    int ok = kg_cudrv_open(&d, msg + 1, sizeof msg - 1) == 0;
     if (ok) snprintf(msg, sizeof msg, "1%s (%s)", d.name, d.arch);
     size_t n = strlen(msg), off = 0;
     while (off < n) {
@@ -449,7 +449,7 @@ int kg_cuda_probe(char *why, size_t whylen) {
   return 0;
 }
 
-int kg_cuda_alloc(kg_devptr *p, size_t bytes, char *err, size_t errlen) {
+int kg_cudrv_alloc(kg_devptr *p, size_t bytes, char *err, size_t errlen) {
   *p = 0;
   if (ensure_current(err, errlen) != 0) return -1;
   cu_result r = cu.mem_alloc(p, bytes ? bytes : 4);
@@ -462,53 +462,53 @@ int kg_cuda_alloc(kg_devptr *p, size_t bytes, char *err, size_t errlen) {
   return 0;
 }
 
-void kg_cuda_free(kg_devptr p) {
+void kg_cudrv_free(kg_devptr p) {
   if (!p || !cu.opened || ensure_current(NULL, 0) != 0) return;
   cu.mem_free(p);
 }
 
-int kg_cuda_htod(kg_devptr dst, const void *src, size_t bytes, char *err, size_t errlen) {
+int kg_cudrv_htod(kg_devptr dst, const void *src, size_t bytes, char *err, size_t errlen) {
   if (ensure_current(err, errlen) != 0) return -1;
   CU_CALL(cu.memcpy_htod(dst, src, bytes), "cuMemcpyHtoD");
   return 0;
 }
 
-int kg_cuda_dtoh(void *dst, kg_devptr src, size_t bytes, char *err, size_t errlen) {
+int kg_cudrv_dtoh(void *dst, kg_devptr src, size_t bytes, char *err, size_t errlen) {
   if (ensure_current(err, errlen) != 0) return -1;
   CU_CALL(cu.memcpy_dtoh(dst, src, bytes), "cuMemcpyDtoH");
   return 0;
 }
 
-int kg_cuda_dtod(kg_devptr dst, kg_devptr src, size_t bytes, char *err, size_t errlen) {
+int kg_cudrv_dtod(kg_devptr dst, kg_devptr src, size_t bytes, char *err, size_t errlen) {
   if (ensure_current(err, errlen) != 0) return -1;
   CU_CALL(cu.memcpy_dtod(dst, src, bytes), "cuMemcpyDtoD");
   return 0;
 }
 
-int kg_cuda_memset32(kg_devptr dst, uint32_t value, size_t count, char *err, size_t errlen) {
+int kg_cudrv_memset32(kg_devptr dst, uint32_t value, size_t count, char *err, size_t errlen) {
   if (ensure_current(err, errlen) != 0) return -1;
   CU_CALL(cu.memset_d32(dst, value, count), "cuMemsetD32");
   return 0;
 }
 
-int kg_cuda_sync(char *err, size_t errlen) {
+int kg_cudrv_sync(char *err, size_t errlen) {
   if (ensure_current(err, errlen) != 0) return -1;
   CU_CALL(cu.ctx_synchronize(), "cuCtxSynchronize");
   return 0;
 }
 
-void kg_cuda_module_unload(kg_cuda_module *m) {
+void kg_cudrv_module_unload(kg_cudrv_module *m) {
   if (!m) return;
   if (m->module && cu.opened && ensure_current(NULL, 0) == 0) cu.module_unload(m->module);
   free(m->funcs);
   memset(m, 0, sizeof *m);
 }
 
-int kg_cuda_module_load(kg_cuda_module *m, const kg_cuda_program *p, const void *image, char *err,
+int kg_cudrv_module_load(kg_cudrv_module *m, const kg_cuda_program *p, const void *image, char *err,
                         size_t errlen) {
   memset(m, 0, sizeof *m);
   if (ensure_current(err, errlen) != 0) return -1;
-  if (!image) return fail_msg(err, errlen, "kg_cuda_module_load: no image");
+  if (!image) return fail_msg(err, errlen, "kg_cudrv_module_load: no image");
   /* The JIT's error log says why a PTX image or a cubin for another arch does not load. */
   char jitlog[2048] = "";
   int opts[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
@@ -526,8 +526,8 @@ int kg_cuda_module_load(kg_cuda_module *m, const kg_cuda_program *p, const void 
   m->nfuncs = p->nkernels;
   m->funcs = calloc((size_t)(p->nkernels > 0 ? p->nkernels : 1), sizeof *m->funcs);
   if (!m->funcs) {
-    kg_cuda_module_unload(m);
-    return fail_msg(err, errlen, "kg_cuda_module_load: out of memory");
+    kg_cudrv_module_unload(m);
+    return fail_msg(err, errlen, "kg_cudrv_module_load: out of memory");
   }
   for (int i = 0; i < p->nkernels; i++) {
     const kg_cuda_kernel *k = &p->kernels[i];
@@ -535,7 +535,7 @@ int kg_cuda_module_load(kg_cuda_module *m, const kg_cuda_program *p, const void 
     if (r != CU_SUCCESS) {
       char call[128];
       snprintf(call, sizeof call, "cuModuleGetFunction(%.100s)", k->name);
-      kg_cuda_module_unload(m);
+      kg_cudrv_module_unload(m);
       return fail(err, errlen, call, r);
     }
     /* Dynamic shared memory past 48 KB needs the per-function opt-in; it is set once here rather than before
@@ -546,7 +546,7 @@ int kg_cuda_module_load(kg_cuda_module *m, const kg_cuda_program *p, const void 
         char call[160];
         snprintf(call, sizeof call, "cuFuncSetAttribute(%.100s, MAX_DYNAMIC_SHARED_SIZE_BYTES=%lld)", k->name,
                  (long long)k->dynamic_shared);
-        kg_cuda_module_unload(m);
+        kg_cudrv_module_unload(m);
         return fail(err, errlen, call, r);
       }
     }
@@ -554,25 +554,25 @@ int kg_cuda_module_load(kg_cuda_module *m, const kg_cuda_program *p, const void 
   return 0;
 }
 
-int kg_cuda_launch_program(const kg_cuda_module *m, const kg_cuda_program *p, kg_devptr *args, char *err,
+int kg_cudrv_launch_program(const kg_cudrv_module *m, const kg_cuda_program *p, kg_devptr *args, char *err,
                            size_t errlen) {
-  return kg_cuda_launch_program_sizes(m, p, args, NULL, err, errlen);
+  return kg_cudrv_launch_program_sizes(m, p, args, NULL, err, errlen);
 }
 
 #define KG_CUDA_STACK_KERNELS 16
 
-int kg_cuda_launch_program_sizes(const kg_cuda_module *m, const kg_cuda_program *p, kg_devptr *args,
+int kg_cudrv_launch_program_sizes(const kg_cudrv_module *m, const kg_cuda_program *p, kg_devptr *args,
                                  const int64_t *sizes, char *err, size_t errlen) {
   if (ensure_current(err, errlen) != 0) return -1;
   if (!m->module || m->nfuncs != p->nkernels)
-    return fail_msg(err, errlen, "kg_cuda_launch_program: the module was not loaded from this program");
+    return fail_msg(err, errlen, "kg_cudrv_launch_program: the module was not loaded from this program");
   /* the grids at these sizes (a static program's are its own): on the stack for the usual few kernels, so that
    * timed launches carry no allocation */
   int64_t stack_grid[KG_CUDA_STACK_KERNELS][3];
   int64_t(*grid)[3] = stack_grid;
   if (p->nsizes > 0) {
     if (p->nkernels > KG_CUDA_STACK_KERNELS) grid = malloc(sizeof *grid * (size_t)p->nkernels);
-    if (!grid) return fail_msg(err, errlen, "kg_cuda_launch_program: out of memory");
+    if (!grid) return fail_msg(err, errlen, "kg_cudrv_launch_program: out of memory");
     if (kg_cuda_program_grid(p, sizes, grid, NULL, err, errlen) != 0) {
       if (grid != stack_grid) free(grid);
       return -1;
@@ -583,7 +583,7 @@ int kg_cuda_launch_program_sizes(const kg_cuda_module *m, const kg_cuda_program 
   void **params = nargs <= 64 ? stack_params : malloc(sizeof(void *) * (size_t)nargs);
   if (!params) {
     if (grid != stack_grid) free(grid);
-    return fail_msg(err, errlen, "kg_cuda_launch_program: out of memory");
+    return fail_msg(err, errlen, "kg_cudrv_launch_program: out of memory");
   }
   /* cuLaunchKernel takes a pointer to each argument's value: the sizes (long long), then the buffers. */
   for (int i = 0; i < p->nsizes; i++) params[i] = (void *)&sizes[i];
@@ -627,7 +627,7 @@ int kg_cuda_launch_program_sizes(const kg_cuda_module *m, const kg_cuda_program 
   return rc;
 }
 
-int kg_cuda_timer_init(kg_cuda_event_timer *t, char *err, size_t errlen) {
+int kg_cudrv_timer_init(kg_cudrv_event_timer *t, char *err, size_t errlen) {
   t->start = t->stop = NULL;
   if (ensure_current(err, errlen) != 0) return -1;
   CU_CALL(cu.event_create(&t->start, 0), "cuEventCreate");
@@ -640,13 +640,13 @@ int kg_cuda_timer_init(kg_cuda_event_timer *t, char *err, size_t errlen) {
   return 0;
 }
 
-int kg_cuda_timer_start(kg_cuda_event_timer *t, char *err, size_t errlen) {
+int kg_cudrv_timer_start(kg_cudrv_event_timer *t, char *err, size_t errlen) {
   if (ensure_current(err, errlen) != 0) return -1;
   CU_CALL(cu.event_record(t->start, NULL), "cuEventRecord");
   return 0;
 }
 
-int kg_cuda_timer_stop(kg_cuda_event_timer *t, double *seconds, char *err, size_t errlen) {
+int kg_cudrv_timer_stop(kg_cudrv_event_timer *t, double *seconds, char *err, size_t errlen) {
   *seconds = 0;
   if (ensure_current(err, errlen) != 0) return -1;
   CU_CALL(cu.event_record(t->stop, NULL), "cuEventRecord");
@@ -657,7 +657,7 @@ int kg_cuda_timer_stop(kg_cuda_event_timer *t, double *seconds, char *err, size_
   return 0;
 }
 
-void kg_cuda_timer_free(kg_cuda_event_timer *t) {
+void kg_cudrv_timer_free(kg_cudrv_event_timer *t) {
   if (cu.opened && ensure_current(NULL, 0) == 0) {
     if (t->start) cu.event_destroy(t->start);
     if (t->stop) cu.event_destroy(t->stop);
@@ -665,7 +665,7 @@ void kg_cuda_timer_free(kg_cuda_event_timer *t) {
   t->start = t->stop = NULL;
 }
 
-int kg_cuda_flush_l2(const kg_cuda_device *dev, char *err, size_t errlen) {
+int kg_cudrv_flush_l2(const kg_cudrv_device *dev, char *err, size_t errlen) {
   if (ensure_current(err, errlen) != 0) return -1;
   /* Twice the L2 so that no line of the previous run's data can survive (L2 is not strictly LRU). */
   size_t want = (size_t)(dev && dev->l2_bytes > 0 ? dev->l2_bytes : cu.info.l2_bytes) * 2;

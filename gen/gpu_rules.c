@@ -2,7 +2,7 @@
 #include "gpu_rules.h"
 #include <stdio.h>
 #include <string.h>
-#include "ir.h"
+#include "../lower/ir.h"
 
 /* ---- steps; a failed step fails the whole build ---- */
 

@@ -3,7 +3,7 @@
  * knobs). Internal to the library, not part of the API. */
 #ifndef KG_GPU_RULES_H
 #define KG_GPU_RULES_H
-#include "sched_impl.h"
+#include "../schedule/sched_impl.h"
 
 /* A structure being built on a schedule: the first step that fails marks the whole build failed (every helper
  * is then a no-op returning NULL), with its message kept in err. */
@@ -55,4 +55,7 @@ typedef struct kg_gpu_budget {
  * block and grid extents, shared and register footprints, no barrier or cross-thread reduction under a guarded
  * thread loop, no bound loop in a per-thread stage. Else -1 with the reason in why. */
 int kg_gpu_launchable(const kg_schedule *sc, const kg_gpu_budget *budget, char *why, size_t whylen);
+/* kg_schedule_random for KG_TARGET_CUDA (random_gpu.c): whole launchable structures per stage, drawn from seed;
+ * nsteps <= 0 draws nothing, otherwise the structures decide how many steps there are. */
+void kg_sched_random_gpu(kg_schedule *s, uint64_t seed, int nsteps);
 #endif
