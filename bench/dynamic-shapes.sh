@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The shape-transition benchmark (issue #6, part 4): a serving-like sequence of calls whose size changes (matmul's M
+# The shape-transition benchmark: a serving-like sequence of calls whose size changes (matmul's M
 # over 1..4096 with K=N=512; softmax's rows N with D=1024) run three ways by bench/dynamic_shapes: (a) a kernel
 # specialized and compiled at each new size, (b) one dynamic kernel compiled once, (c) the range-tuned bucket set.
 # First the range tuning (`kgen tune --dynamic ... --buckets`) of each workload, unless LOG names one; then the

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes the table (and a plot) of the shape-transition benchmark (bench/dynamic-shapes.sh, issue #6 part 4).
+"""Writes the table (and a plot) of the shape-transition benchmark (bench/dynamic-shapes.sh).
 
   dynamic_report.py --out FILE.md [--png FILE.png] [--machine FILE] [--commands FILE] DIR...
 
@@ -7,7 +7,7 @@ Each DIR is one run of bench/dynamic_shapes (one workload): calls.tsv, steady.ts
 driver writes them. The report has, per workload, the three approaches' cumulative cost over the call sequence,
 their compile time, the cut in cumulative cost against specializing at every new size, the steady-state time per
 call against the specialized kernels (geometric mean over the distinct sizes of the per-size median ratios), and
-whether the issue's target holds: one dynamic kernel or the range-tuned buckets cut the cumulative cost by at least
+whether the project's target holds: one dynamic kernel or the range-tuned buckets cut the cumulative cost by at least
 70% with a steady state within 15% of the specialized kernels. The PNG plots cumulative cost over the sequence.
 """
 import argparse
@@ -66,7 +66,7 @@ def fmt_s(s):
 
 
 def verdict(run):
-    """Per approach (b, c): (cut %, steady ratio, cut ok, steady ok); and whether the issue's target holds."""
+    """Per approach (b, c): (cut %, steady ratio, cut ok, steady ok); and whether the project's target holds."""
     sm = run['summary']
     base = float(sm['specialize']['cumulative_s'])
     out = {}
@@ -99,7 +99,7 @@ def section(run):
                      f"{fmt_s(r['run_s'])} | {cut} | {float(r['steady_ratio']):.3f}x | {r['verified']}/{r['calls']} |")
     lines.append('')
     v, ok = verdict(run)
-    lines.append(f'Target (issue #6): (b) or (c) cuts the cumulative cost by >= {CUT_TARGET:.0f}% against (a) with '
+    lines.append(f'Target: (b) or (c) cuts the cumulative cost by >= {CUT_TARGET:.0f}% against (a) with '
                  f'a steady state within {100 * (STEADY_TARGET - 1):.0f}% of (a)\'s.')
     lines.append('')
     for a in ('dynamic', 'buckets'):

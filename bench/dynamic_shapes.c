@@ -1,4 +1,4 @@
-/* dynamic_shapes: the shape-transition benchmark of issue #6. A serving-like sequence of calls whose size (e.g.
+/* dynamic_shapes: the shape-transition benchmark. A serving-like sequence of calls whose size (e.g.
  * matmul's M) changes from call to call, run three ways:
  *   specialize  at each new size, the tuned schedule compiled with every size static, then the call; a size seen
  *               before reuses its kernel

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kgen's benchmark suite (issue #7): one driver for the suite against the peers, the fusion experiment, the
+# kgen's benchmark suite: one driver for the suite against the peers, the fusion experiment, the
 # compile-cost amortization experiment, the dynamic-shape experiment and the tuning curves. `make bench` runs it
 # on the CPU; bench/device-check.sh runs it on a GPU with a smaller budget. bench/suite_report.py then writes
 # bench/results/suite-TARGET-DATE.md and its PNG plots.

@@ -29,7 +29,7 @@ LABELS = {
 NEUTRAL = {'matmul', 'conv2d', 'reduce_rows'}
 # Halide's peers program names its workloads by these keys (../shared/peers/halide_peers.py)
 HALIDE_KEY = {'matmul': 'matmul', 'conv2d': 'conv2d', 'softmax': 'softmax'}
-TARGET_PCT = 0.80   # the GPU targets: SGEMM >= 80% of cuBLAS FP32, memory-bound >= 80% of copy bandwidth
+TARGET_PCT = 0.80   # the project's GPU targets: SGEMM >= 80% of cuBLAS FP32, memory-bound >= 80% of copy bandwidth
 
 
 # ---- inputs

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CPU tuning benchmark (issue #4): kgen's tuner on matmul 1024^3, a ResNet conv2d layer (N=1 C=64 56x56 F=64,
+# The CPU tuning benchmark: kgen's tuner on matmul 1024^3, a ResNet conv2d layer (N=1 C=64 56x56 F=64,
 # 3x3, pad 1) and softmax 4096x4096, model-guided and with `--model random` at equal trials, in the same run as
 # the peers (OpenBLAS sgemm, Halide 14's Adams2019 and Mullapudi2016 autoschedulers from ../shared/peers/). Then
 # the best kernel of each tuning run is measured again beside the peers, and bench/tune_report.py writes the table

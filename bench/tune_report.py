@@ -26,7 +26,7 @@ try:
 except ImportError:
     sys.exit('tune_report: the msgpack Python package is missing (Debian: apt-get install python3-msgpack)')
 
-# Workload key (bench/tune-cpu.sh) -> label, and the figures the issue's targets were set against.
+# Workload key (bench/tune-cpu.sh) -> label, and the figures the project's targets were set against.
 LABELS = {'matmul': 'matmul 1024x1024x1024', 'conv2d': 'conv2d N1 C64 56x56 F64 3x3 pad1',
           'softmax': 'softmax 4096x4096'}
 
@@ -249,7 +249,7 @@ def write_report(a):
                '(`kgen run --measure --min-repeat-ms 1000`), or the median from tuning where that measurement is '
                'missing (marked *). The peers report their best run (OpenBLAS of 10, Halide of 5), which favours '
                'them slightly.\n')
-    out.append('The issue\'s targets were set from figures seen on a 2-core AMD EPYC (Adams2019: 123 GFLOP/s, '
+    out.append('The targets were set from figures seen on a 2-core AMD EPYC (Adams2019: 123 GFLOP/s, '
                '4.4 ms, 7.8 ms; OpenBLAS 196 GFLOP/s); here each target is checked against the peers of this run.\n')
 
     # 1. per tuning run
@@ -319,7 +319,7 @@ def write_report(a):
                          [f'n={n}' for n in marks], rows))
 
     # 4. targets
-    out.append('## Targets (issue #4)\n')
+    out.append('## Targets\n')
     lines = []
     for w in a.workloads:
         t, adams = kgen_time(runs[(w, main_model)]), peers.get(('Halide Adams2019', w))

@@ -1,4 +1,4 @@
-/* Checker: turns one parsed def into a checked program (issue 2, section 2).
+/* Checker: turns one parsed def into a checked program.
  *
  * Pass order (kg_check_def):
  *   1. declare: inputs and outputs become tensors; the sizes named in their shapes and in the statements'
@@ -10,7 +10,7 @@
  *   5. per statement: explicit or inferred shape, reduction ranges, bounds proved by interval arithmetic.
  * The first user error is reported through kg_diag_error and unwinds (longjmp) to kg_check_def.
  *
- * Decisions (the issue leaves them open):
+ * Decisions the language leaves open, taken here:
  *   - one namespace per def: a name is a tensor, a size variable or index variables, never two of these;
  *   - a bare name that is neither an index variable in scope nor a size variable of some shape becomes a size
  *     variable when -D binds it (a size used only as a value), else it is an unknown name;

@@ -1,4 +1,4 @@
-/* Parser: recursive descent over the grammar of issue 2 section 2, producing the unchecked AST of every def.
+/* Parser: recursive descent over the language's grammar (docs/language.md), producing the unchecked AST of every def.
  * Names stay unresolved (KG_EXPR_NAME); check.c resolves them. Every node keeps the position of its token
  * (binary and unary nodes: their operator), so diagnostics can put a caret under it.
  *

@@ -1,4 +1,4 @@
-/* Stages: one per defined tensor, and one per reduction nested inside an expression (issue 2, section 4).
+/* Stages: one per defined tensor, and one per reduction nested inside an expression.
  *
  * A statement T[i...] = e becomes the stage T; when e is itself a reduction, the stage is that reduction
  * (red, rax = its variables, body = its body). Every other reduction R inside e is extracted, innermost first,

@@ -1,4 +1,4 @@
-/* The front end: parse + check + stages on the issue's examples, shape inference, and the checker's errors
+/* The front end: parse + check + stages on the language's examples, shape inference, and the checker's errors
  * (line, column and message asserted for each malformed program). */
 #include <stdint.h>
 #include "../base/strbuf.h"

@@ -25,7 +25,7 @@ enum {
 static const char *const feature_names[F_COUNT] = {"bind",       "shared", "local",   "vectorize",
                                                    "cross-thread reduction", "unroll", "inline", "rfactor",
                                                    "per-thread", "vthread"};
-/* the features the issue names; the others are reported only */
+/* the features GPU schedules must cover; the others are reported only */
 static const int required[F_COUNT] = {1, 1, 1, 1, 1, 0, 0, 0, 0, 0};
 
 static void features_of(const kg_schedule *s, int *has) {

@@ -1,4 +1,4 @@
-/* The environment's faults are not the candidates' (issue 16, part 4): the measurement harness tells a broken
+/* The environment's faults are not the candidates': the measurement harness tells a broken
  * environment (no build folder, no compiler, a compiler that fails on everything, a bad driver setting) from a
  * candidate the compiler rejects; a worker killed from outside is retried once; build folders are named after
  * their owner, removed on SIGTERM, and those of dead owners are cleaned at start. */

@@ -1,4 +1,4 @@
-/* Inputs that are not regular files or are enormous, and memory limits (issue 16, parts 2 and 3): the bounded file
+/* Inputs that are not regular files or are enormous, and memory limits: the bounded file
  * reader refuses devices, FIFOs, directories and oversized files at once; the log writer refuses non-regular
  * paths; traces longer than KG_TRACE_MAX_STEPS are refused by both readers and lower in time about linear in
  * their length up to it; the memory budget follows RLIMIT_AS and cgroup limits, and data allocation that does not

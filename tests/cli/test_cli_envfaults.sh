@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The environment's faults are not the candidates' (issue 16): with no usable TMPDIR, no C compiler, a compiler
+# The environment's faults are not the candidates': with no usable TMPDIR, no C compiler, a compiler
 # that fails on everything, or a bad KGEN_NVRTC / KGEN_CUDA_LIB, `kgen tune` stops with a clear message and a
 # non-zero exit, and its log blames no candidate; fixed, the next run measures them all. A tune in which nothing
 # succeeds exits non-zero. --save works on the emulator and with --measure (outputs checked against an independent

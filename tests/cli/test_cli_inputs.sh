@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Inputs that are not regular files or are enormous, and memory limits (issue 16): devices, FIFOs, directories and
+# Inputs that are not regular files or are enormous, and memory limits: devices, FIFOs, directories and
 # oversized files given as programs, schedules, logs or .npy are refused at once with the path (exit 1); a log
 # path that cannot be a log is refused before tuning; a trace past 1000 steps is refused; run, tune and replay
 # under `ulimit -v` end with the one "not enough memory" message and exit 1, never an abort. Commands that used to
