@@ -2,41 +2,50 @@
  *
  * Overview
  * --------
- * A user writes a computation in kgen's tensor-expression language (README.md documents it):
+ * A user writes a computation in kgen's tensor-expression language (docs/language.md documents it):
  *
  *     def matmul(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {
  *       C[i, j] = sum[k](A[i, k] * B[k, j])
  *     }
  *
- * and kgen takes it through these stages, each a module with its own header:
+ * and kgen takes it through these stages, each a module (a folder) with its own header. The modules form layers
+ * that point one way: each includes only the modules listed before it (tests/cli/test_layers.sh enforces it).
  *
+ *   base/              arenas, diagnostics, bounded file reading, memory budget, string buffers, the version
  *   te/te.h            kg_program_load: parse, check (names, sizes, shapes, bounds), split into stages;
- *                      kg_eval_reference: the oracle, interpreting the checked program directly
+ *                      kg_eval_reference: the oracle, interpreting the checked program directly;
+ *                      kg_program_flops / kg_program_bytes
  *   schedule/sched.h   kg_schedule_new (default schedule), kg_schedule_apply (one primitive step: split, tile,
  *                      reorder, fuse, unroll, vectorize, parallel, bind, compute_at/inline/root, cache_read,
- *                      cache_write, rfactor), traces and their text form, random legal schedules
- *   lower/ir.h      kg_lower: the loop-nest IR (loop kinds, storage scopes, guards, barriers)
+ *                      cache_write, rfactor), traces and their text form, the default GPU mapping
+ *   lower/ir.h         kg_lower: the loop-nest IR (loop kinds, storage scopes, guards, barriers) and the passes
+ *                      that transform it (bound tightening, ...), each stating what it requires
  *   codegen/codegen.h  kg_codegen_c: C11 with OpenMP; kg_codegen_cuda: CUDA C, one kernel per root stage
+ *                      (the kg_cuda_program family); codegen/gpu_arch.h: the limits of each CUDA arch;
+ *                      codegen/header.h: exported headers
+ *   tlog/tlog.h        tuning logs: one msgpack record per measured candidate, appended under a lock; a reader
+ *                      that keeps every intact record; kg_tlog_show (`kgen show`); tlog/status.h: the outcomes
  *   runtime/cpu.h      kg_cpu_build: the system compiler into a shared object, loaded with dlopen
  *   runtime/nvrtc.h    kg_nvrtc_compile: CUDA C to cubin + PTX with the ptxas resource report (NVRTC, dlopen);
  *                      kg_gpu_check_limits: a build against a device's limits
- *   runtime/cudrv.h     the CUDA driver API through dlopen: device query, memory, modules, launches, events
+ *   runtime/cudrv.h    the CUDA driver API through dlopen (kg_cudrv_*): device query, memory, modules, launches
  *   runtime/emu.h      the CUDA emulator: generated CUDA run on the CPU (threads as fibers, real barriers)
  *   runtime/verify.h   random inputs, poisoned outputs, comparison with the reference; .npy files
- *   runtime/pipeline.h kg_pipeline_build / verify / time: the C path above in one call each, in process
+ *   runtime/pipeline.h schedule -> lower -> print -> compile for one candidate, in process
  *   runtime/measure.h  the measurement harness: a batch of candidates built in parallel, run one at a time in a
  *                      worker process (faults and hangs become statuses), verified, timed
- *   tlog/tlog.h        tuning logs: one msgpack record per measured candidate, appended under a lock; a reader
- *                      that keeps every intact record; kg_tlog_show (`kgen show`)
  *   costmodel/features.h, costmodel/model.h
  *                      a fixed-length feature vector from a candidate's lowered IR; the XGBoost cost model
- *   gen/space.h     the search space: sketches derived by rules (CPU, GPU) and the knobs that annotate them
+ *   gen/random.h       random legal schedules (CPU and GPU structures), for tests
+ *   gen/space.h        the search space: sketches derived by rules (CPU, GPU) built with one schedule builder,
+ *                      and the knobs that annotate them
  *   search/tune.h      kg_tune: evolutionary search guided by the cost model, several workloads sharing a trial
  *                      budget, every measurement logged, resumable from the log
  *   replay/replay.h    kg_replay: the best logged record of a workload for this target (else the nearest, else the
  *                      default schedule, with a warning) rebuilt, verified and timed; no search
  *   replay/export.h    kg_export_header: a workload's best logged kernels (one per size binding; on CUDA a cubin per
  *                      arch plus PTX) as one self-contained header, printed by codegen/header.h
+ *   cli/               the `kgen` command: one option table shared by the subcommands
  *
  * Errors come in four kinds: user input (a kg_diag "FILE:LINE:COL: error:" with the source line and a caret),
  * an illegal schedule step (kg_schedule_apply returns -1 with a message naming the primitive, the stage and the
