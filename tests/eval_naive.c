@@ -90,7 +90,7 @@ static double eval_read(eval_ctx *c, const kg_expr *e) {
   return b->val[off];
 }
 
-/* max and min: NaN if either operand is, -0 below +0 (README, "The language") */
+/* max and min: NaN if either operand is, -0 below +0 (docs/language.md) */
 static double naive_max(double a, double b) {
   if (isnan(a) || isnan(b)) return NAN;
   if (a == b) return signbit(a) ? b : a;

@@ -36,7 +36,7 @@ typedef struct hcase {
   int oom; /* sizes too large to allocate: not verified, called under an address-space limit instead */
 } hcase;
 
-/* A tiled, parallel, vectorized matmul with a register accumulator (the README's, at test sizes). */
+/* A tiled, parallel, vectorized matmul with a register accumulator (docs/schedules.md's, at test sizes). */
 static const char MATMUL_TUNED[] = "cache_write C local\ntile C i j 8 8\nparallel C i.o\ncompute_at C.local C j.o\n"
                                    "split C.local k 4\nreorder C.local k.o k.i i j\nvectorize C.local j\n";
 /* A 30 KB local region (on the heap) inside a parallel loop. */

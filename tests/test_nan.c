@@ -1,4 +1,4 @@
-/* max and min with NaN and signed zeros (README, "The language"): a NaN operand gives NaN, -0 orders below +0,
+/* max and min with NaN and signed zeros (docs/language.md): a NaN operand gives NaN, -0 orders below +0,
  * in both operand orders of the elementwise functions and at every position of a max[j] / min[j] reduction of
  * several lengths, with NaN from log(-1.0) and from NaN inputs of either sign.
  *

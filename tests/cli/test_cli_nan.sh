@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# NaN in max and min through `kgen run` (README, "The language": a NaN operand gives NaN): both operand orders of
+# NaN in max and min through `kgen run` (docs/language.md: a NaN operand gives NaN): both operand orders of
 # the max(A[i], log(-1.0)), the min ones, and a NaN at each position of a max[j] / min[j] reduction verify
 # on the C target and on the CUDA emulator. (tests/test_nan.c covers the rule in depth.)
 set -u
