@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The documented limits (README "Limits on inputs"). Programs and schedules are text a person writes: tens of
+/* The documented limits (docs/targets.md, "Limits on inputs"). Programs and schedules are text a person writes: tens of
  * KiB; a cost model is a few MiB of JSON; a tuning log grows by about 1 KiB per measured candidate. */
 #define KG_FILE_MAX_TEXT ((size_t)16 << 20)  /* a program (.te) or a schedule (trace text) */
 #define KG_FILE_MAX_LOG ((size_t)1 << 30)    /* a tuning log (read whole) */

@@ -148,7 +148,7 @@ typedef struct kg_step {
 
 /* The most steps a trace may hold: the text and msgpack readers refuse longer traces and kg_schedule_apply a
  * step past it. Tuned schedules have tens of steps; the limit keeps lowering time and memory bounded (a stage
- * per cache step makes them grow with the length). README "Limits on inputs". */
+ * per cache step makes them grow with the length). docs/targets.md, "Limits on inputs". */
 #define KG_TRACE_MAX_STEPS 1000
 
 /* A trace owns its strings (in its arena). */

@@ -138,7 +138,7 @@ static int64_t int_floor_mod(int64_t a, int64_t b) {
   return r;
 }
 
-/* The language's max and min (README, "The language"): a NaN operand gives NaN, and -0 orders below +0. Both are
+/* The language's max and min (docs/language.md): a NaN operand gives NaN, and -0 orders below +0. Both are
  * then commutative and associative, so the printers' combining orders (rfactor, register accumulators, warp
  * shuffles) all give this result; the kernels' kg_maxf and kg_minf implement the same rule. */
 static double value_max(double a, double b) {
