@@ -15,22 +15,27 @@
 static const struct {
   const char *name, *synopsis, *notes;
 } commands[CLI_CMD_COUNT] = {
-    [CLI_CMD_CHECK] = {"check", "FILE.te|NAME [-D NAME=VALUE]... [OPTIONS]", "  checks a program and prints its tensors and stages\n"},
+    [CLI_CMD_CHECK] = {"check", "FILE.te|NAME [-D NAME=VALUE]... [OPTIONS]",
+                       "  checks a program and prints its tensors and stages\n"},
     [CLI_CMD_LOWER] = {"lower", "FILE.te|NAME -D ... [OPTIONS]",
                        "  prints the stages, the schedule, the loop-nest IR and the code (--dump: one of them)\n"},
     [CLI_CMD_RUN] = {"run", "FILE.te|NAME -D ... [OPTIONS]", "  builds, verifies and times one schedule\n"},
     [CLI_CMD_TUNE] = {"tune",
                       "FILE.te|NAME [-D NAME=VALUE]... [FILE.te|NAME [-D ...]]... [OPTIONS]\n"
-                      "       kgen tune FILE.te|NAME [-D ...] --dynamic NAME=LO..HI [--buckets N] | --shapes NAME=V1,V2,...\n"
-                      "                 [--exchange K] [OPTIONS]: a few schedules serving a whole range of one size",
+                      "       kgen tune FILE.te|NAME [-D ...] --dynamic NAME=LO..HI [--buckets N]\n"
+                      "                 | --shapes NAME=V1,V2,... [--exchange K] [OPTIONS]:\n"
+                      "                 a few schedules serving a whole range of one size",
                       "  -D after a workload binds its sizes; -D before the first workload binds every workload's\n"
                       "  (see README, \"Tuning\")\n"},
-    [CLI_CMD_SHOW] = {"show", "LOG [--best]", "  prints a tuning log's records (--best: the best trace of each workload)\n"},
+    [CLI_CMD_SHOW] = {"show", "LOG [--best]",
+                      "  prints a tuning log's records (--best: the best trace of each workload)\n"},
     [CLI_CMD_REPLAY] = {"replay", "LOG [FILE.te|NAME [-D NAME=VALUE]...] [OPTIONS]",
-                        "  rebuilds, verifies and times the best logged schedule of each workload (or of the one named)\n"},
+                        "  rebuilds, verifies and times the best logged schedule of each workload (or of the one\n"
+                        "  named)\n"},
     [CLI_CMD_EXPORT] = {"export", "LOG [FILE.te|NAME]... [OPTIONS]",
                         "  writes DIR/NAME.h per workload of the log: its best kernels, one per size binding, as a\n"
-                        "  self-contained C header (C: OpenMP function; CUDA: cubin per --arch plus PTX, launched via libcuda)\n"},
+                        "  self-contained C header (C: OpenMP function; CUDA: cubin per --arch plus PTX, launched\n"
+                        "  via libcuda)\n"},
 };
 
 /* ---- validators: 0, or -1 with the message (naming the option and the value) in msg ---- */
@@ -171,9 +176,10 @@ static int check_shapes(const cli_option *o, const char *val, cli_arg *out, char
 static const cli_option options[] = {
     {CLI_OPT_D, "-D", "NAME=VALUE", PROGRAM_CMDS, check_binding, 0, 0,
      "bind a size variable (every size variable must be bound)"},
-    {CLI_OPT_DEF, "--def", "NAME", PROGRAM_CMDS, NULL, 0, 0, "the def to use in a file with several (default: the first)"},
-    {CLI_OPT_DYNAMIC, "--dynamic", "NAME[=LO..HI]", C(CLI_CMD_CHECK) | C(CLI_CMD_LOWER) | C(CLI_CMD_RUN) | C(CLI_CMD_TUNE),
-     check_dynamic, 0, 0,
+    {CLI_OPT_DEF, "--def", "NAME", PROGRAM_CMDS, NULL, 0, 0,
+     "the def to use in a file with several (default: the first)"},
+    {CLI_OPT_DYNAMIC, "--dynamic", "NAME[=LO..HI]",
+     C(CLI_CMD_CHECK) | C(CLI_CMD_LOWER) | C(CLI_CMD_RUN) | C(CLI_CMD_TUNE), check_dynamic, 0, 0,
      "keep size NAME symbolic: one kernel for every value in LO..HI (-D gives the\n"
      "value a run uses; default range: 1 to what keeps tensors under 2^31 elements;\n"
      "tune: a range, tuned in buckets)"},
@@ -193,7 +199,8 @@ static const cli_option options[] = {
      check_target, 0, 0,
      "code generation target; auto (the default) is cuda when a GPU is present,\n"
      "else c (export: the log's target)"},
-    {CLI_OPT_EMULATE, "--emulate", NULL, MEASURE_CMDS, NULL, 0, 0, "run CUDA on the CPU emulator (implies --target cuda)"},
+    {CLI_OPT_EMULATE, "--emulate", NULL, MEASURE_CMDS, NULL, 0, 0,
+     "run CUDA on the CPU emulator (implies --target cuda)"},
     {CLI_OPT_ARCH, "--arch", "sm_XX", MEASURE_CMDS, check_arch, 0, 0,
      "compile CUDA for this arch (default: the device's, else sm_86)"},
     {CLI_OPT_ARCH, "--arch", "sm_XX[,sm_YY]...", C(CLI_CMD_EXPORT), check_arch_list, 0, 0,
@@ -201,7 +208,8 @@ static const cli_option options[] = {
     {CLI_OPT_MEASURE, "--measure", NULL, C(CLI_CMD_RUN), NULL, 0, 0,
      "run in the measurement harness (isolated worker process) and report median,\n"
      "spread, GFLOP/s, GB/s and the kernels' resources"},
-    {CLI_OPT_FLUSH_L2, "--flush-l2", NULL, C(CLI_CMD_RUN), NULL, 0, 0, "(GPU, --measure) flush the L2 cache between repeats"},
+    {CLI_OPT_FLUSH_L2, "--flush-l2", NULL, C(CLI_CMD_RUN), NULL, 0, 0,
+     "(GPU, --measure) flush the L2 cache between repeats"},
     {CLI_OPT_TIMEOUT, "--timeout", "S", MEASURE_CMDS, check_positive, 0, 1e6,
      "seconds a measured run may take before it is killed (default 10)"},
     {CLI_OPT_MIN_REPEAT_MS, "--min-repeat-ms", "MS", MEASURE_CMDS, check_positive, 0, 1e6,
@@ -226,7 +234,8 @@ static const cli_option options[] = {
     {CLI_OPT_GENERATIONS, "--generations", "N", C(CLI_CMD_TUNE), check_count, 1, 100000,
      "generations of the evolutionary search per round"},
     {CLI_OPT_PER_ROUND, "--per-round", "N", C(CLI_CMD_TUNE), check_count, 1, 100000, "candidates measured per round"},
-    {CLI_OPT_BEST_OUT, "--best-out", "FILE", C(CLI_CMD_TUNE), NULL, 0, 0, "write the first workload's best trace to FILE"},
+    {CLI_OPT_BEST_OUT, "--best-out", "FILE", C(CLI_CMD_TUNE), NULL, 0, 0,
+     "write the first workload's best trace to FILE"},
     {CLI_OPT_NO_FUSE, "--no-fuse", NULL, C(CLI_CMD_TUNE), NULL, 0, 0,
      "search unfused schedules only: every stage its own loop nest (CUDA: kernel),\n"
      "none inlined or computed inside another (default log NAME.TARGET.nofuse.kglog)"},
@@ -236,7 +245,8 @@ static const cli_option options[] = {
      "also look for a logged workload's program as DIR/NAME.te (repeatable)"},
     {CLI_OPT_OUT, "--out", "DIR", C(CLI_CMD_EXPORT), NULL, 0, 0, "the folder the headers go to (default .)"},
     {CLI_OPT_WORKLOAD, "--workload", "NAME", C(CLI_CMD_EXPORT), NULL, 0, 0, "export only this workload of the log"},
-    {CLI_OPT_PREFIX, "--prefix", "P", C(CLI_CMD_EXPORT), NULL, 0, 0, "the prefix of the header's public names (default kg_)"},
+    {CLI_OPT_PREFIX, "--prefix", "P", C(CLI_CMD_EXPORT), NULL, 0, 0,
+     "the prefix of the header's public names (default kg_)"},
 };
 #define NOPTIONS ((int)(sizeof options / sizeof options[0]))
 

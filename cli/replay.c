@@ -241,7 +241,8 @@ int cli_replay(int argc, char **argv) {
   if (!log_path) return replay_usage("%s", "missing LOG");
   if (mo.emulate && !target_auto && mo.target != KG_TARGET_CUDA)
     return replay_usage("%s", "--emulate goes with --target cuda");
-  if (mo.arch && mo.target != KG_TARGET_CUDA && !target_auto) return replay_usage("%s", "--arch goes with --target cuda");
+  if (mo.arch && mo.target != KG_TARGET_CUDA && !target_auto)
+    return replay_usage("%s", "--arch goes with --target cuda");
   int erc = cli_env_check("replay", mo.target, mo.emulate, target_auto);
   if (erc) return erc;
   if (target_auto) {

@@ -262,7 +262,8 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
   /* parallel: the leading loops fused (others, row.o, last.o) */
   kg_iter *p = ord[0];
   int nfuse = (int)knob(z, h->name, "fuse", 2);
-  for (int k = 1; k < nouter + 2 && k <= nfuse && ord[k] != ko && !z->b.failed; k++) p = kg_build_fuse(&z->b, o, p, ord[k]);
+  for (int k = 1; k < nouter + 2 && k <= nfuse && ord[k] != ko && !z->b.failed; k++)
+    p = kg_build_fuse(&z->b, o, p, ord[k]);
   kg_build_annotate(&z->b, KG_STEP_PARALLEL, o, p, KG_THREAD_NONE);
   if (kind == SK_TILE_RK) {
     if (knob(z, h->name, "pack", 0) && row >= 0) {
@@ -271,7 +272,8 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
         kg_sstage *pk = kg_build_cache(&z->b, KG_STEP_CACHE_READ, vt->name, "local", h);
         if (pk) {
           kg_build_compute_at(&z->b, pk, o, ko);
-          if (!z->b.failed) kg_build_annotate(&z->b, KG_STEP_VECTORIZE, pk, pk->leaves[pk->nleaves - 1], KG_THREAD_NONE);
+          if (!z->b.failed)
+            kg_build_annotate(&z->b, KG_STEP_VECTORIZE, pk, pk->leaves[pk->nleaves - 1], KG_THREAD_NONE);
         }
       }
     }
@@ -290,7 +292,8 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
   if (row >= 0) ord[n++] = a->roots[row];
   ord[n++] = a->roots[last];
   kg_build_reorder(&z->b, a, ord, n);
-  if (row >= 0 && knob(z, h->name, "unroll", 1) > 1) kg_build_annotate(&z->b, KG_STEP_UNROLL, a, a->roots[row], KG_THREAD_NONE);
+  if (row >= 0 && knob(z, h->name, "unroll", 1) > 1)
+    kg_build_annotate(&z->b, KG_STEP_UNROLL, a, a->roots[row], KG_THREAD_NONE);
   kg_build_annotate(&z->b, KG_STEP_VECTORIZE, a, a->roots[last], KG_THREAD_NONE);
 }
 
@@ -314,7 +317,8 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
     stage_class c = classify(x);
     if (kind == SK_TILE_CW && skip[x->id]) continue;
     if (c == CLS_ELEM && !x->is_output) {
-      if (!unfused && knob(&z, x->name, "root", 0) == 0 && !kg_build_try(&z.b, KG_STEP_COMPUTE_INLINE, x->name, NULL, 0, 0, 0, 0))
+      if (!unfused && knob(&z, x->name, "root", 0) == 0 &&
+          !kg_build_try(&z.b, KG_STEP_COMPUTE_INLINE, x->name, NULL, 0, 0, 0, 0))
         continue;
       generic_root(&z, x);
       continue;

@@ -296,7 +296,8 @@ static void cross_reduce(rctx *c, kg_sstage *st, int from, int64_t t) {
 
 /* A reduction in its own kernel: a block per output element (spatial loops fused), cross-thread. */
 static void cross_own(rctx *c, const stage_plan *p, kg_sstage *st) {
-  if (st->nax > 0) kg_build_annotate(&c->b, KG_STEP_BIND, st, kg_build_fuse_run(&c->b, st, 0, st->nax), KG_THREAD_BLOCK_X);
+  if (st->nax > 0)
+    kg_build_annotate(&c->b, KG_STEP_BIND, st, kg_build_fuse_run(&c->b, st, 0, st->nax), KG_THREAD_BLOCK_X);
   cross_reduce(c, st, st->nax > 0, val(c->pt, p->k_threads, 1));
 }
 
