@@ -221,6 +221,9 @@ int cli_tune(int argc, char **argv) {
   }
   if (o.measure.emulate && !target_auto && o.measure.target != KG_TARGET_CUDA)
     return tune_usage("%s", "--emulate goes with --target cuda");
+  /* as in run and replay: with auto, an --arch is for the GPU if one answers */
+  if (o.measure.arch && !target_auto && o.measure.target != KG_TARGET_CUDA)
+    return tune_usage("%s", "--arch goes with --target cuda");
   char why[512];
   int erc = cli_env_check("tune", o.measure.target, o.measure.emulate, target_auto);
   if (erc) return erc;
@@ -229,7 +232,6 @@ int cli_tune(int argc, char **argv) {
     fprintf(stderr, "kgen: cannot tune on a GPU: %s (try --emulate, or --target c)\n", why);
     return 3;
   }
-  if (o.measure.arch && o.measure.target != KG_TARGET_CUDA) return tune_usage("%s", "--arch goes with --target cuda");
   if (has_dyn) {
     if (nwl != 1) return tune_usage("%s", "--dynamic and --shapes tune one workload");
     /* a range tuning keeps one best schedule per bucket, not one: kgen export writes them all */

@@ -50,6 +50,13 @@ refused "--trials goes with tune" "check lower run replay export show" --trials 
 refused "--emulate goes with run, tune and replay" "check lower show export" --emulate
 refused "--lib goes with replay and export" "check lower run tune show" --lib x
 
+# --arch with --target auto: for the GPU if one answers, else unused; the same in run, tune and replay (they go on
+# to read their missing input, with or without a device)
+for c in $MEASURING; do
+  expect 1 "$c --arch sm_90 (auto)" -- $K $c "$T/none.te" --arch sm_90
+  has err "$T/none" "$c with --arch and auto goes on to its input"
+done
+
 # --min-repeat-ms: the smallest value over 0 is taken by every measuring command (they go on to their next check)
 for c in $MEASURING; do
   expect 2 "$c --min-repeat-ms 0.001" -- $K $c --min-repeat-ms 0.001
