@@ -2,10 +2,85 @@
 #ifndef KG_CLI_H
 #define KG_CLI_H
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include "kgen.h"
 
 #define MAX_BINDINGS 64
+
+/* ---- the commands' options (cli/options.c): one table, one parser, the usage texts generated from it ---- */
+
+typedef enum {
+  CLI_CMD_CHECK,
+  CLI_CMD_LOWER,
+  CLI_CMD_RUN,
+  CLI_CMD_TUNE,
+  CLI_CMD_SHOW,
+  CLI_CMD_REPLAY,
+  CLI_CMD_EXPORT,
+  CLI_CMD_COUNT
+} cli_cmd;
+
+typedef enum {
+  CLI_OPT_ARG, /* not an option: a positional argument */
+  CLI_OPT_D,
+  CLI_OPT_DEF,
+  CLI_OPT_DYNAMIC,
+  CLI_OPT_SHAPES,
+  CLI_OPT_BUCKETS,
+  CLI_OPT_EXCHANGE,
+  CLI_OPT_SCHEDULE,
+  CLI_OPT_RANDOM_SCHEDULE,
+  CLI_OPT_RANDOM_STEPS,
+  CLI_OPT_TARGET,
+  CLI_OPT_EMULATE,
+  CLI_OPT_ARCH,
+  CLI_OPT_MEASURE,
+  CLI_OPT_FLUSH_L2,
+  CLI_OPT_TIMEOUT,
+  CLI_OPT_MIN_REPEAT_MS,
+  CLI_OPT_SEED,
+  CLI_OPT_RTOL,
+  CLI_OPT_SAVE,
+  CLI_OPT_LOAD,
+  CLI_OPT_DUMP,
+  CLI_OPT_TRIALS,
+  CLI_OPT_LOG,
+  CLI_OPT_MODEL,
+  CLI_OPT_POPULATION,
+  CLI_OPT_GENERATIONS,
+  CLI_OPT_PER_ROUND,
+  CLI_OPT_BEST_OUT,
+  CLI_OPT_NO_FUSE,
+  CLI_OPT_QUIET,
+  CLI_OPT_BEST,
+  CLI_OPT_LIB,
+  CLI_OPT_OUT,
+  CLI_OPT_WORKLOAD,
+  CLI_OPT_PREFIX
+} cli_opt;
+
+/* One parsed argument, in command-line order. Its value is validated: u holds a count or seed, d a number of
+ * seconds, milliseconds or a tolerance, b a -D binding. */
+typedef struct cli_arg {
+  cli_opt id;
+  const char *name; /* the option ("-D" also for -DNAME=VALUE), or the argument itself */
+  const char *val;  /* NULL for a flag */
+  uint64_t u;
+  double d;
+  kg_binding b;
+} cli_arg;
+
+const char *cli_cmd_name(cli_cmd cmd);
+int cli_cmd_find(const char *name); /* the command of that name, or -1 */
+/* Parses argv[from..argc-1] for cmd into out (room for argc entries), *n of them. 0, or the exit status 2 of a
+ * usage error (printed: an option cmd does not take, a missing or bad value; each option validates its value the
+ * same way in every command). --help / -h prints cmd's usage on stdout and exits 0. */
+int cli_parse(cli_cmd cmd, int argc, char **argv, int from, cli_arg *out, int *n);
+/* "kgen CMD: " + fmt (one %s: arg) + cmd's usage on stderr; returns the exit status 2. */
+int cli_usage_error(cli_cmd cmd, const char *fmt, const char *arg);
+void cli_usage(cli_cmd cmd, FILE *f); /* cmd's usage: synopsis and options, from the table */
+void cli_usage_all(FILE *f);         /* kgen --help */
 
 int cli_parse_u64(const char *s, uint64_t *v);            /* 0, or -1 when s is not a decimal number */
 int cli_parse_binding(const char *s, kg_binding *b);     /* NAME=VALUE; 0 or -1 */

@@ -17,6 +17,7 @@
 
 typedef struct options {
   const char *cmd, *file, *def, *schedule_file, *save_dir, *load_dir, *dump;
+  cli_cmd ccmd;
   kg_binding bindings[MAX_BINDINGS];
   int nbindings;
   kg_dynamic_size dyn[MAX_BINDINGS]; /* --dynamic */
@@ -30,65 +31,9 @@ typedef struct options {
   double rtol, min_repeat_ms, timeout_s;
 } options;
 
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage:\n"
-          "  kgen --version | --help\n"
-          "  kgen check FILE.te|NAME [-D NAME=VALUE]... [--def NAME] [--dump tokens|ast|stages]\n"
-          "  kgen lower FILE.te|NAME -D ... [--schedule FILE | --random-schedule SEED] [--target c|cuda|auto]\n"
-          "             [--dump tokens|ast|stages|schedule|ir|c|cuda]   (one stage of the pipeline)\n"
-          "  kgen run   FILE.te|NAME -D ... [--schedule FILE | --random-schedule SEED] [--target c|cuda|auto]\n"
-          "             [--emulate] [--arch sm_XX] [--measure] [--flush-l2] [--timeout S]\n"
-          "             [--save DIR] [--load DIR] [--seed S] [--rtol X] [--min-repeat-ms MS]\n"
-          "  kgen tune  FILE.te|NAME [-D NAME=VALUE]... [FILE.te|NAME [-D ...]]... [--target auto|cuda|c]\n"
-          "             [--trials N] [--log FILE] [--seed S] [--model xgb|random] [--emulate] [--arch sm_XX]\n"
-          "             [--population N] [--per-round N] [--best-out FILE] [--no-fuse] [--quiet]\n"
-          "  kgen show  LOG [--best]\n"
-          "  kgen replay LOG [FILE.te|NAME [-D NAME=VALUE]...] [--target auto|c|cuda] [--emulate] [--arch sm_XX]\n"
-          "             [--def NAME] [--lib DIR]... [--timeout S] [--min-repeat-ms MS]\n"
-          "  kgen export LOG [FILE.te|NAME]... [--out DIR] [--workload NAME] [--target c|cuda]\n"
-          "             [--arch sm_86,sm_90] [--prefix P] [--lib DIR]...\n"
-          "options:\n"
-          "  -D NAME=VALUE          bind a size variable (every size variable must be bound)\n"
-          "  --dynamic NAME[=LO..HI]  keep size NAME symbolic: one kernel for every value in LO..HI (-D gives the\n"
-          "                         value this run uses; default range: 1 to what keeps tensors under 2^31 elements)\n"
-          "  --def NAME             the def to use in a file with several (default: the first)\n"
-          "  --schedule FILE        a schedule trace, one primitive per line (see README)\n"
-          "  --random-schedule SEED a random legal schedule drawn from SEED (--random-steps N, default 10)\n"
-          "  --target c|cuda|auto   code generation target; auto (the default) is cuda when a GPU is present, else c\n"
-          "  --emulate              run CUDA on the CPU emulator (implies --target cuda)\n"
-          "  --arch sm_XX           compile CUDA for this arch (default: the device's, else sm_86)\n"
-          "  --measure              run in the measurement harness (isolated worker process) and report median,\n"
-          "                         spread, GFLOP/s, GB/s and the kernels' resources\n"
-          "  --flush-l2             (GPU, --measure) flush the L2 cache between repeats\n"
-          "  --timeout S            (--measure or cuda) seconds a run may take before it is killed (default 10)\n"
-          "  --save DIR / --load DIR  write inputs and outputs / read inputs as NumPy .npy files\n"
-          "tune options (see README, \"Tuning\"):\n"
-          "  -D after a workload binds its sizes; -D before the first workload binds every workload's\n"
-          "  --trials N             measurements this run, over all workloads (default 64)\n"
-          "  --log FILE             the tuning log: read first (resume, never re-measure), appended to\n"
-          "                         (default NAME.TARGET.kglog for the first workload; FILE.model beside it)\n"
-          "  --model xgb|random     rank candidates with the XGBoost cost model (default) or not at all\n"
-          "  --best-out FILE        write the first workload's best trace to FILE\n"
-          "  --no-fuse              search unfused schedules only: every stage its own loop nest (CUDA: kernel),\n"
-          "                         none inlined or computed inside another (default log NAME.TARGET.nofuse.kglog)\n"
-          "replay and export (see README, \"Replay and export\"):\n"
-          "  replay rebuilds, verifies and times the best logged schedule of each workload (or of the one named)\n"
-          "  export writes DIR/NAME.h per workload of the log: its best kernels, one per size binding, as a\n"
-          "  self-contained C header (C: OpenMP function; CUDA: cubin per --arch plus PTX, launched via libcuda)\n"
-          "  --lib DIR              also look for a logged workload's program as DIR/NAME.te\n"
-          "A bare NAME resolves to the workload library te/lib/NAME.te.\n");
+static int usage_error(const options *o, const char *fmt, const char *arg) {
+  return cli_usage_error(o->ccmd, fmt, arg);
 }
-
-static int usage_error(const char *fmt, const char *arg) {
-  fprintf(stderr, "kgen: ");
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\n");
-  usage(stderr);
-  return 2;
-}
-
-
 
 /* An option that only CUDA has picks the CUDA target, unless another was named: then -1 (a usage error). */
 static int need_cuda(options *o) {
@@ -107,129 +52,89 @@ static int parse_args(int argc, char **argv, options *o) {
   o->min_repeat_ms = 100;
   o->random_steps = 10;
   o->data_seed = 1;
-  if (argc < 2) return usage_error("%s", "missing command");
+  if (argc < 2) {
+    fprintf(stderr, "kgen: missing command\n");
+    cli_usage_all(stderr);
+    return 2;
+  }
   o->cmd = argv[1];
   if (!strcmp(o->cmd, "-h") || !strcmp(o->cmd, "--help") || !strcmp(o->cmd, "help")) {
-    usage(stdout);
+    cli_usage_all(stdout);
     exit(0);
   }
   if (!strcmp(o->cmd, "--version")) {
     printf("kgen %s\n", KGEN_VERSION);
     exit(0);
   }
-  if (strcmp(o->cmd, "check") && strcmp(o->cmd, "lower") && strcmp(o->cmd, "run"))
-    return usage_error("unknown command '%s'", o->cmd);
-  for (int i = 2; i < argc; i++) {
-    const char *a = argv[i];
-    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VAL()                                                    \
-  do {                                                                \
-    if (!val) return usage_error("option %s needs a value", a);       \
-    i++;                                                              \
-  } while (0)
-    if (!strncmp(a, "-D", 2)) {
-      const char *b = a[2] ? a + 2 : val;
-      if (!a[2]) NEED_VAL();
-      if (o->nbindings >= MAX_BINDINGS || cli_parse_binding(b, &o->bindings[o->nbindings]))
-        return usage_error("bad size binding '%s' (want -D NAME=VALUE)", b);
-      o->nbindings++;
-    } else if (!strcmp(a, "--dynamic")) {
-      NEED_VAL();
-      if (o->ndyn >= MAX_BINDINGS || cli_parse_dynamic(val, o->dyn_names[o->ndyn], &o->dyn[o->ndyn], NULL, 0, NULL))
-        return usage_error("bad --dynamic '%s' (want NAME or NAME=LO..HI)", val);
-      o->ndyn++;
-    } else if (!strcmp(a, "--def")) {
-      NEED_VAL();
-      o->def = val;
-    } else if (!strcmp(a, "--schedule")) {
-      NEED_VAL();
-      o->schedule_file = val;
-    } else if (!strcmp(a, "--random-schedule")) {
-      NEED_VAL();
-      if (cli_parse_u64(val, &o->random_seed)) return usage_error("bad seed '%s'", val);
-      o->random_schedule = 1;
-    } else if (!strcmp(a, "--random-steps")) {
-      NEED_VAL();
-      uint64_t n;
-      if (cli_parse_u64(val, &n) || n > 1000) return usage_error("bad step count '%s'", val);
-      o->random_steps = (int)n;
-      o->random_steps_given = 1;
-    } else if (!strcmp(a, "--seed")) {
-      NEED_VAL();
-      if (cli_parse_u64(val, &o->data_seed)) return usage_error("bad seed '%s'", val);
-    } else if (!strcmp(a, "--target")) {
-      NEED_VAL();
-      o->target_auto = !strcmp(val, "auto");
-      if (!strcmp(val, "c") || !strcmp(val, "auto")) o->target = KG_TARGET_C;
-      else if (!strcmp(val, "cuda")) o->target = KG_TARGET_CUDA;
-      else return usage_error("unknown target '%s' (c, cuda, auto)", val);
-    } else if (!strcmp(a, "--emulate")) {
-      o->emulate = 1;
-    } else if (!strcmp(a, "--measure")) {
-      o->measure = 1;
-    } else if (!strcmp(a, "--flush-l2")) {
-      o->flush_l2 = 1;
-    } else if (!strcmp(a, "--arch")) {
-      NEED_VAL();
-      kg_gpu_limits lim;
-      if (kg_gpu_limits_for_arch(val, &lim)) return usage_error("unknown arch '%s' (e.g. sm_86, sm_90)", val);
-      o->arch = val;
-    } else if (!strcmp(a, "--timeout")) {
-      NEED_VAL();
-      char *end;
-      o->timeout_s = strtod(val, &end);
-      if (*end || !(o->timeout_s > 0)) return usage_error("bad --timeout '%s'", val);
-    } else if (!strcmp(a, "--save")) {
-      NEED_VAL();
-      o->save_dir = val;
-    } else if (!strcmp(a, "--load")) {
-      NEED_VAL();
-      o->load_dir = val;
-    } else if (!strcmp(a, "--dump")) {
-      NEED_VAL();
-      if (strcmp(val, "tokens") && strcmp(val, "ast") && strcmp(val, "stages") && strcmp(val, "schedule") &&
-          strcmp(val, "ir") && strcmp(val, "c") && strcmp(val, "cuda"))
-        return usage_error("unknown --dump '%s' (tokens, ast, stages, schedule, ir, c, cuda)", val);
-      o->dump = val;
-    } else if (!strcmp(a, "--rtol")) {
-      NEED_VAL();
-      char *end;
-      o->rtol = strtod(val, &end);
-      if (*end || !(o->rtol > 0)) return usage_error("bad tolerance '%s'", val);
-    } else if (!strcmp(a, "--min-repeat-ms")) {
-      NEED_VAL();
-      char *end;
-      o->min_repeat_ms = strtod(val, &end);
-      if (*end || !(o->min_repeat_ms >= 0)) return usage_error("bad --min-repeat-ms '%s'", val);
-    } else if (a[0] == '-' && a[1]) {
-      return usage_error("unknown option '%s'", a);
-    } else if (!o->file) {
-      o->file = a;
-    } else {
-      return usage_error("unexpected argument '%s'", a);
-    }
-#undef NEED_VAL
+  int cmd = cli_cmd_find(o->cmd);
+  if (cmd != CLI_CMD_CHECK && cmd != CLI_CMD_LOWER && cmd != CLI_CMD_RUN) {
+    fprintf(stderr, "kgen: unknown command '%s'\n", o->cmd);
+    cli_usage_all(stderr);
+    return 2;
   }
-  if (!o->file) return usage_error("%s", "missing program (FILE.te or a library NAME)");
+  o->ccmd = (cli_cmd)cmd;
+  cli_arg *args = calloc((size_t)argc, sizeof *args);
+  int nargs = 0, rc = args ? cli_parse(o->ccmd, argc, argv, 2, args, &nargs) : 1;
+  for (int i = 0; i < nargs && rc == 0; i++) {
+    const cli_arg *r = &args[i];
+    switch (r->id) {
+      case CLI_OPT_D:
+        if (o->nbindings >= MAX_BINDINGS) rc = usage_error(o, "bad size binding '%s' (too many)", r->val);
+        else o->bindings[o->nbindings++] = r->b;
+        break;
+      case CLI_OPT_DYNAMIC:
+        if (o->ndyn >= MAX_BINDINGS) rc = usage_error(o, "bad --dynamic '%s' (too many)", r->val);
+        else cli_parse_dynamic(r->val, o->dyn_names[o->ndyn], &o->dyn[o->ndyn], NULL, 0, NULL), o->ndyn++;
+        break;
+      case CLI_OPT_DEF: o->def = r->val; break;
+      case CLI_OPT_SCHEDULE: o->schedule_file = r->val; break;
+      case CLI_OPT_RANDOM_SCHEDULE:
+        o->random_seed = r->u;
+        o->random_schedule = 1;
+        break;
+      case CLI_OPT_RANDOM_STEPS:
+        o->random_steps = (int)r->u;
+        o->random_steps_given = 1;
+        break;
+      case CLI_OPT_SEED: o->data_seed = r->u; break;
+      case CLI_OPT_TARGET:
+        o->target_auto = !strcmp(r->val, "auto");
+        o->target = !strcmp(r->val, "cuda") ? KG_TARGET_CUDA : KG_TARGET_C;
+        break;
+      case CLI_OPT_EMULATE: o->emulate = 1; break;
+      case CLI_OPT_MEASURE: o->measure = 1; break;
+      case CLI_OPT_FLUSH_L2: o->flush_l2 = 1; break;
+      case CLI_OPT_ARCH: o->arch = r->val; break;
+      case CLI_OPT_TIMEOUT: o->timeout_s = r->d; break;
+      case CLI_OPT_SAVE: o->save_dir = r->val; break;
+      case CLI_OPT_LOAD: o->load_dir = r->val; break;
+      case CLI_OPT_DUMP: o->dump = r->val; break;
+      case CLI_OPT_RTOL: o->rtol = r->d; break;
+      case CLI_OPT_MIN_REPEAT_MS: o->min_repeat_ms = r->d; break;
+      case CLI_OPT_ARG:
+        if (!o->file) o->file = r->val;
+        else rc = usage_error(o, "unexpected argument '%s'", r->val);
+        break;
+      default: rc = usage_error(o, "option %s is not handled here", r->name); break;
+    }
+  }
+  free(args);
+  if (rc) return rc;
+  if (!o->file) return usage_error(o, "%s", "missing program (FILE.te or a library NAME)");
   if (o->schedule_file && o->random_schedule)
-    return usage_error("%s", "--schedule and --random-schedule exclude each other");
+    return usage_error(o, "%s", "--schedule and --random-schedule exclude each other");
   if (o->random_steps_given && !o->random_schedule)
-    return usage_error("%s", "--random-steps goes with --random-schedule");
-  if (o->dump && !strcmp(o->cmd, "run")) return usage_error("%s", "--dump goes with check or lower");
-  if (o->emulate && need_cuda(o)) return usage_error("%s", "--emulate goes with --target cuda");
-  if (o->dump && !strcmp(o->dump, "cuda") && need_cuda(o)) return usage_error("%s", "--dump cuda goes with --target cuda");
+    return usage_error(o, "%s", "--random-steps goes with --random-schedule");
+  if (o->emulate && need_cuda(o)) return usage_error(o, "%s", "--emulate goes with --target cuda");
+  if (o->dump && !strcmp(o->dump, "cuda") && need_cuda(o)) return usage_error(o, "%s", "--dump cuda goes with --target cuda");
   if (o->dump && !strcmp(o->dump, "c") && o->target_auto) o->target_auto = 0; /* asking for C means the C target */
   if (o->arch && !o->target_auto && o->target != KG_TARGET_CUDA)
-    return usage_error("%s", "--arch goes with --target cuda");
+    return usage_error(o, "%s", "--arch goes with --target cuda");
   if (o->dump && !strcmp(o->dump, "c") && o->target == KG_TARGET_CUDA)
-    return usage_error("%s", "--dump c goes with --target c (use --dump cuda)");
-  if (strcmp(o->cmd, "run") && (o->measure || o->emulate || o->flush_l2 || o->timeout_s > 0 || o->arch))
-    return usage_error("%s", "--measure, --emulate, --arch, --flush-l2 and --timeout go with run");
-  if (!strcmp(o->cmd, "check") && (o->schedule_file || o->random_schedule || o->save_dir || o->load_dir))
-    return usage_error("%s", "check takes no schedule or data options");
+    return usage_error(o, "%s", "--dump c goes with --target c (use --dump cuda)");
   if (!strcmp(o->cmd, "check") && o->dump && strcmp(o->dump, "tokens") && strcmp(o->dump, "ast") &&
       strcmp(o->dump, "stages"))
-    return usage_error("check dumps tokens, ast or stages, not '%s'", o->dump);
+    return usage_error(o, "check dumps tokens, ast or stages, not '%s'", o->dump);
   return 0;
 }
 

@@ -14,22 +14,8 @@
 
 #define MAX_FILES 64
 
-#define REPLAY_USAGE                                                                                      \
-  "usage: kgen replay LOG [FILE.te|NAME [-D NAME=VALUE]...] [--target auto|c|cuda] [--emulate]\n"          \
-  "                   [--arch sm_XX] [--def NAME] [--lib DIR]... [--timeout S] [--min-repeat-ms MS]\n"
-#define EXPORT_USAGE                                                                                      \
-  "usage: kgen export LOG [FILE.te|NAME]... [--out DIR] [--workload NAME] [--target c|cuda]\n"            \
-  "                   [--arch sm_86,sm_90] [--prefix P] [--lib DIR]...\n"
-
-/* A usage error of command cmd: the message, the command's usage, exit status 2. */
-static int cmd_usage(const char *cmd, const char *usage, const char *fmt, const char *arg) {
-  fprintf(stderr, "kgen %s: ", cmd);
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\n%s", usage);
-  return 2;
-}
-#define replay_usage(fmt, arg) cmd_usage("replay", REPLAY_USAGE, fmt, arg)
-#define export_usage(fmt, arg) cmd_usage("export", EXPORT_USAGE, fmt, arg)
+#define replay_usage(fmt, arg) cli_usage_error(CLI_CMD_REPLAY, fmt, arg)
+#define export_usage(fmt, arg) cli_usage_error(CLI_CMD_EXPORT, fmt, arg)
 
 /* Where the programs of a log's workloads are looked for: files named on the command line (a def of the
  * workload's name in one of them), then NAME.te in each --lib folder, then the workload library. */
@@ -215,62 +201,48 @@ int cli_replay(int argc, char **argv) {
   int nb = 0, target_auto = 1;
   finder fd = {0};
   kg_measure_opts mo = {.target = KG_TARGET_C, .seed = 1};
-  for (int i = 2; i < argc; i++) {
-    const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VAL()                                                 \
-  do {                                                             \
-    if (!val) return replay_usage("option %s needs a value", a);   \
-    i++;                                                           \
-  } while (0)
-    if (!strncmp(a, "-D", 2)) {
-      const char *s = a[2] ? a + 2 : val;
-      if (!a[2]) NEED_VAL();
-      if (nb >= MAX_BINDINGS || cli_parse_binding(s, &b[nb])) return replay_usage("bad size binding '%s'", s);
-      nb++;
-    } else if (!strcmp(a, "--target")) {
-      NEED_VAL();
-      if (!strcmp(val, "auto")) {
-        target_auto = 1;
-      } else if (!strcmp(val, "c") || !strcmp(val, "cuda")) {
+  cli_arg *args = calloc((size_t)argc, sizeof *args);
+  int nargs = 0, prc = args ? cli_parse(CLI_CMD_REPLAY, argc, argv, 2, args, &nargs) : 1;
+  for (int i = 0; i < nargs && prc == 0; i++) {
+    const cli_arg *r = &args[i];
+    const char *val = r->val;
+    switch (r->id) {
+      case CLI_OPT_D:
+        if (nb >= MAX_BINDINGS) prc = replay_usage("bad size binding '%s' (too many)", val);
+        else b[nb++] = r->b;
+        break;
+      case CLI_OPT_TARGET:
+        target_auto = !strcmp(val, "auto");
+        if (!target_auto) mo.target = !strcmp(val, "c") ? KG_TARGET_C : KG_TARGET_CUDA;
+        break;
+      case CLI_OPT_EMULATE:
+        mo.emulate = 1;
+        mo.target = KG_TARGET_CUDA;
         target_auto = 0;
-        mo.target = !strcmp(val, "c") ? KG_TARGET_C : KG_TARGET_CUDA;
-      } else {
-        return replay_usage("unknown target '%s'", val);
-      }
-    } else if (!strcmp(a, "--emulate")) {
-      mo.emulate = 1;
-      mo.target = KG_TARGET_CUDA;
-      target_auto = 0;
-    } else if (!strcmp(a, "--arch")) {
-      NEED_VAL();
-      mo.arch = val;
-    } else if (!strcmp(a, "--def")) {
-      NEED_VAL();
-      def = val;
-    } else if (!strcmp(a, "--lib")) {
-      NEED_VAL();
-      if (fd.nlibs >= MAX_FILES) return replay_usage("too many %s", a);
-      fd.libs[fd.nlibs++] = val;
-    } else if (!strcmp(a, "--timeout") || !strcmp(a, "--min-repeat-ms")) {
-      NEED_VAL();
-      char *end;
-      double v = strtod(val, &end);
-      if (*end || !(v > 0)) return replay_usage("bad value '%s'", val);
-      if (a[2] == 't') mo.timeout_s = v;
-      else mo.min_repeat_s = v / 1e3;
-    } else if (a[0] == '-') {
-      return replay_usage("unknown option '%s'", a);
-    } else if (!log_path) {
-      log_path = a;
-    } else if (!file) {
-      file = a;
-    } else {
-      return replay_usage("unexpected argument '%s'", a);
+        break;
+      case CLI_OPT_ARCH: mo.arch = val; break;
+      case CLI_OPT_DEF: def = val; break;
+      case CLI_OPT_LIB:
+        if (fd.nlibs >= MAX_FILES) prc = replay_usage("too many %s", r->name);
+        else fd.libs[fd.nlibs++] = val;
+        break;
+      case CLI_OPT_TIMEOUT: mo.timeout_s = r->d; break;
+      case CLI_OPT_MIN_REPEAT_MS: mo.min_repeat_s = r->d / 1e3; break;
+      case CLI_OPT_ARG:
+        if (!log_path) log_path = val;
+        else if (!file) file = val;
+        else prc = replay_usage("unexpected argument '%s'", val);
+        break;
+      default: prc = replay_usage("option %s is not handled here", r->name); break;
     }
-#undef NEED_VAL
   }
+  free(args);
+  if (prc) return prc;
   if (!log_path) return replay_usage("%s", "missing LOG");
-  if (mo.arch && mo.target != KG_TARGET_CUDA && !target_auto) return replay_usage("%s", "--arch needs --target cuda");
+  if (mo.emulate && !target_auto && mo.target != KG_TARGET_CUDA)
+    return replay_usage("%s", "--emulate goes with --target cuda");
+  if (mo.arch && mo.target != KG_TARGET_CUDA && !target_auto)
+    return replay_usage("%s", "--arch goes with --target cuda");
   int erc = cli_env_check("replay", mo.target, mo.emulate, target_auto);
   if (erc) return erc;
   if (target_auto) {
@@ -387,58 +359,46 @@ int cli_export(int argc, char **argv) {
   int target_given = 0;
   finder fd = {0};
   char arch_list[1024]; /* --arch's list, split in place: o.archs point into it */
-  for (int i = 2; i < argc; i++) {
-    const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VAL()                                                 \
-  do {                                                             \
-    if (!val) return export_usage("option %s needs a value", a);   \
-    i++;                                                           \
-  } while (0)
-    if (!strcmp(a, "--out")) {
-      NEED_VAL();
-      out_dir = val;
-    } else if (!strcmp(a, "--workload")) {
-      NEED_VAL();
-      only = val;
-    } else if (!strcmp(a, "--target")) {
-      NEED_VAL();
-      if (strcmp(val, "c") && strcmp(val, "cuda")) return export_usage("unknown target '%s' (c or cuda)", val);
-      o.target = !strcmp(val, "c") ? KG_TARGET_C : KG_TARGET_CUDA;
-      target_given = 1;
-    } else if (!strcmp(a, "--arch")) {
-      NEED_VAL();
-      if (strlen(val) >= sizeof arch_list) return export_usage("arch list too long: '%s'", val);
-      snprintf(arch_list, sizeof arch_list, "%s", val);
-      o.narchs = 0;
-      for (char *s = strtok(arch_list, ","); s; s = strtok(NULL, ",")) {
-        kg_gpu_limits l;
-        if (kg_gpu_limits_for_arch(s, &l) != 0) return export_usage("unknown arch '%s'", s);
-        if (o.narchs >= KG_EXPORT_MAX_ARCHS) return export_usage("too many archs in '%s'", val);
-        o.archs[o.narchs++] = s;
-      }
-      if (!o.narchs) return export_usage("bad arch list '%s'", val);
-    } else if (!strcmp(a, "--prefix")) {
-      NEED_VAL();
-      o.prefix = val;
-    } else if (!strcmp(a, "--lib")) {
-      NEED_VAL();
-      if (fd.nlibs >= MAX_FILES) return export_usage("too many %s", a);
-      fd.libs[fd.nlibs++] = val;
-    } else if (a[0] == '-') {
-      return export_usage("unknown option '%s'", a);
-    } else if (!log_path) {
-      log_path = a;
-    } else {
-      if (fd.nfiles >= MAX_FILES) return export_usage("too many programs%s", "");
-      fd.files[fd.nfiles++] = a;
+  cli_arg *args = calloc((size_t)argc, sizeof *args);
+  int nargs = 0, prc = args ? cli_parse(CLI_CMD_EXPORT, argc, argv, 2, args, &nargs) : 1;
+  for (int i = 0; i < nargs && prc == 0; i++) {
+    const cli_arg *r = &args[i];
+    const char *val = r->val;
+    switch (r->id) {
+      case CLI_OPT_OUT: out_dir = val; break;
+      case CLI_OPT_WORKLOAD: only = val; break;
+      case CLI_OPT_TARGET:
+        /* auto: the log's target, as without the option */
+        target_given = strcmp(val, "auto") != 0;
+        o.target = !strcmp(val, "cuda") ? KG_TARGET_CUDA : KG_TARGET_C;
+        break;
+      case CLI_OPT_ARCH:
+        /* the list is validated: split it in place, o.archs point into it */
+        snprintf(arch_list, sizeof arch_list, "%s", val);
+        o.narchs = 0;
+        for (char *s = strtok(arch_list, ","); s && o.narchs < KG_EXPORT_MAX_ARCHS; s = strtok(NULL, ","))
+          o.archs[o.narchs++] = s;
+        break;
+      case CLI_OPT_PREFIX: o.prefix = val; break;
+      case CLI_OPT_LIB:
+        if (fd.nlibs >= MAX_FILES) prc = export_usage("too many %s", r->name);
+        else fd.libs[fd.nlibs++] = val;
+        break;
+      case CLI_OPT_ARG:
+        if (!log_path) log_path = val;
+        else if (fd.nfiles >= MAX_FILES) prc = export_usage("too many programs%s", "");
+        else fd.files[fd.nfiles++] = val;
+        break;
+      default: prc = export_usage("option %s is not handled here", r->name); break;
     }
-#undef NEED_VAL
   }
+  free(args);
+  if (prc) return prc;
   if (!log_path) {
     return export_usage("%s", "missing LOG");
   }
   if (o.narchs && target_given && o.target != KG_TARGET_CUDA) {
-    return export_usage("%s", "--arch needs --target cuda");
+    return export_usage("%s", "--arch goes with --target cuda");
   }
   kg_tlog log;
   if (cli_read_log("export", log_path, &log, 1) != 0) {

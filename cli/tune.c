@@ -15,18 +15,7 @@
 
 #define MAX_WORKLOADS 32
 
-static int tune_usage(const char *fmt, const char *arg) {
-  fprintf(stderr, "kgen tune: ");
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr,
-          "\nusage: kgen tune FILE.te|NAME [-D NAME=VALUE]... [FILE.te|NAME [-D ...]]... [--target auto|cuda|c]\n"
-          "                 [--trials N] [--log FILE] [--seed S] [--model xgb|random] [--emulate] [--arch sm_XX]\n"
-          "                 [--population N] [--generations N] [--per-round N] [--timeout S]\n"
-          "                 [--min-repeat-ms MS] [--best-out FILE] [--def NAME] [--no-fuse] [--quiet]\n"
-          "       kgen tune FILE.te|NAME [-D ...] --dynamic NAME=LO..HI [--buckets N] | --shapes NAME=V1,V2,...\n"
-          "                 [--exchange K] [options above]: a few schedules serving a whole range of one size\n");
-  return 2;
-}
+#define tune_usage(fmt, arg) cli_usage_error(CLI_CMD_TUNE, fmt, arg)
 
 typedef struct workload {
   const char *file;
@@ -155,100 +144,76 @@ int cli_tune(int argc, char **argv) {
   char dyn_name[64];
   int64_t shapes[KG_DYN_MAX_BUCKETS];
   int has_dyn = 0;
-  for (int i = 2; i < argc; i++) {
-    const char *a = argv[i];
-    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-    uint64_t n;
-#define NEED_VAL()                                                        \
-  do {                                                                    \
-    if (!val) return tune_usage("option %s needs a value", a);            \
-    i++;                                                                  \
-  } while (0)
-    if (!strcmp(a, "-D")) {
-      NEED_VAL();
-      kg_binding *dst = nwl ? &wl[nwl - 1].b[wl[nwl - 1].nb] : &global[nglobal];
-      int *cnt = nwl ? &wl[nwl - 1].nb : &nglobal;
-      if (*cnt >= MAX_BINDINGS || cli_parse_binding(val, dst)) return tune_usage("bad size binding '%s'", val);
-      (*cnt)++;
-    } else if (!strcmp(a, "--target")) {
-      NEED_VAL();
-      if (!strcmp(val, "c")) o.measure.target = KG_TARGET_C, target_auto = 0;
-      else if (!strcmp(val, "cuda")) o.measure.target = KG_TARGET_CUDA, target_auto = 0;
-      else if (!strcmp(val, "auto")) target_auto = 1;
-      else return tune_usage("unknown target '%s' (c, cuda, auto)", val);
-    } else if (!strcmp(a, "--trials")) {
-      NEED_VAL();
-      if (cli_parse_u64(val, &n) || n < 1 || n > 1000000) return tune_usage("bad trial count '%s'", val);
-      o.trials = (int)n;
-    } else if (!strcmp(a, "--population") || !strcmp(a, "--generations") || !strcmp(a, "--per-round")) {
-      NEED_VAL();
-      if (cli_parse_u64(val, &n) || n < 1 || n > 100000) return tune_usage("bad count '%s'", val);
-      if (!strcmp(a, "--population")) o.population = (int)n;
-      else if (!strcmp(a, "--generations")) o.generations = (int)n;
-      else o.per_round = (int)n;
-    } else if (!strcmp(a, "--log")) {
-      NEED_VAL();
-      log_path = val;
-    } else if (!strcmp(a, "--best-out")) {
-      NEED_VAL();
-      best_out = val;
-    } else if (!strcmp(a, "--def")) {
-      NEED_VAL();
-      def = val;
-    } else if (!strcmp(a, "--seed")) {
-      NEED_VAL();
-      if (cli_parse_u64(val, &o.seed)) return tune_usage("bad seed '%s'", val);
-    } else if (!strcmp(a, "--model")) {
-      NEED_VAL();
-      if (!strcmp(val, "xgb")) o.model = KG_MODEL_XGB;
-      else if (!strcmp(val, "random")) o.model = KG_MODEL_RANDOM;
-      else return tune_usage("unknown model '%s' (xgb, random)", val);
-    } else if (!strcmp(a, "--emulate")) {
-      o.measure.emulate = 1;
-      o.measure.target = KG_TARGET_CUDA;
-      target_auto = 0;
-    } else if (!strcmp(a, "--arch")) {
-      NEED_VAL();
-      kg_gpu_limits lim;
-      if (kg_gpu_limits_for_arch(val, &lim)) return tune_usage("unknown arch '%s' (e.g. sm_86, sm_90)", val);
-      o.measure.arch = val;
-    } else if (!strcmp(a, "--timeout") || !strcmp(a, "--min-repeat-ms")) {
-      NEED_VAL();
-      char *end;
-      double x = strtod(val, &end);
-      if (*end || !(x > 0) || x > 1e6) return tune_usage("bad value '%s'", val);
-      if (!strcmp(a, "--timeout")) o.measure.timeout_s = x;
-      else o.measure.min_repeat_s = x / 1000;
-    } else if (!strcmp(a, "--dynamic") || !strcmp(a, "--shapes")) {
-      NEED_VAL();
-      int ns = 0, shp = !strcmp(a, "--shapes");
-      if (has_dyn) return tune_usage("%s", "one --dynamic or --shapes only");
-      if (cli_parse_dynamic(val, dyn_name, &dyn, shp ? shapes : NULL, KG_DYN_MAX_BUCKETS, &ns) || !(dyn.lo > 0) ||
-          (shp && ns == 0) || (!shp && ns > 0))
-        return tune_usage(shp ? "bad --shapes '%s' (want NAME=V1,V2,...)" : "bad --dynamic '%s' (want NAME=LO..HI)",
-                          val);
-      dopt.shapes = shp ? shapes : NULL;
-      dopt.nshapes = ns;
-      has_dyn = 1;
-    } else if (!strcmp(a, "--buckets") || !strcmp(a, "--exchange")) {
-      NEED_VAL();
-      if (cli_parse_u64(val, &n) || n < 1 || n > KG_DYN_MAX_BUCKETS) return tune_usage("bad count '%s'", val);
-      if (!strcmp(a, "--buckets")) dopt.nbuckets = (int)n;
-      else dopt.top = (int)n;
-    } else if (!strcmp(a, "--quiet")) {
-      quiet = 1;
-    } else if (!strcmp(a, "--no-fuse")) {
-      o.no_fuse = 1;
-    } else if (a[0] == '-') {
-      return tune_usage("unknown option '%s'", a);
-    } else {
-      if (nwl >= MAX_WORKLOADS) return tune_usage("too many workloads (at most 32), at '%s'", a);
-      wl[nwl].file = a;
-      wl[nwl].nb = 0;
-      nwl++;
+  cli_arg *args = calloc((size_t)argc, sizeof *args);
+  int nargs = 0, prc = args ? cli_parse(CLI_CMD_TUNE, argc, argv, 2, args, &nargs) : 1;
+  for (int i = 0; i < nargs && prc == 0; i++) {
+    const cli_arg *r = &args[i];
+    const char *val = r->val;
+    switch (r->id) {
+      case CLI_OPT_D: {
+        kg_binding *dst = nwl ? &wl[nwl - 1].b[wl[nwl - 1].nb] : &global[nglobal];
+        int *cnt = nwl ? &wl[nwl - 1].nb : &nglobal;
+        if (*cnt >= MAX_BINDINGS) prc = tune_usage("bad size binding '%s' (too many)", val);
+        else *dst = r->b, (*cnt)++;
+        break;
+      }
+      case CLI_OPT_TARGET:
+        target_auto = !strcmp(val, "auto");
+        if (!target_auto) o.measure.target = !strcmp(val, "cuda") ? KG_TARGET_CUDA : KG_TARGET_C;
+        break;
+      case CLI_OPT_TRIALS: o.trials = (int)r->u; break;
+      case CLI_OPT_POPULATION: o.population = (int)r->u; break;
+      case CLI_OPT_GENERATIONS: o.generations = (int)r->u; break;
+      case CLI_OPT_PER_ROUND: o.per_round = (int)r->u; break;
+      case CLI_OPT_LOG: log_path = val; break;
+      case CLI_OPT_BEST_OUT: best_out = val; break;
+      case CLI_OPT_DEF: def = val; break;
+      case CLI_OPT_SEED: o.seed = r->u; break;
+      case CLI_OPT_MODEL: o.model = !strcmp(val, "xgb") ? KG_MODEL_XGB : KG_MODEL_RANDOM; break;
+      case CLI_OPT_EMULATE:
+        o.measure.emulate = 1;
+        o.measure.target = KG_TARGET_CUDA;
+        target_auto = 0;
+        break;
+      case CLI_OPT_ARCH: o.measure.arch = val; break;
+      case CLI_OPT_TIMEOUT: o.measure.timeout_s = r->d; break;
+      case CLI_OPT_MIN_REPEAT_MS: o.measure.min_repeat_s = r->d / 1000; break;
+      case CLI_OPT_DYNAMIC:
+      case CLI_OPT_SHAPES: {
+        int ns = 0, shp = r->id == CLI_OPT_SHAPES;
+        if (has_dyn) {
+          prc = tune_usage("%s", "one --dynamic or --shapes only");
+          break;
+        }
+        cli_parse_dynamic(val, dyn_name, &dyn, shp ? shapes : NULL, KG_DYN_MAX_BUCKETS, &ns);
+        /* a tuning needs the range's ends, which it splits into buckets */
+        if (!shp && !(dyn.lo > 0)) {
+          prc = tune_usage("bad --dynamic '%s' (tune wants NAME=LO..HI)", val);
+          break;
+        }
+        dopt.shapes = shp ? shapes : NULL;
+        dopt.nshapes = ns;
+        has_dyn = 1;
+        break;
+      }
+      case CLI_OPT_BUCKETS: dopt.nbuckets = (int)r->u; break;
+      case CLI_OPT_EXCHANGE: dopt.top = (int)r->u; break;
+      case CLI_OPT_QUIET: quiet = 1; break;
+      case CLI_OPT_NO_FUSE: o.no_fuse = 1; break;
+      case CLI_OPT_ARG:
+        if (nwl >= MAX_WORKLOADS) {
+          prc = tune_usage("too many workloads (at most 32), at '%s'", val);
+          break;
+        }
+        wl[nwl].file = val;
+        wl[nwl].nb = 0;
+        nwl++;
+        break;
+      default: prc = tune_usage("option %s is not handled here", r->name); break;
     }
-#undef NEED_VAL
   }
+  free(args);
+  if (prc) return prc;
   if (nwl == 0) return tune_usage("%s", "missing workload (FILE.te or a library NAME)");
   if (best_out && check_writable(best_out) != 0) {
     fprintf(stderr, "kgen tune: cannot write --best-out '%s': %s\n", best_out, strerror(errno));
@@ -256,6 +221,9 @@ int cli_tune(int argc, char **argv) {
   }
   if (o.measure.emulate && !target_auto && o.measure.target != KG_TARGET_CUDA)
     return tune_usage("%s", "--emulate goes with --target cuda");
+  /* as in run and replay: with auto, an --arch is for the GPU if one answers */
+  if (o.measure.arch && !target_auto && o.measure.target != KG_TARGET_CUDA)
+    return tune_usage("%s", "--arch goes with --target cuda");
   char why[512];
   int erc = cli_env_check("tune", o.measure.target, o.measure.emulate, target_auto);
   if (erc) return erc;
@@ -264,7 +232,6 @@ int cli_tune(int argc, char **argv) {
     fprintf(stderr, "kgen: cannot tune on a GPU: %s (try --emulate, or --target c)\n", why);
     return 3;
   }
-  if (o.measure.arch && o.measure.target != KG_TARGET_CUDA) return tune_usage("%s", "--arch goes with CUDA");
   if (has_dyn) {
     if (nwl != 1) return tune_usage("%s", "--dynamic and --shapes tune one workload");
     /* a range tuning keeps one best schedule per bucket, not one: kgen export writes them all */
@@ -353,18 +320,20 @@ int cli_tune(int argc, char **argv) {
 
 int cli_show(int argc, char **argv) {
   const char *path = NULL;
-  int best = 0;
-  for (int i = 2; i < argc; i++) {
-    if (!strcmp(argv[i], "--best")) best = 1;
-    else if (argv[i][0] == '-' || path) {
-      fprintf(stderr, "kgen show: unexpected argument '%s'\nusage: kgen show LOG [--best]\n", argv[i]);
-      return 2;
-    } else path = argv[i];
+  int best = 0, rc = 0, nargs = 0;
+  cli_arg *args = calloc((size_t)argc, sizeof *args);
+  if (!args || (rc = cli_parse(CLI_CMD_SHOW, argc, argv, 2, args, &nargs))) {
+    free(args);
+    return rc ? rc : 1;
   }
-  if (!path) {
-    fprintf(stderr, "kgen show: missing LOG\nusage: kgen show LOG [--best]\n");
-    return 2;
+  for (int i = 0; i < nargs && rc == 0; i++) {
+    if (args[i].id == CLI_OPT_BEST) best = 1;
+    else if (args[i].id != CLI_OPT_ARG || path) rc = cli_usage_error(CLI_CMD_SHOW, "unexpected argument '%s'", args[i].name);
+    else path = args[i].val;
   }
+  free(args);
+  if (rc) return rc;
+  if (!path) return cli_usage_error(CLI_CMD_SHOW, "%s", "missing LOG");
   kg_tlog log;
   if (cli_read_log("show", path, &log, 1) != 0) return 1;
   kg_strbuf b;

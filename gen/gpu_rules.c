@@ -1,103 +1,9 @@
-/* Building GPU structures out of primitive steps, and the launch rules (see gpu_rules.h). */
+/* The GPU parts of building structures (cooperative fetch, reads and reuse), and the launch rules (see
+ * gpu_rules.h). */
 #include "gpu_rules.h"
 #include <stdio.h>
 #include <string.h>
 #include "../lower/ir.h"
-
-/* ---- steps; a failed step fails the whole build ---- */
-
-int kg_gpu_step(kg_gpu_build *g, kg_step_kind kind, const char *stage, const char **names, int nnames, int64_t i0,
-                int64_t i1, int nints) {
-  if (g->failed) return -1;
-  kg_step st;
-  memset(&st, 0, sizeof st);
-  st.kind = kind;
-  st.stage = stage;
-  for (int i = 0; i < nnames && i < KG_STEP_MAX_NAMES; i++) st.names[i] = names[i];
-  st.nnames = nnames;
-  st.ints[0] = i0;
-  st.ints[1] = i1;
-  st.nints = nints;
-  if (kg_schedule_apply(g->s, &st, g->err, sizeof g->err) != 0) g->failed = 1;
-  return g->failed ? -1 : 0;
-}
-
-kg_iter *kg_gpu_split(kg_gpu_build *g, kg_sstage *st, kg_iter *it, int64_t f, kg_iter **inner) {
-  *inner = NULL;
-  if (!it || kg_gpu_step(g, KG_STEP_SPLIT, st->name, &it->name, 1, f, 0, 1)) return NULL;
-  *inner = it->split_inner;
-  return it->split_outer;
-}
-
-kg_iter *kg_gpu_fuse(kg_gpu_build *g, kg_sstage *st, kg_iter *a, kg_iter *b) {
-  if (!a || !b) {
-    g->failed = 1;
-    return NULL;
-  }
-  const char *n[2] = {a->name, b->name};
-  if (kg_gpu_step(g, KG_STEP_FUSE, st->name, n, 2, 0, 0, 0)) return NULL;
-  return a->fused_into;
-}
-
-void kg_gpu_annotate(kg_gpu_build *g, kg_step_kind kind, kg_sstage *st, kg_iter *it, kg_thread_tag tag) {
-  if (!it) {
-    g->failed = 1;
-    return;
-  }
-  const char *n[2] = {it->name, kg_thread_tag_names[tag]};
-  kg_gpu_step(g, kind, st->name, n, kind == KG_STEP_BIND ? 2 : 1, 0, 0, 0);
-}
-
-void kg_gpu_reorder(kg_gpu_build *g, kg_sstage *st, kg_iter **order, int n) {
-  if (n < 2) return;
-  if (n > KG_STEP_MAX_NAMES) {
-    g->failed = 1;
-    return;
-  }
-  const char *names[KG_STEP_MAX_NAMES];
-  int same = 1;
-  for (int i = 0; i < n; i++) {
-    if (!order[i]) {
-      g->failed = 1;
-      return;
-    }
-    names[i] = order[i]->name;
-    if (i) same &= kg_sstage_leaf_index(st, order[i - 1]) < kg_sstage_leaf_index(st, order[i]);
-  }
-  if (!same) kg_gpu_step(g, KG_STEP_REORDER, st->name, names, n, 0, 0, 0);
-}
-
-void kg_gpu_compute_at(kg_gpu_build *g, kg_sstage *p, const kg_sstage *c, kg_iter *it) {
-  if (!it) {
-    g->failed = 1;
-    return;
-  }
-  const char *n[2] = {c->name, it->name};
-  kg_gpu_step(g, KG_STEP_COMPUTE_AT, p->name, n, 2, 0, 0, 0);
-}
-
-kg_sstage *kg_gpu_cache(kg_gpu_build *g, kg_step_kind kind, const char *what, const char *scope, const kg_sstage *reader) {
-  const char *n[2] = {scope, reader ? reader->name : NULL};
-  if (kg_gpu_step(g, kind, what, n, kind == KG_STEP_CACHE_READ ? 2 : 1, 0, 0, 0)) return NULL;
-  /* the created stage is the newest one with that origin */
-  kg_stage_origin o = kind == KG_STEP_CACHE_READ ? KG_ORIGIN_CACHE_READ : KG_ORIGIN_CACHE_WRITE;
-  kg_sstage *best = NULL;
-  for (int i = 0; i < g->s->nstages; i++) {
-    kg_sstage *x = g->s->stages[i];
-    if (x->origin == o && (!best || x->out->id > best->out->id)) best = x;
-  }
-  return best;
-}
-
-kg_iter *kg_gpu_fuse_run(kg_gpu_build *g, kg_sstage *st, int from, int n) {
-  if (g->failed || from < 0 || from + n > st->nleaves || n < 1) {
-    g->failed = 1;
-    return NULL;
-  }
-  kg_iter *f = st->leaves[from];
-  for (int k = 1; k < n && !g->failed; k++) f = kg_gpu_fuse(g, st, st->leaves[from], st->leaves[from + 1]);
-  return g->failed ? NULL : f;
-}
 
 /* ---- reads and reuse ---- */
 
@@ -158,27 +64,27 @@ int kg_gpu_has_reuse(const kg_sstage *st) {
 
 /* ---- cooperative fetch ---- */
 
-void kg_gpu_cooperative_fetch(kg_gpu_build *g, kg_sstage *sh, int64_t tx, int64_t ty, int64_t vec) {
+void kg_gpu_cooperative_fetch(kg_build *g, kg_sstage *sh, int64_t tx, int64_t ty, int64_t vec) {
   kg_iter *in;
   if (sh->nleaves == 0) return; /* a scalar: one thread stores it */
   if (vec > 1) {
-    kg_gpu_split(g, sh, sh->leaves[sh->nleaves - 1], vec, &in);
-    kg_gpu_annotate(g, KG_STEP_VECTORIZE, sh, in, KG_THREAD_NONE);
+    kg_build_split(g, sh, sh->leaves[sh->nleaves - 1], vec, &in);
+    kg_build_annotate(g, KG_STEP_VECTORIZE, sh, in, KG_THREAD_NONE);
   }
   if (g->failed) return;
   /* the loops outside the vector part */
   int n = sh->nleaves - (sh->leaves[sh->nleaves - 1]->kind == KG_LOOP_VECTORIZED);
   kg_iter *f = sh->leaves[0];
-  for (int k = 1; k < n && !g->failed; k++) f = kg_gpu_fuse(g, sh, sh->leaves[0], sh->leaves[1]);
+  for (int k = 1; k < n && !g->failed; k++) f = kg_build_fuse(g, sh, sh->leaves[0], sh->leaves[1]);
   if (g->failed) return;
   if (tx > 1) {
-    kg_iter *o = kg_gpu_split(g, sh, f, tx, &in);
-    kg_gpu_annotate(g, KG_STEP_BIND, sh, in, KG_THREAD_THREAD_X);
+    kg_iter *o = kg_build_split(g, sh, f, tx, &in);
+    kg_build_annotate(g, KG_STEP_BIND, sh, in, KG_THREAD_THREAD_X);
     f = o;
   }
   if (ty > 1) {
-    kg_iter *o = kg_gpu_split(g, sh, f, ty, &in);
-    kg_gpu_annotate(g, KG_STEP_BIND, sh, in, KG_THREAD_THREAD_Y);
+    kg_iter *o = kg_build_split(g, sh, f, ty, &in);
+    kg_build_annotate(g, KG_STEP_BIND, sh, in, KG_THREAD_THREAD_Y);
     (void)o;
   }
 }

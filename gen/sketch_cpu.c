@@ -29,6 +29,7 @@
  * Requires: realize receives a fresh default schedule of the space's program. */
 #include <stdio.h>
 #include <string.h>
+#include "build.h"
 #include "space.h"
 
 #define MAX_STAGES 64
@@ -101,13 +102,11 @@ static const kg_tensor *vector_operand(const kg_expr *e, const kg_ivar *row, con
 
 typedef enum { SK_SIMPLE, SK_TILE_CW, SK_TILE_RK, SK_ROWS } sketch_kind;
 
+/* A realization: the point's knob values, applied through the generators' builder (a failed step fails it). */
 typedef struct rz {
-  kg_schedule *s;
+  kg_build b;
   const kg_sketch *sk;
   const kg_point *pt;
-  char *err;
-  size_t errlen;
-  int failed;
 } rz;
 
 /* The point's value of knob name (def when the sketch has no such knob). */
@@ -119,71 +118,16 @@ static int64_t knob(const rz *z, const char *stage, const char *what, int64_t de
   return def;
 }
 
-/* Applies a step; a failed step fails the realization unless optional (then it is skipped). 0 when applied. */
-static int apply(rz *z, int optional, kg_step_kind kind, const char *stage, const char *const *names, int nnames,
-                 int64_t f) {
-  if (z->failed) return -1;
-  kg_step st;
-  memset(&st, 0, sizeof st);
-  st.kind = kind;
-  st.stage = stage;
-  for (int i = 0; i < nnames; i++) st.names[i] = names[i];
-  st.nnames = nnames;
-  st.ints[0] = f;
-  st.nints = kind == KG_STEP_SPLIT || kind == KG_STEP_RFACTOR;
-  char err[512];
-  if (kg_schedule_apply(z->s, &st, err, sizeof err) == 0) return 0;
-  if (!optional) {
-    z->failed = 1;
-    snprintf(z->err, z->errlen, "%s: %s", z->sk->name, err);
-  }
-  return -1;
-}
-
-static kg_iter *split(rz *z, kg_sstage *st, kg_iter *it, int64_t f, kg_iter **inner) {
-  *inner = NULL;
-  if (!it || apply(z, 0, KG_STEP_SPLIT, st->name, &it->name, 1, f)) return NULL;
-  *inner = it->split_inner;
-  return it->split_outer;
-}
-
-static kg_iter *fuse(rz *z, kg_sstage *st, kg_iter *a, kg_iter *b) {
-  const char *n[2] = {a->name, b->name};
-  if (apply(z, 0, KG_STEP_FUSE, st->name, n, 2, 0)) return NULL;
-  return a->fused_into;
-}
-
-static void annotate(rz *z, kg_step_kind kind, kg_sstage *st, kg_iter *it) {
-  if (it) apply(z, 0, kind, st->name, &it->name, 1, 0);
-}
-
-/* Reorders st's leaves to order (n of them, all leaves). */
-static void reorder(rz *z, kg_sstage *st, kg_iter **order, int n) {
-  const char *names[KG_STEP_MAX_NAMES];
-  int same = 1;
-  if (n < 2 || n > KG_STEP_MAX_NAMES) return;
-  for (int i = 0; i < n; i++) {
-    names[i] = order[i]->name;
-    same &= st->leaves[i] == order[i];
-  }
-  if (!same) apply(z, 0, KG_STEP_REORDER, st->name, names, n, 0);
-}
-
-static int compute_at(rz *z, int optional, kg_sstage *p, const kg_sstage *c, kg_iter *it) {
-  const char *n[2] = {c->name, it->name};
-  return apply(z, optional, KG_STEP_COMPUTE_AT, p->name, n, 2, 0);
-}
-
 /* Fuses leading spatial leaves of st until the fused loop has at least 64 iterations (or the next leaf is not
  * spatial), then makes it parallel. Requires st at root. */
 static kg_iter *parallel_outer(rz *z, kg_sstage *st, int maxfuse) {
   if (st->nleaves == 0) return NULL;
   kg_iter *p = st->leaves[0];
   for (int k = 1; k < maxfuse && p->extent < 64 && st->nleaves > 1 && !st->leaves[1]->is_reduce &&
-                         st->leaves[1]->kind == KG_LOOP_SERIAL && !z->failed;
+                         st->leaves[1]->kind == KG_LOOP_SERIAL && !z->b.failed;
        k++)
-    p = fuse(z, st, p, st->leaves[1]);
-  if (p && !p->is_reduce) annotate(z, KG_STEP_PARALLEL, st, p);
+    p = kg_build_fuse(&z->b, st, p, st->leaves[1]);
+  if (p && !p->is_reduce) kg_build_annotate(&z->b, KG_STEP_PARALLEL, st, p, KG_THREAD_NONE);
   return p;
 }
 
@@ -194,8 +138,8 @@ static void generic_root(rz *z, kg_sstage *st) {
   kg_iter *last = st->nleaves ? st->leaves[st->nleaves - 1] : NULL;
   if (last && !last->is_reduce && vec > 1 && last->extent > 1 && (st->nleaves > 1 || last->extent > vec)) {
     kg_iter *in;
-    split(z, st, last, vec, &in);
-    annotate(z, KG_STEP_VECTORIZE, st, in);
+    kg_build_split(&z->b, st, last, vec, &in);
+    kg_build_annotate(&z->b, KG_STEP_VECTORIZE, st, in, KG_THREAD_NONE);
   }
   if (st->nleaves && !(st->nleaves == 1 && st->leaves[0]->kind == KG_LOOP_VECTORIZED)) parallel_outer(z, st, 3);
 }
@@ -207,19 +151,20 @@ static void generic_root(rz *z, kg_sstage *st) {
 static kg_sstage *rfactor_lanes(rz *z, kg_sstage *x) {
   int64_t f = knob(z, x->name, "rf", 1);
   if (f < 2 || x->nrax == 0 || x->roots[x->nax + x->nrax - 1]->extent < f) return NULL;
-  if (apply(z, 1, KG_STEP_RFACTOR, x->name, &x->roots[x->nax + x->nrax - 1]->name, 1, f)) return NULL;
+  /* an rfactor that does not apply leaves the stage its serial accumulation */
+  if (kg_build_try(&z->b, KG_STEP_RFACTOR, x->name, &x->roots[x->nax + x->nrax - 1]->name, 1, f, 0, 1)) return NULL;
   char nm[256];
   snprintf(nm, sizeof nm, "%s.rf", x->name);
-  kg_sstage *rf = kg_schedule_find_stage(z->s, nm);
+  kg_sstage *rf = kg_schedule_find_stage(z->b.s, nm);
   if (!rf || rf->nax < 1) return NULL;
   kg_iter *ord[KG_STEP_MAX_NAMES];
   int n = 0;
   for (int a = 0; a < rf->nax - 1 && n < KG_STEP_MAX_NAMES; a++) ord[n++] = rf->roots[a];
   for (int r = 0; r < rf->nrax && n < KG_STEP_MAX_NAMES; r++) ord[n++] = rf->roots[rf->nax + r];
   if (n < KG_STEP_MAX_NAMES) ord[n++] = rf->roots[rf->nax - 1];
-  if (n == rf->nleaves) reorder(z, rf, ord, n);
-  annotate(z, KG_STEP_VECTORIZE, rf, rf->roots[rf->nax - 1]);
-  return z->failed ? NULL : rf;
+  if (n == rf->nleaves) kg_build_reorder(&z->b, rf, ord, n);
+  kg_build_annotate(&z->b, KG_STEP_VECTORIZE, rf, rf->roots[rf->nax - 1], KG_THREAD_NONE);
+  return z->b.failed ? NULL : rf;
 }
 
 /* The first stage after st that reads it directly and is not inlined (stages are in execution order). */
@@ -245,7 +190,7 @@ static kg_sstage *epilogue_of(const kg_schedule *s, const kg_sstage *h, int sp_u
 
 /* Heavy stage h tiled for registers and cache. */
 static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
-  kg_schedule *s = z->s;
+  kg_schedule *s = z->b.s;
   int nax = h->nax, last = nax - 1;
   int row = nax >= 2 ? (int)knob(z, h->name, "row", nax - 2) : -1;
   /* the cache tiles are whole multiples of the register tile (a remainder inside a cache tile would put a guard
@@ -255,9 +200,7 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
   if (ri > rext) ri = rext;
   if (rj > lext) rj = lext;
   if (row >= 0 && ri * ((rj + VEC_LANES - 1) / VEC_LANES) > MAX_ACC_VECTORS) {
-    z->failed = 1;
-    snprintf(z->err, z->errlen, "%s: stage %s: a %lldx%lld register tile spills", z->sk->name, h->name,
-             (long long)ri, (long long)rj);
+    kg_build_fail(&z->b, "stage %s: a %lldx%lld register tile spills", h->name, (long long)ri, (long long)rj);
     return;
   }
   int64_t ti = ri * knob(z, h->name, "ti", 1), tj = rj * knob(z, h->name, "tj", 1);
@@ -270,13 +213,10 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
     if (c) {
       o = c;
     } else {
-      if (apply(z, 0, KG_STEP_CACHE_WRITE, h->name, (const char *[]){"local"}, 1, 0)) return;
-      char nm[256];
-      snprintf(nm, sizeof nm, "%s.local", h->name);
-      a = kg_schedule_find_stage(s, nm);
+      a = kg_build_cache(&z->b, KG_STEP_CACHE_WRITE, h->name, "local", NULL);
     }
     if (!a) {
-      z->failed = 1;
+      z->b.failed = 1;
       return;
     }
   }
@@ -287,12 +227,12 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
   kg_iter *roots[16];
   for (int i = 0; i < o->nax && i < 16; i++) roots[i] = o->roots[i];
   if (row >= 0) {
-    ro = split(z, o, roots[row], ti, &t);
-    rio = split(z, o, t, ri, &rii);
+    ro = kg_build_split(&z->b, o, roots[row], ti, &t);
+    rio = kg_build_split(&z->b, o, t, ri, &rii);
   }
-  lo = split(z, o, roots[last], tj, &t);
-  lio = split(z, o, t, rj, &lii);
-  if (z->failed) return;
+  lo = kg_build_split(&z->b, o, roots[last], tj, &t);
+  lio = kg_build_split(&z->b, o, t, rj, &lii);
+  if (z->b.failed) return;
   for (int i = 0; i < o->nax; i++)
     if (i != row && i != last) ord[n++] = roots[i];
   int nouter = n;
@@ -302,8 +242,8 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
   if (kind == SK_TILE_RK) {
     /* the first reduction axis split; its outer part between the cache tile and the register tile */
     int64_t kb = knob(z, h->name, "kb", 1);
-    ko = split(z, o, o->roots[o->nax], kb, &ki);
-    if (z->failed) return;
+    ko = kg_build_split(&z->b, o, o->roots[o->nax], kb, &ki);
+    if (z->b.failed) return;
     ord[n++] = ko;
   }
   if (rio) ord[n++] = rio;
@@ -315,54 +255,51 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
   if (rii) ord[n++] = rii;
   ord[n++] = lii;
   if (n != o->nleaves || n > KG_STEP_MAX_NAMES) {
-    z->failed = 1;
-    snprintf(z->err, z->errlen, "%s: stage %s: unexpected loops", z->sk->name, o->name);
+    kg_build_fail(&z->b, "stage %s: unexpected loops", o->name);
     return;
   }
-  reorder(z, o, ord, n);
+  kg_build_reorder(&z->b, o, ord, n);
   /* parallel: the leading loops fused (others, row.o, last.o) */
   kg_iter *p = ord[0];
   int nfuse = (int)knob(z, h->name, "fuse", 2);
-  for (int k = 1; k < nouter + 2 && k <= nfuse && ord[k] != ko && !z->failed; k++) p = fuse(z, o, p, ord[k]);
-  annotate(z, KG_STEP_PARALLEL, o, p);
+  for (int k = 1; k < nouter + 2 && k <= nfuse && ord[k] != ko && !z->b.failed; k++)
+    p = kg_build_fuse(&z->b, o, p, ord[k]);
+  kg_build_annotate(&z->b, KG_STEP_PARALLEL, o, p, KG_THREAD_NONE);
   if (kind == SK_TILE_RK) {
     if (knob(z, h->name, "pack", 0) && row >= 0) {
       const kg_tensor *vt = vector_operand(h->body, h->ax[row], h->ax[last]);
       if (vt) {
-        const char *names[2] = {"local", h->name};
-        if (!apply(z, 0, KG_STEP_CACHE_READ, vt->name, names, 2, 0)) {
-          char nm[256];
-          snprintf(nm, sizeof nm, "%s.local", vt->name);
-          kg_sstage *pk = kg_schedule_find_stage(s, nm);
-          if (pk) {
-            compute_at(z, 0, pk, o, ko);
-            kg_iter *pl = pk->leaves[pk->nleaves - 1];
-            if (!z->failed) annotate(z, KG_STEP_VECTORIZE, pk, pl);
-          }
+        kg_sstage *pk = kg_build_cache(&z->b, KG_STEP_CACHE_READ, vt->name, "local", h);
+        if (pk) {
+          kg_build_compute_at(&z->b, pk, o, ko);
+          if (!z->b.failed)
+            kg_build_annotate(&z->b, KG_STEP_VECTORIZE, pk, pk->leaves[pk->nleaves - 1], KG_THREAD_NONE);
         }
       }
     }
-    if (rii && knob(z, h->name, "unroll", 1) > 1) annotate(z, KG_STEP_UNROLL, o, rii);
-    annotate(z, KG_STEP_VECTORIZE, o, lii);
+    if (rii && knob(z, h->name, "unroll", 1) > 1) kg_build_annotate(&z->b, KG_STEP_UNROLL, o, rii, KG_THREAD_NONE);
+    kg_build_annotate(&z->b, KG_STEP_VECTORIZE, o, lii, KG_THREAD_NONE);
     return;
   }
   /* the accumulation at the register tile: other spatial axes, reductions, row (unrolled), last (vectorized) */
-  annotate(z, KG_STEP_VECTORIZE, o, lii);
-  compute_at(z, 0, a, o, lio);
-  if (z->failed) return;
+  kg_build_annotate(&z->b, KG_STEP_VECTORIZE, o, lii, KG_THREAD_NONE);
+  kg_build_compute_at(&z->b, a, o, lio);
+  if (z->b.failed) return;
   n = 0;
   for (int i = 0; i < a->nax; i++)
     if (i != row && i != last) ord[n++] = a->roots[i];
   for (int r = 0; r < a->nrax; r++) ord[n++] = a->roots[a->nax + r];
   if (row >= 0) ord[n++] = a->roots[row];
   ord[n++] = a->roots[last];
-  reorder(z, a, ord, n);
-  if (row >= 0 && knob(z, h->name, "unroll", 1) > 1) annotate(z, KG_STEP_UNROLL, a, a->roots[row]);
-  annotate(z, KG_STEP_VECTORIZE, a, a->roots[last]);
+  kg_build_reorder(&z->b, a, ord, n);
+  if (row >= 0 && knob(z, h->name, "unroll", 1) > 1)
+    kg_build_annotate(&z->b, KG_STEP_UNROLL, a, a->roots[row], KG_THREAD_NONE);
+  kg_build_annotate(&z->b, KG_STEP_VECTORIZE, a, a->roots[last], KG_THREAD_NONE);
 }
 
 static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char *err, size_t errlen) {
-  rz z = {s, sk, pt, err, errlen, 0};
+  rz z = {.sk = sk, .pt = pt};
+  kg_build_init(&z.b, s);
   sketch_kind kind = (sketch_kind)(intptr_t)sk->data;
   int unfused = sk->space->unfused;
   int nst = s->nstages < MAX_STAGES ? s->nstages : MAX_STAGES;
@@ -374,13 +311,14 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
     if (c && c->id < MAX_STAGES) skip[c->id] = 1;
   }
   /* outputs back to inputs */
-  for (int i = nst - 1; i >= 0 && !z.failed; i--) {
+  for (int i = nst - 1; i >= 0 && !z.b.failed; i--) {
     kg_sstage *x = st[i];
     if (x->attach != KG_ATTACH_ROOT || !kg_schedule_find_stage(s, x->name)) continue;
     stage_class c = classify(x);
     if (kind == SK_TILE_CW && skip[x->id]) continue;
     if (c == CLS_ELEM && !x->is_output) {
-      if (!unfused && knob(&z, x->name, "root", 0) == 0 && !apply(&z, 1, KG_STEP_COMPUTE_INLINE, x->name, NULL, 0, 0))
+      if (!unfused && knob(&z, x->name, "root", 0) == 0 &&
+          !kg_build_try(&z.b, KG_STEP_COMPUTE_INLINE, x->name, NULL, 0, 0, 0, 0))
         continue;
       generic_root(&z, x);
       continue;
@@ -394,16 +332,18 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
     if (c == CLS_LIGHT && !x->is_output && kind != SK_SIMPLE && !unfused) {
       kg_sstage *cons = first_reader(s, x);
       if (cons && cons->attach == KG_ATTACH_ROOT && cons->nleaves > 0 && cons->leaves[0]->kind == KG_LOOP_PARALLEL &&
-          !compute_at(&z, 1, x, cons, cons->leaves[0])) {
-        if (rf) compute_at(&z, 0, rf, x, x->leaves[0]);
+          !kg_build_try(&z.b, KG_STEP_COMPUTE_AT, x->name, (const char *[]){cons->name, cons->leaves[0]->name}, 2, 0, 0,
+                        0)) {
+        if (rf) kg_build_compute_at(&z.b, rf, x, x->leaves[0]);
         continue;
       }
     }
     generic_root(&z, x);
-    if (rf && x->nleaves) compute_at(&z, 0, rf, x, x->leaves[0]);
+    if (rf && x->nleaves) kg_build_compute_at(&z.b, rf, x, x->leaves[0]);
   }
-  if (z.failed) return -1;
-  return 0;
+  if (!z.b.failed) return 0;
+  snprintf(err, errlen, "%s: %s", sk->name, z.b.err[0] ? z.b.err : "a step of the sketch does not apply");
+  return -1;
 }
 
 /* Knob values. Register rows: what an unrolled row tile can be; register columns: whole vectors. The cache tiles
