@@ -26,7 +26,7 @@ static const struct {
                       "                 | --shapes NAME=V1,V2,... [--exchange K] [OPTIONS]:\n"
                       "                 a few schedules serving a whole range of one size",
                       "  -D after a workload binds its sizes; -D before the first workload binds every workload's\n"
-                      "  (see README, \"Tuning\")\n"},
+                      "  (see docs/tuning.md)\n"},
     [CLI_CMD_SHOW] = {"show", "LOG [--best]",
                       "  prints a tuning log's records (--best: the best trace of each workload)\n"},
     [CLI_CMD_REPLAY] = {"replay", "LOG [FILE.te|NAME [-D NAME=VALUE]...] [OPTIONS]",
@@ -190,7 +190,7 @@ static const cli_option options[] = {
     {CLI_OPT_EXCHANGE, "--exchange", "K", C(CLI_CMD_TUNE), check_count, 1, KG_DYN_MAX_BUCKETS,
      "--dynamic, --shapes: each bucket also measures its K best neighbours' schedules"},
     {CLI_OPT_SCHEDULE, "--schedule", "FILE", C(CLI_CMD_LOWER) | C(CLI_CMD_RUN), NULL, 0, 0,
-     "a schedule trace, one primitive per line (see README)"},
+     "a schedule trace, one primitive per line (see docs/schedules.md)"},
     {CLI_OPT_RANDOM_SCHEDULE, "--random-schedule", "SEED", C(CLI_CMD_LOWER) | C(CLI_CMD_RUN), check_seed, 0, 0,
      "a random legal schedule drawn from SEED"},
     {CLI_OPT_RANDOM_STEPS, "--random-steps", "N", C(CLI_CMD_LOWER) | C(CLI_CMD_RUN), check_count, 0, 1000,
