@@ -77,7 +77,8 @@ static void usage(FILE *f) {
           "  export writes DIR/NAME.h per workload of the log: its best kernels, one per size binding, as a\n"
           "  self-contained C header (C: OpenMP function; CUDA: cubin per --arch plus PTX, launched via libcuda)\n"
           "  --lib DIR              also look for a logged workload's program as DIR/NAME.te\n"
-          "A bare NAME resolves to the workload library te/lib/NAME.te.\n");
+          "A bare NAME resolves to the workload library: $KGEN_LIB/NAME.te, else te/lib/NAME.te of the source tree\n"
+          "kgen was built in, else share/kgen/lib/NAME.te of the tree it is installed in.\n");
 }
 
 static int usage_error(const char *fmt, const char *arg) {
