@@ -159,7 +159,8 @@ FUZZ_SRC = $(wildcard tests/fuzz_*.c)
 FUZZ_NAMES = $(filter-out replay_main,$(FUZZ_SRC:tests/fuzz_%.c=%))
 FUZZ_BIN = $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz_replay_%)
 # The replay main is an object of its own: gcc writes one BIN.d per link, which would hold only the last source's
-# headers.
+# headers. Kept (not an intermediate file to delete), so its own .d stays true.
+.SECONDARY: $(BUILD)/tests/fuzz_replay_main.o
 $(BUILD)/tests/fuzz_replay_%: tests/fuzz_%.c $(BUILD)/tests/fuzz_replay_main.o $(BUILD)/libkgen.a
 	@mkdir -p $(dir $@)
 	$(LINK) -o $@ $< $(BUILD)/tests/fuzz_replay_main.o $(BUILD)/libkgen.a $(KG_LDLIBS) $(LDLIBS)
