@@ -231,7 +231,7 @@ PKG_SED = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(KGEN_VERSION)|g' \
 INSTALLED_FILES = bin/kgen lib/libkgen.a include/kgen.h $(PUBLIC_HEADERS:%=include/kgen/%) \
   $(WORKLOADS:te/lib/%=share/kgen/lib/%) share/kgen/cuda_emu.h share/kgen/kgen.mk lib/pkgconfig/kgen.pc \
   lib/cmake/kgen/kgenConfig.cmake lib/cmake/kgen/kgenConfigVersion.cmake
-# The folders that are kgen's alone, removed by uninstall once empty (deepest first).
+# The folders that are kgen's alone, removed by uninstall once empty (deepest first: sorted in reverse).
 INSTALLED_DIRS = $(sort $(dir $(PUBLIC_HEADERS:%=include/kgen/%))) include/kgen share/kgen/lib share/kgen lib/cmake/kgen
 
 install: all
@@ -256,7 +256,7 @@ install: all
 # shared with other packages and stay).
 uninstall:
 	rm -f $(addprefix $(INSTALL_ROOT)/,$(INSTALLED_FILES))
-	@for d in $(INSTALLED_DIRS); do [ ! -d $(INSTALL_ROOT)/$$d ] || rmdir -p --ignore-fail-on-non-empty $(INSTALL_ROOT)/$$d 2>/dev/null || true; done
+	@for d in $$(printf '%s\n' $(INSTALLED_DIRS) | LC_ALL=C sort -r); do [ ! -d $(INSTALL_ROOT)/$$d ] || rmdir $(INSTALL_ROOT)/$$d 2>/dev/null || true; done
 
 # Build-time replay: the committed tuning logs exported as headers, no search and no measurement. Every log
 # tuning_logs/NAME.c.kglog gives $(BUILD)/kernels/c/NAME.h (the C target, always); every NAME.cuda.kglog gives
