@@ -105,6 +105,7 @@ deps test test-unit check tune: DEPS_INSTALL = yes
 deps:
 	@rm -f $(DEPS_STAMP)
 	@$(MAKE) --no-print-directory DEPS_INSTALL=yes $(DEPS_STAMP)
+	@echo "kgen's packages are installed: $(DEB_PKGS)"
 # A failed install leaves no stamp (the next `make test` tries again) and fails nothing: the tests skip. After the
 # build's packages: two apt-get runs at once under make -j would fight over dpkg's lock.
 $(TEST_DEPS_STAMP): Makefile | $(DEPS_STAMP)
