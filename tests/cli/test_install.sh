@@ -47,6 +47,13 @@ touch "$T/logs/reduce_rows.c.kglog"
 expect 0 "the Makefile example again" -- mk -C examples/make OUT="$M" LOG="$T/logs/reduce_rows.c.kglog"
 has out "export .*reduce_rows.c.kglog" "a changed log is exported again"
 
+# kgen.mk's own compile and link flags for libkgen, without pkg-config.
+printf 'include %s\nprint: ; @echo "$(KGEN_CFLAGS)|$(KGEN_LIBS)"\n' "$P/share/kgen/kgen.mk" > "$T/flags.mk"
+flags=$(mk -f "$T/flags.mk" print)
+expect 0 "libkgen with kgen.mk's KGEN_CFLAGS and KGEN_LIBS" -- sh -c "cc -std=c11 ${flags%%|*} examples/library/reference.c \
+  -o '$T/reference-mk' ${flags#*|} && '$T/reference-mk'"
+has out "the reference of axpy matches" "libkgen through kgen.mk"
+
 # The CMake example: find_package(kgen), kgen_add_kernels, kgen::kgen.
 if ! command -v cmake > /dev/null; then
   echo "skip: the CMake example (no cmake; Debian package cmake)"
