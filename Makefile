@@ -44,7 +44,7 @@ TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 # and stops naming the missing ones; `make deps` installs them, and so do `make test`, `make check` and `make tune`,
 # the README's commands for a fresh machine.
 DEB_PKGS = libxgboost-dev libmsgpack-dev g++
-# Debian packages the tests use (`make test` only, so `make` stays lean): Debian's python3 (/usr/bin/python3, which
+# Debian packages the tests use (`make test` and `make check` only, so `make` stays lean): Debian's python3 (/usr/bin/python3, which
 # the tests run: a pyenv python3 earlier on PATH does not see Debian's modules) with numpy, msgpack and matplotlib
 # for the bench scripts' tests, valgrind, clang with its OpenMP for the strict header compiles, cmake for the
 # installed-package examples. Installed when missing; where they cannot be (no apt, no root and no sudo, no
@@ -96,11 +96,11 @@ define deps_check
 	fi; \
 	echo "$(DEB_PKGS)" > $@
 endef
-# DEPS_INSTALL (set for the targets that install: deps, test, check, tune) is inherited by the stamp when it is
-# built as their prerequisite.
+# DEPS_INSTALL (set for the targets that install: deps, test-deps, test, check, tune) is inherited by the stamp
+# when it is built as their prerequisite.
 $(DEPS_STAMP): Makefile
 	$(if $(DEPS_INSTALL),$(call deb_install,$(DEB_PKGS),exit 1),$(call deps_check))
-deps test test-unit check tune: DEPS_INSTALL = yes
+deps test-deps test test-unit check tune: DEPS_INSTALL = yes
 # `make deps` looks again even where a stamp is left (a package may have been removed since).
 deps:
 	@rm -f $(DEPS_STAMP)

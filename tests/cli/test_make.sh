@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Makefile's contract with the README: a bare `make` builds kgen and libkgen (the first goal is `all`, not a
 # packages stamp) and never runs the package manager: it reports what is missing and stops, `make deps` installs,
-# `make test`, `make check` and `make tune` install what they need. Also: the user's CFLAGS cannot drop the
+# `make test`, `make check`, `make tune` and `make test-deps` install what they need. Also: the user's CFLAGS cannot drop the
 # required flags, every binary's dependency file is read, `make clean` removes the BUILD in use, and the kernel
 # flags are read from runtime/kernel_flags.h.
 set -u
@@ -29,7 +29,7 @@ has out "make deps" "the way to get it is said"
 expect 0 "make deps" -- fake make --no-print-directory BUILD="$T/b2" deps
 grep -q "apt-get install .*libxgboost-dev" "$T/apt.log" 2> /dev/null || { echo "FAIL: make deps did not install the missing package"; fail=1; }
 # The README's commands install (seen in what they would run, without running it).
-for goal in test check tune; do
+for goal in test check tune test-deps; do
   fake make -n --no-print-directory BUILD="$T/b3" $goal > "$T/n.$goal" 2>&1
   grep -q "apt-get install -y" "$T/n.$goal" || { echo "FAIL: make $goal would not install the missing packages"; fail=1; }
 done
