@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The Makefile's contract with the README: a bare `make` builds kgen and libkgen (the first goal is `all`, not a
 # packages stamp) and never runs the package manager: it reports what is missing and stops, `make deps` installs,
-# `make test`, `make check`, `make tune` and `make test-deps` install what they need. Also: the user's CFLAGS cannot drop the
-# required flags, every binary's dependency file is read, `make clean` removes the BUILD in use, and the kernel
-# flags are read from runtime/kernel_flags.h.
+# `make test`, `make check`, `make tune` and `make test-deps` install what they need. Also: the user's CFLAGS
+# cannot drop the required flags, every binary's dependency file is read, `make clean` removes the BUILD in use,
+# and the kernel flags are read from runtime/kernel_flags.h.
 set -u
 . "$(dirname "$0")/common.inc"
 command -v make > /dev/null || { echo "skip: no make"; exit 0; }
