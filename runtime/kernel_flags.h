@@ -1,7 +1,7 @@
 /* The compiler flags generated kernels are built with, in one place: kgen's C runner (runtime/cpu.c) and CUDA
- * emulator (runtime/emu.c) use them, exported C headers recommend them (codegen/header.c), and the Makefile reads
- * them from this file (its KERNEL_CFLAGS, used for the examples and installed in the CMake and Makefile helpers),
- * so a change here reaches every one. Each stays a one-line string literal: the Makefile reads it with sed, and
+ * emulator (runtime/emu.c) use them, exported headers recommend them (codegen/header.c, header_cuda.c), and the
+ * Makefile reads them from this file (its KERNEL_CFLAGS, used for the examples and installed in the CMake and
+ * Makefile helpers), so a change here reaches every one. Each stays a one-line string literal: the Makefile reads it with sed, and
  * tests/cli/test_make.sh checks that it did.
  *
  * -O3 -march=native: the kernels are tuned for the machine they are measured on. -fno-math-errno: kernels never
