@@ -264,7 +264,7 @@ build() { # workload
   if [ "$TARGET" = cuda ]; then
     record 600 "$LOGDIR/$w.hcc.txt" nvcc -O3 -x cu -c "$hdir/use.c" -I"$hdir" -o "$hdir/use.o"
   else
-    record 600 "$LOGDIR/$w.hcc.txt" "${CC:-cc}" -std=c11 -O3 -march=native -fno-math-errno -fopenmp -c "$hdir/use.c" \
+    record 600 "$LOGDIR/$w.hcc.txt" "${CC:-cc}" $(sed -n 's/^#define KG_KERNEL_CFLAGS "\(.*\)"$/\1/p' codegen/kernel_flags.h) -c "$hdir/use.c" \
       -I"$hdir" -o "$hdir/use.o"
   fi && printf 'header_cc\t%s\n' "$(since "$t0")" >> "$LOGDIR/$w.build.tsv" ||
     warn "compiling the exported header of $w failed"

@@ -291,7 +291,8 @@ void cli_usage_all(FILE *f) {
     if (!first) continue; /* one line per option, the first row's */
     print_option(f, &options[i]);
   }
-  fprintf(f, "A bare NAME resolves to the workload library te/lib/NAME.te.\n");
+  fprintf(f, "A bare NAME resolves to the workload library: $KGEN_LIB/NAME.te, else te/lib/NAME.te of the source tree\n"
+             "kgen was built in, else share/kgen/lib/NAME.te of the tree it is installed in.\n");
 }
 
 int cli_usage_error(cli_cmd cmd, const char *fmt, const char *arg) {

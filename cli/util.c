@@ -43,8 +43,10 @@ char *cli_read_file(const char *path, size_t *len, char *err, size_t errlen) {
   return kg_file_read(path, KG_FILE_MAX_TEXT, len, err, errlen);
 }
 
-/* A bare name (no '/', no ".te") that is not a file resolves into the workload library: $KGEN_LIB, else
- * te/lib beside the executable's build folder, else ./te/lib. */
+/* A bare name (no '/', no ".te") that is not a file resolves into the workload library: $KGEN_LIB, else te/lib
+ * beside the executable's build folder (a source tree's build/kgen), else share/kgen/lib beside its bin folder (an
+ * installed kgen, found relative to the executable so that a DESTDIR-staged or moved tree works too), else
+ * ./te/lib. */
 char *cli_resolve_program(const char *arg) {
   struct stat st;
   if (strchr(arg, '/') || strstr(arg, ".te") || stat(arg, &st) == 0) return strdup(arg);
@@ -63,6 +65,8 @@ char *cli_resolve_program(const char *arg) {
       if (!slash) break;
       *slash = 0;
       snprintf(path, sizeof path, "%s/te/lib/%s.te", exe, arg);
+      if (stat(path, &st) == 0) return strdup(path);
+      snprintf(path, sizeof path, "%s/share/kgen/lib/%s.te", exe, arg);
       if (stat(path, &st) == 0) return strdup(path);
     }
   }

@@ -7,6 +7,7 @@
 #include "../base/strbuf.h"
 #include "cexpr.h"
 #include "header.h"
+#include "kernel_flags.h"
 
 char *kg_header_fn_name(const kg_header_spec *s, int b) {
   kg_strbuf n;
@@ -176,8 +177,8 @@ void kg_header_put_top(kg_strbuf *b, const kg_header_spec *s, const char *lead) 
                       " * kgen's CUDA emulator instead (pointers are then host pointers; tests only).\n");
   else
     kg_strbuf_puts(b, " * Compile with -fopenmp for the parallel loops (without it they run on one thread) and link -lm; kgen\n"
-                      " * measured the kernels compiled with -O3 -march=native -fno-math-errno -fopenmp on the device named\n"
-                      " * above (-fno-math-errno lets sqrt vectorize; the kernels never read errno).\n");
+                      " * measured the kernels compiled with " KG_KERNEL_CFLAGS "\n"
+                      " * on the device named above (-fno-math-errno lets sqrt vectorize; the kernels never read errno).\n");
   kg_strbuf_puts(b, " * Arrays are dense, row-major (C order) f32:");
   for (int i = 0; i < s->nparams; i++)
     kg_strbuf_printf(b, "%s %s%s", i ? "," : "", s->param_names[i], s->param_dims[i]);

@@ -27,6 +27,7 @@
 #include <string.h>
 #include "../base/strbuf.h"
 #include "header.h"
+#include "kernel_flags.h"
 
 /* The shared part of the implementation. Written as C that is also C++ (g++, nvcc) and warning-free under
  * -Wall -Wextra in both. Driver entry points are declared here with their documented prototypes (private type
@@ -714,7 +715,7 @@ int kg_header_put_cuda(kg_strbuf *b, const kg_header_spec *s, char *err, size_t 
   kg_strbuf_puts(b, "#ifdef KG_IMPLEMENTATION\n"
                     "#if defined(KG_EMULATE) && !defined(KG_CUDA_EMU_H)\n"
                     "#error \"KG_EMULATE runs the kernels on kgen's CUDA emulator: compile as C++ with its header "
-                    "force-included (g++ -std=c++17 -DKG_EMULATE -include runtime/cuda_emu.h)\"\n"
+                    "force-included (g++ " KG_EMU_CXXFLAGS " -include runtime/cuda_emu.h; installed: share/kgen/cuda_emu.h)\"\n"
                     "#else\n");
   kg_strbuf_puts(b, shared_impl);
   /* the data first: the emulator's sources are C++ (namespaces), outside any extern "C" block */

@@ -8,6 +8,7 @@
 #include "../base/clock.h"
 #include "probe.h"
 #include "compiler.h"
+#include "../codegen/kernel_flags.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -62,11 +63,10 @@ int kg_cpu_build(const char *src, const char *fn_name, kg_cpu_module *m) {
   char *argv[80];
   int n = kg_compiler_split_words(cc, argv, 32);
   if (n == 0) argv[n++] = "cc";
-  /* -fno-math-errno: kernels never read errno, and a sqrt that may set it (layernorm's rsqrt) is a call that
-   * neither vectorizes nor leaves its loop. gcc 12 ignores it in `#pragma GCC optimize`, so it is a flag here,
-   * and exported headers recommend it (codegen/header.c). */
-  const char *flags[] = {"-std=c11", "-O3",       "-march=native", "-fno-math-errno", "-fopenmp", "-shared",
-                         "-fPIC",    "-o",        "kernel.so",     "kernel.c",        "-lm"};
+  /* The shared kernel flags (codegen/kernel_flags.h), split in a copy since splitting writes into it. */
+  char kernel_flags[] = KG_KERNEL_CFLAGS;
+  n += kg_compiler_split_words(kernel_flags, argv + n, 32);
+  const char *flags[] = {"-shared", "-fPIC", "-o", "kernel.so", "kernel.c", "-lm"};
   for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) argv[n++] = (char *)flags[i];
   /* $KGEN_CFLAGS comes last so it can override the defaults, e.g. -march=x86-64-v2 for valgrind, which does not
    * know AVX-512. */

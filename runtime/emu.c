@@ -10,6 +10,7 @@
 #include "../base/clock.h"
 #include "probe.h"
 #include "compiler.h"
+#include "../codegen/kernel_flags.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -60,11 +61,10 @@ static int emu_compile(kg_emu_module *m) {
   char *argv[96];
   int n = kg_compiler_split_words(cxx, argv, 16);
   if (n == 0) argv[n++] = "g++";
-  /* -O1: the kernels run at small sizes in tests, where the compile dominates. -fno-strict-aliasing: CUDA code
-   * reads float arrays through float4 pointers. #pragma unroll is CUDA's, unknown to g++. */
-  static const char *const flags[] = {"-std=c++17", "-O1", "-fPIC", "-shared", "-fno-strict-aliasing",
-                                      "-Wno-unknown-pragmas", "-DKG_EMULATE", "-include", "cuda_emu.h",
-                                      "-o", "kernel.so"};
+  /* The shared emulator flags (codegen/kernel_flags.h), split in a copy since splitting writes into it. */
+  char emu_flags[] = KG_EMU_CXXFLAGS;
+  n += kg_compiler_split_words(emu_flags, argv + n, 32);
+  static const char *const flags[] = {"-fPIC", "-shared", "-include", "cuda_emu.h", "-o", "kernel.so"};
   for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) argv[n++] = (char *)flags[i];
   /* $KGEN_EMU_CXXFLAGS after the defaults so it can override them (e.g. -O0 -g to debug a kernel). */
   n += kg_compiler_split_words(extra, argv + n, (int)(sizeof argv / sizeof *argv) - n - 4);

@@ -2,7 +2,8 @@
 # Runs every test binary given, then the CLI tests and the fuzz corpus replay; prints one closing line
 # "N passed, N failed" over all of them and exits non-zero if any failed. A test that skips a part for want of a
 # package or a device says so in a line starting with "skip" (or saying "skipped"); those lines are shown under
-# the test's "ok" line, so that a green run says what it did not check.
+# the test's "ok" line, so that a green run says what it did not check. CLI_TESTS, when set, lists the CLI test
+# scripts to run instead of every tests/cli/*.sh (`make check`, the fast tier).
 set -u
 passed=0; failed=0; skips=0
 show_skips() { # a passing test's output: its skip lines, indented
@@ -21,7 +22,7 @@ for t in "$@"; do
   passed=$((passed + p)); failed=$((failed + f))
   if [ $rc -ne 0 ]; then printf '%s\n' "$out" | tail -40; echo "FAIL: $t (exit $rc)"; else echo "ok: $line"; show_skips "$out"; fi
 done
-for s in tests/cli/*.sh; do
+for s in ${CLI_TESTS:-tests/cli/*.sh}; do
   [ -e "$s" ] || continue
   out=$(bash "$s" 2>&1); rc=$?
   if [ $rc -eq 0 ]; then passed=$((passed + 1)); echo "ok: $s"; show_skips "$out"; else failed=$((failed + 1)); printf '%s\n' "$out" | tail -30; echo "FAIL: $s"; fi

@@ -19,6 +19,7 @@
 #include "../base/strbuf.h"
 #include "../codegen/header.h"
 #include "../runtime/compiler.h"
+#include "../codegen/kernel_flags.h"
 #include "testlib.h"
 
 #define MAX_BIND 2
@@ -335,8 +336,8 @@ static void test_compile_alone(const char *dir, hbuilt *h) {
         "gcc -std=c11 -Wall -Wextra -Werror -c",
         "gcc -std=c11 -Wall -Wextra -Werror -fopenmp -c",
         "gcc -std=c11 -Wall -Wextra -Werror -O2 -DKG_IMPLEMENTATION -c",
-        /* -march=native: the AVX-512 options where the machine has them */
-        "gcc -std=c11 -Wall -Wextra -Werror -O2 -march=native -fopenmp -DKG_IMPLEMENTATION -c",
+        /* the flags kgen measures kernels with (-march=native: the AVX-512 options where the machine has them) */
+        "gcc " KG_KERNEL_CFLAGS " -Wall -Wextra -Werror -DKG_IMPLEMENTATION -c",
         "g++ -Wall -Wextra -Werror -x c++ -c",
         "g++ -Wall -Wextra -Werror -O2 -fopenmp -DKG_IMPLEMENTATION -x c++ -c",
         "g++ -Wall -Wextra -Werror -O2 -DKG_IMPLEMENTATION -x c++ -c",
@@ -569,7 +570,7 @@ static void test_driver(const char *dir, hbuilt *h) {
   free(o);
   jobs js = {0};
   job_add(&js, "driver (C)",
-          "gcc -std=c11 -Wall -Wextra -Werror -O2 -march=native -fopenmp main.c other.c -o driver_c -lm");
+          "gcc " KG_KERNEL_CFLAGS " -Wall -Wextra -Werror main.c other.c -o driver_c -lm");
   job_add(&js, "driver (C++)", "g++ -Wall -Wextra -Werror -O2 -fopenmp -x c++ main.c other.c -o driver_cxx");
   jobs_run(&js, dir);
   jobs_check(&js);
