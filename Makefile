@@ -23,7 +23,10 @@ LINK = $(CC) $(ALL_CFLAGS) $(LDFLAGS)
 # The flags generated kernels are compiled with, read from the one place that defines them (codegen/kernel_flags.h,
 # also used by kgen itself); tests/cli/test_make.sh checks that this read finds them.
 KERNEL_CFLAGS := $(shell sed -n 's/^\#define KG_KERNEL_CFLAGS "\(.*\)"$$/\1/p' codegen/kernel_flags.h)
-KGEN_VERSION := $(shell sed -n 's/^\#define KGEN_VERSION "\(.*\)"$$/\1/p' include/kgen.h)
+KGEN_VERSION := $(shell sed -n 's/^\#define KGEN_VERSION "\(.*\)"$$/\1/p' base/version.h)
+ifeq ($(KGEN_VERSION),)
+$(error base/version.h defines no KGEN_VERSION "X.Y.Z": kgen.pc and the CMake package need it)
+endif
 
 MODULES = base te schedule lower codegen tlog runtime costmodel gen search replay
 LIB_SRC = $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
