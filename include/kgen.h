@@ -23,7 +23,11 @@
  *   runtime/cudrv.h     the CUDA driver API through dlopen: device query, memory, modules, launches, events
  *   runtime/emu.h      the CUDA emulator: generated CUDA run on the CPU (threads as fibers, real barriers)
  *   runtime/verify.h   random inputs, poisoned outputs, comparison with the reference; .npy files
- *   runtime/pipeline.h kg_pipeline_build / verify / time: the C path above in one call each, in process
+ *   codegen/front.h    kg_front_build: trace (or the default schedule) -> schedule -> IR -> printed source
+ *   runtime/pipeline.h kg_candidate_build: the above, then compiled and loaded for a target (C, GPU, emulator), in
+ *                      one call with the failing stage named; kg_pipeline_build / verify / time: the C path in
+ *                      process
+ *   runtime/timing.h   the one timing loop (warm-up, repeats until enough work; base/stats.h's median and spread)
  *   runtime/measure.h  the measurement harness: a batch of candidates built in parallel, run one at a time in a
  *                      worker process (faults and hangs become statuses), verified, timed
  *   tlog/tlog.h        tuning logs: one msgpack record per measured candidate, appended under a lock; a reader
@@ -53,9 +57,12 @@
 #include "../schedule/sched.h"
 #include "../lower/ir.h"
 #include "../codegen/codegen.h"
+#include "../codegen/front.h"
+#include "../base/stats.h"
 #include "../runtime/cpu.h"
 #include "../runtime/verify.h"
 #include "../runtime/pipeline.h"
+#include "../runtime/timing.h"
 #include "../runtime/nvrtc.h"
 #include "../runtime/cudrv.h"
 #include "../runtime/emu.h"
