@@ -4,9 +4,10 @@
  * kg_measurer_new draws the inputs and computes the reference once, then places inputs and outputs in one memfd
  * that both processes map, each buffer between inaccessible pages (kg_buffer_map); the worker maps inputs
  * read-only. kg_measure_batch then
- *   1. builds every candidate on OpenMP threads: schedule + trace -> lower -> print -> compile (C: kg_cpu_build;
- *      GPU: NVRTC and the device's limits; emulator: the launch-shape limits of the arch and kg_emu_build). A
- *      failure here is the candidate's result (compile_error, resource_limit) and never reaches the worker;
+ *   1. builds every candidate on OpenMP threads with kg_candidate_build (runtime/pipeline.h): schedule + trace ->
+ *      lower -> print -> compile (C: kg_cpu_build; GPU: NVRTC and the device's limits; emulator: the launch-shape
+ *      limits of the arch, NVRTC where it loads, and kg_emu_build). A failure here is the candidate's result
+ *      (compile_error, resource_limit) and never reaches the worker;
  *   2. runs the built ones one at a time: poisons the shared outputs, has the worker run the candidate once,
  *      compares the shared outputs with the cached reference, and only then asks for timed repeats.
  * A worker that dies (signal, exit) or does not answer in time (it is then killed) is reaped and started again

@@ -259,6 +259,7 @@ static void test_build_cuda(const kg_program *p) {
   CHECK(b.front.have_cuda && b.front.cuda.kernels[0].block[0] * b.front.cuda.kernels[0].block[1] *
                                b.front.cuda.kernels[0].block[2] <= 64);
   kg_build_free(&b);
+  kg_schedule_free(own);
   o.sched = NULL;
 
   /* an illegal step on CUDA too */
