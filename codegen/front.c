@@ -37,19 +37,23 @@ static int apply_trace(kg_schedule *s, const kg_trace *t, kg_build_error *e) {
   return 0;
 }
 
+kg_schedule *kg_front_default_schedule(const kg_program *p, kg_target_kind target) {
+  kg_schedule *s = kg_schedule_new(p);
+  if (target == KG_TARGET_CUDA) kg_schedule_gpu_default(s, KG_FRONT_GPU_THREADS);
+  return s;
+}
+
 int kg_front_build(const kg_program *p, const kg_front_opts *o, kg_front *f) {
   memset(f, 0, sizeof *f);
   kg_arena_init(&f->arena);
   f->error.step = -1;
   if (o->sched) {
     f->sched = o->sched;
-  } else {
+  } else if (o->trace) {
     f->sched = f->owned = kg_schedule_new(p);
-    if (o->trace) {
-      if (apply_trace(f->owned, o->trace, &f->error) != 0) return -1;
-    } else if (o->target == KG_TARGET_CUDA) {
-      kg_schedule_gpu_default(f->owned, KG_FRONT_GPU_THREADS);
-    }
+    if (apply_trace(f->owned, o->trace, &f->error) != 0) return -1;
+  } else {
+    f->sched = f->owned = kg_front_default_schedule(p, o->target);
   }
   if (o->stop == KG_BUILD_SCHEDULE) return 0;
   char err[sizeof f->error.msg];

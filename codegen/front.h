@@ -65,6 +65,9 @@ typedef struct kg_front {
   kg_build_error error;
 } kg_front;
 
+/* A new schedule of p: the target's default (above). */
+kg_schedule *kg_front_default_schedule(const kg_program *p, kg_target_kind target);
+
 /* Builds p's candidate up to o->stop into f (always initialized: kg_front_free it, also after a failure).
  * 0, or -1 with f->error filled. Requires: p outlives f; o->sched, when given, belongs to p and outlives f. */
 int kg_front_build(const kg_program *p, const kg_front_opts *o, kg_front *f);

@@ -236,6 +236,10 @@ static void test_build_cuda(const kg_program *p) {
   free(want);
   free(got);
   kg_schedule_free(ref);
+  kg_schedule *dc = kg_front_default_schedule(p, KG_TARGET_C), *dg = kg_front_default_schedule(p, KG_TARGET_CUDA);
+  CHECK(dc->trace.nsteps == 0 && dg->trace.nsteps == b.front.sched->trace.nsteps);
+  kg_schedule_free(dc);
+  kg_schedule_free(dg);
   CHECK(!b.front.ir && !b.front.have_cuda);
   kg_build_free(&b);
 
