@@ -229,112 +229,110 @@ static int cmd_check(const options *o, kg_program *p) {
   return 0;
 }
 
-/* Builds the schedule asked for: default, --schedule FILE or --random-schedule SEED. NULL on error (printed). */
-static kg_schedule *make_schedule(const options *o, kg_program *p) {
-  kg_schedule *s = kg_schedule_new(p);
+/* What the candidate is built from: --schedule FILE (its trace, parsed into *t), --random-schedule SEED (a
+ * schedule drawn into *rs), or neither (the target's default). -1 on error (printed). */
+static int schedule_input(const options *o, kg_program *p, kg_trace *t, kg_schedule **rs) {
+  kg_trace_init(t);
+  *rs = NULL;
   char err[2048];
   if (o->schedule_file) {
     size_t len;
     char *text = cli_read_file(o->schedule_file, &len, err, sizeof err);
     if (!text) {
       fprintf(stderr, "kgen: cannot read schedule %s\n", err);
-      kg_schedule_free(s);
-      return NULL;
+      return -1;
     }
-    kg_trace t;
-    kg_trace_init(&t);
-    int rc = kg_trace_parse(&t, o->schedule_file, text, len, err, sizeof err);
+    int rc = kg_trace_parse(t, o->schedule_file, text, len, err, sizeof err);
     free(text);
-    if (rc == 0) {
-      /* step by step, so that an illegal step is reported at its line of the file */
-      for (int i = 0; i < t.nsteps && rc == 0; i++) {
-        rc = kg_schedule_apply(s, &t.steps[i], err, sizeof err);
-        if (rc) fprintf(stderr, "%s:%d: error: %s\n", o->schedule_file, t.steps[i].line, err);
-      }
-    } else {
-      fprintf(stderr, "%s\n", err);
-    }
-    kg_trace_free(&t);
     if (rc) {
-      kg_schedule_free(s);
-      return NULL;
+      fprintf(stderr, "%s\n", err);
+      return -1;
     }
   } else if (o->random_schedule) {
-    kg_schedule_random(s, o->random_seed, o->target, o->random_steps);
-    printf("schedule: random seed %llu (%d steps)\n", (unsigned long long)o->random_seed, s->trace.nsteps);
-  } else if (o->target == KG_TARGET_CUDA) {
-    kg_schedule_gpu_default(s, 256);
-    if (!strcmp(o->cmd, "run")) printf("schedule: naive GPU mapping (%d steps)\n", s->trace.nsteps);
+    *rs = kg_schedule_new(p);
+    kg_schedule_random(*rs, o->random_seed, o->target, o->random_steps);
+    printf("schedule: random seed %llu (%d steps)\n", (unsigned long long)o->random_seed, (*rs)->trace.nsteps);
   }
-  return s;
+  return 0;
+}
+
+/* The build options for what schedule_input gave. */
+static kg_build_opts build_opts(const options *o, const kg_trace *t, const kg_schedule *rs, kg_build_stage stop) {
+  kg_build_opts bo = {.target = o->target, .stop = stop, .trace = o->schedule_file ? t : NULL, .sched = rs};
+  return bo;
+}
+
+/* An illegal step of the schedule file, reported at its line. */
+static void report_schedule_error(const options *o, const kg_trace *t, const kg_build_error *e) {
+  int line = e->step >= 0 && e->step < t->nsteps ? t->steps[e->step].line : 0;
+  fprintf(stderr, "%s:%d: error: %s\n", o->schedule_file ? o->schedule_file : "schedule", line, e->msg + e->step_msg);
 }
 
 static int cmd_lower(const options *o, kg_program *p) {
-  kg_schedule *s = make_schedule(o, p);
-  if (!s) return 1;
-  int rc = 0;
-  kg_strbuf b;
-  kg_strbuf_init(&b);
+  kg_trace t;
+  kg_schedule *rs;
+  if (schedule_input(o, p, &t, &rs)) return 1;
   const char *d = o->dump;
+  /* as far as the dump asked for needs: the printed code, the IR, or only the schedule */
+  int want_print = !d || (!strcmp(d, "c") && o->target == KG_TARGET_C) ||
+                   (!strcmp(d, "cuda") && o->target == KG_TARGET_CUDA);
+  int want_lower = want_print || (d && (!strcmp(d, "ir") || !strcmp(d, "c") || !strcmp(d, "cuda")));
+  kg_build_opts bo = build_opts(o, &t, rs, want_print ? KG_BUILD_PRINT : want_lower ? KG_BUILD_LOWER : KG_BUILD_SCHEDULE);
+  kg_build b;
+  int brc = kg_candidate_build(p, &bo, &b);
+  const kg_build_error *e = &b.front.error;
+  int rc = 0;
+  if (brc && e->stage == KG_BUILD_SCHEDULE) {
+    report_schedule_error(o, &t, e);
+    rc = 1;
+    goto done;
+  }
+  kg_strbuf sb;
+  kg_strbuf_init(&sb);
   if (d && !strcmp(d, "ast")) dump_ast(p);
   if (!d || !strcmp(d, "stages")) {
     char *canon = kg_program_canonical(p);
-    kg_strbuf_printf(&b, "// ---- stages ----\n%s", canon);
+    kg_strbuf_printf(&sb, "// ---- stages ----\n%s", canon);
     free(canon);
   }
   if (!d || !strcmp(d, "schedule")) {
-    char *trace = kg_trace_to_text(&s->trace);
-    kg_strbuf_printf(&b, "// ---- schedule (trace) ----\n%s", trace);
+    char *trace = kg_trace_to_text(&b.front.sched->trace);
+    kg_strbuf_printf(&sb, "// ---- schedule (trace) ----\n%s", trace);
     free(trace);
-    kg_schedule_dump(&b, s);
+    kg_schedule_dump(&sb, b.front.sched);
   }
-  if (!d || !strcmp(d, "ir") || !strcmp(d, "c") || !strcmp(d, "cuda")) {
-    kg_arena a;
-    kg_arena_init(&a);
-    char err[4096];
-    kg_lowered *f = kg_lower(s, o->target, &a, err, sizeof err);
-    if (!f) {
-      fprintf(stderr, "kgen: cannot lower: %s\n", err);
-      rc = 1;
-    } else {
-      if (!d || !strcmp(d, "ir")) {
-        kg_strbuf_puts(&b, "// ---- loop-nest IR ----\n");
-        kg_ir_print(&b, f);
-      }
-      if (o->target == KG_TARGET_CUDA && (!d || !strcmp(d, "cuda"))) {
-        kg_cuda_program cp;
-        if (kg_codegen_cuda(f, "kgen", &cp, err, sizeof err)) {
-          fprintf(stderr, "kgen: cannot print CUDA: %s\n", err);
-          rc = 1;
-        } else {
-          kg_strbuf_puts(&b, "// ---- CUDA ----\n");
-          for (int k = 0; k < cp.nkernels; k++) {
-            const kg_cuda_kernel *kk = &cp.kernels[k];
-            kg_strbuf_printf(&b, "// launch %s: grid (%lld, %lld, %lld) block (%lld, %lld, %lld) shared %lld B%s\n",
-                             kk->name, (long long)kk->grid[0], (long long)kk->grid[1], (long long)kk->grid[2],
-                             (long long)kk->block[0], (long long)kk->block[1], (long long)kk->block[2],
-                             (long long)(kk->static_shared + kk->dynamic_shared), kk->dynamic_shared ? " (dynamic)" : "");
-          }
-          kg_strbuf_puts(&b, cp.source);
-          kg_cuda_program_free(&cp);
-        }
-      }
-      if (o->target == KG_TARGET_C && (!d || !strcmp(d, "c"))) {
-        char *src = NULL;
-        if (kg_codegen_c(f, "kgen_entry", &src, err, sizeof err)) {
-          fprintf(stderr, "kgen: cannot print C: %s\n", err);
-          rc = 1;
-        } else {
-          kg_strbuf_printf(&b, "// ---- C (OpenMP) ----\n%s", src);
-        }
-        free(src);
-      }
+  if (want_lower && brc && e->stage == KG_BUILD_LOWER) {
+    fprintf(stderr, "kgen: cannot lower: %s\n", e->msg);
+    rc = 1;
+  } else if (want_lower) {
+    if (!d || !strcmp(d, "ir")) {
+      kg_strbuf_puts(&sb, "// ---- loop-nest IR ----\n");
+      kg_ir_print(&sb, b.front.ir);
     }
-    kg_arena_free(&a);
+    if (want_print && brc) {
+      fprintf(stderr, "kgen: cannot print %s: %s\n", o->target == KG_TARGET_CUDA ? "CUDA" : "C", e->msg);
+      rc = 1;
+    } else if (want_print && o->target == KG_TARGET_CUDA) {
+      const kg_cuda_program *cp = &b.front.cuda;
+      kg_strbuf_puts(&sb, "// ---- CUDA ----\n");
+      for (int k = 0; k < cp->nkernels; k++) {
+        const kg_cuda_kernel *kk = &cp->kernels[k];
+        kg_strbuf_printf(&sb, "// launch %s: grid (%lld, %lld, %lld) block (%lld, %lld, %lld) shared %lld B%s\n",
+                         kk->name, (long long)kk->grid[0], (long long)kk->grid[1], (long long)kk->grid[2],
+                         (long long)kk->block[0], (long long)kk->block[1], (long long)kk->block[2],
+                         (long long)(kk->static_shared + kk->dynamic_shared), kk->dynamic_shared ? " (dynamic)" : "");
+      }
+      kg_strbuf_puts(&sb, cp->source);
+    } else if (want_print) {
+      kg_strbuf_printf(&sb, "// ---- C (OpenMP) ----\n%s", b.front.c_source);
+    }
   }
-  if (b.s) fputs(b.s, stdout);
-  kg_strbuf_free(&b);
-  kg_schedule_free(s);
+  if (sb.s) fputs(sb.s, stdout);
+  kg_strbuf_free(&sb);
+done:
+  kg_build_free(&b);
+  if (rs) kg_schedule_free(rs);
+  kg_trace_free(&t);
   return rc;
 }
 
@@ -389,12 +387,33 @@ static void print_time(const char *label, double median, double lo, double hi, i
          hi * unit);
 }
 
+static void free_input(kg_build *b, kg_schedule *rs, kg_trace *t) {
+  kg_build_free(b);
+  if (rs) kg_schedule_free(rs);
+  kg_trace_free(t);
+}
+
 /* kgen run through the measurement harness: the CUDA target (GPU or emulator), or --measure on either target.
  * The kernel runs in a worker process, so a fault or a hang is reported, never a crash. */
 static int cmd_run_measured(const options *o, kg_program *p) {
   if (check_memory(p)) return 1;
-  kg_schedule *s = make_schedule(o, p);
-  if (!s) return 1;
+  kg_trace t;
+  kg_schedule *rs;
+  if (schedule_input(o, p, &t, &rs)) return 1;
+  /* the schedule here, so that an illegal step is reported at its line before any data is drawn; the measurer
+   * builds the rest from its trace */
+  kg_build_opts bo = build_opts(o, &t, rs, KG_BUILD_SCHEDULE);
+  kg_build sb;
+  if (kg_candidate_build(p, &bo, &sb)) {
+    report_schedule_error(o, &t, &sb.front.error);
+    kg_build_free(&sb);
+    if (rs) kg_schedule_free(rs);
+    kg_trace_free(&t);
+    return 1;
+  }
+  const kg_schedule *s = sb.front.sched;
+  if (o->target == KG_TARGET_CUDA && !o->schedule_file && !o->random_schedule)
+    printf("schedule: naive GPU mapping (%d steps)\n", s->trace.nsteps);
   kg_measure_opts mo;
   memset(&mo, 0, sizeof mo);
   mo.target = o->target;
@@ -413,12 +432,12 @@ static int cmd_run_measured(const options *o, kg_program *p) {
     if (kg_data_init(&loaded, p, o->data_seed)) {
       kg_data_oom_message(p, 0, err, sizeof err);
       fprintf(stderr, "kgen: error: %s\n", err);
-      kg_schedule_free(s);
+      free_input(&sb, rs, &t);
       return 1;
     }
     if (load_inputs(o, p, &loaded)) {
       kg_data_free(&loaded);
-      kg_schedule_free(s);
+      free_input(&sb, rs, &t);
       return 1;
     }
     mo.inputs = loaded.inputs;
@@ -428,7 +447,7 @@ static int cmd_run_measured(const options *o, kg_program *p) {
   if (o->load_dir) kg_data_free(&loaded);
   if (!m) {
     fprintf(stderr, "kgen: %s\n", err);
-    kg_schedule_free(s);
+    free_input(&sb, rs, &t);
     return 1;
   }
   printf("target: %s on %s (%s)\n", o->target == KG_TARGET_CUDA ? "cuda" : "c", kg_measurer_device(m),
@@ -485,59 +504,63 @@ static int cmd_run_measured(const options *o, kg_program *p) {
 out:
   kg_measure_result_free(&r);
   kg_measurer_free(m);
-  kg_schedule_free(s);
+  free_input(&sb, rs, &t);
   return rc;
 }
 
 static int cmd_run(const options *o, kg_program *p) {
   if (o->target == KG_TARGET_CUDA || o->measure) return cmd_run_measured(o, p);
   if (check_memory(p)) return 1;
-  kg_schedule *s = make_schedule(o, p);
-  if (!s) return 1;
+  kg_trace t;
+  kg_schedule *rs;
+  if (schedule_input(o, p, &t, &rs)) return 1;
   int rc = 1;
   char err[8192];
   kg_pipeline pl;
+  kg_build_opts bo = build_opts(o, &t, rs, KG_BUILD_COMPILE);
+  int built = kg_pipeline_build_opts(p, &bo, &pl) == 0;
+  const kg_build_error *e = &pl.b.front.error;
+  if (!built && e->stage == KG_BUILD_SCHEDULE) {
+    report_schedule_error(o, &t, e);
+    goto out_build;
+  }
   kg_data d;
   if (kg_data_init(&d, p, o->data_seed)) {
     kg_data_oom_message(p, 0, err, sizeof err);
     fprintf(stderr, "kgen: error: %s\n", err);
-    kg_schedule_free(s);
-    return 1;
+    goto out_build;
   }
   if (o->load_dir && load_inputs(o, p, &d)) goto out;
-  if (kg_pipeline_build(s, o->target, &pl, err, sizeof err)) {
-    fprintf(stderr, "kgen: build failed: %s\n", err);
-    kg_pipeline_free(&pl);
+  if (!built) {
+    fprintf(stderr, "kgen: build failed: %s\n", e->msg);
     goto out;
   }
-  printf("compile: %.3f s\n", pl.mod.compile_s);
+  printf("compile: %.3f s\n", pl.b.cpu.compile_s);
   /* With --load the inputs are the user's: compute the reference on them as they are. */
   double t_ref = kg_now_s();
   int ref_rc = o->load_dir ? kg_data_reference_as_is(&d, p) : kg_data_reference(&d, p, o->data_seed);
   if (ref_rc == -2) {
     kg_data_oom_message(p, 1, err, sizeof err);
     fprintf(stderr, "kgen: error: %s\n", err);
-    kg_pipeline_free(&pl);
     goto out;
   }
   printf("reference: %.3f s\n", kg_now_s() - t_ref);
   kg_verify_result v = kg_pipeline_verify(&pl, p, &d, o->rtol);
-  if (o->save_dir && save_tensors(o, p, &d)) {
-    kg_pipeline_free(&pl);
-    goto out;
-  }
-  kg_timing t = kg_pipeline_time(&pl, &d, o->min_repeat_ms / 1000.0);
-  print_time("time", t.median_s, t.min_s, t.max_s, t.runs);
+  if (o->save_dir && save_tensors(o, p, &d)) goto out;
+  kg_timing tm = kg_pipeline_time(&pl, &d, o->min_repeat_ms / 1000.0);
+  print_time("time", tm.median_s, tm.min_s, tm.max_s, tm.runs);
   if (v.ok) {
     printf("verify: ok max_rel_err=%.3g\n", v.max_rel_err);
     rc = 0;
   } else {
     printf("verify: FAILED max_rel_err=%.3g %s\n", v.max_rel_err, v.msg);
   }
-  kg_pipeline_free(&pl);
 out:
   kg_data_free(&d);
-  kg_schedule_free(s);
+out_build:
+  kg_pipeline_free(&pl);
+  if (rs) kg_schedule_free(rs);
+  kg_trace_free(&t);
   return rc;
 }
 

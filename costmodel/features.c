@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../codegen/front.h"
 #include "../lower/ir.h"
 
 /* Per-buffer fields (b = the buffer's rank among the store's buffers, by bytes touched). L: log-scaled count,
@@ -581,26 +582,26 @@ static float scale(double x, int is_log) {
 
 int kg_features_extract(const kg_schedule *s, kg_target_kind target, float *out) {
   memset(out, 0, sizeof(float) * KG_NFEATURES);
-  kg_arena a;
-  kg_arena_init(&a);
-  char err[256];
-  kg_lowered *f = kg_lower(s, target, &a, err, sizeof err);
-  if (!f) {
-    kg_arena_free(&a);
+  kg_front fr;
+  kg_front_opts fo = {.target = target, .stop = KG_BUILD_LOWER, .sched = s};
+  if (kg_front_build(s->prog, &fo, &fr) != 0) {
+    kg_front_free(&fr);
     return -1;
   }
+  kg_arena *a = &fr.arena;
+  const kg_lowered *f = fr.ir;
   walker w;
   memset(&w, 0, sizeof w);
-  w.a = &a;
+  w.a = a;
   w.f = f;
   w.nvars = f->n_vars;
-  w.loopdepth = KG_NEW_ARRAY(&a, int, w.nvars + 1);
+  w.loopdepth = KG_NEW_ARRAY(a, int, w.nvars + 1);
   for (int i = 0; i < w.nvars; i++) w.loopdepth[i] = -1;
-  w.letmask = KG_NEW_ARRAY(&a, uint64_t, w.nvars + 1);
-  w.letval = KG_NEW_ARRAY(&a, kg_irexpr *, w.nvars + 1);
+  w.letmask = KG_NEW_ARRAY(a, uint64_t, w.nvars + 1);
+  w.letval = KG_NEW_ARRAY(a, kg_irexpr *, w.nvars + 1);
   int nk = f->body && f->body->kind == KG_IRS_SEQ ? f->body->seq.n : 1;
   w.nkernels = nk;
-  w.kernels = KG_NEW_ARRAY(&a, kernel, nk + 1);
+  w.kernels = KG_NEW_ARRAY(a, kernel, nk + 1);
   if (f->body && f->body->kind == KG_IRS_SEQ)
     for (w.cur = 0; w.cur < nk; w.cur++) walk(&w, f->body->seq.items[w.cur]);
   else
@@ -646,6 +647,6 @@ int kg_features_extract(const kg_schedule *s, kg_target_kind target, float *out)
   qsort(w.stores, (size_t)w.nstores, sizeof *w.stores, cmp_store);
   for (int i = 0; i < w.nstores && i < KG_FEAT_STORES; i++)
     for (int j = 0; j < F_COUNT; j++) out[i * KG_FEAT_PER_STORE + j] = scale(w.stores[i].raw[j], store_log[j]);
-  kg_arena_free(&a);
+  kg_front_free(&fr);
   return 0;
 }

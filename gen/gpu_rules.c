@@ -3,6 +3,7 @@
 #include "gpu_rules.h"
 #include <stdio.h>
 #include <string.h>
+#include "../codegen/front.h"
 #include "../lower/ir.h"
 
 /* ---- reads and reuse ---- */
@@ -196,12 +197,11 @@ static const char *over_budget(const vcheck *v) {
 }
 
 int kg_gpu_launchable(const kg_schedule *sc, const kg_gpu_budget *budget, char *why, size_t whylen) {
-  kg_arena a;
-  kg_arena_init(&a);
-  char err[512];
-  kg_lowered *f = kg_lower(sc, KG_TARGET_CUDA, &a, err, sizeof err);
-  if (!f) snprintf(why, whylen, "%s", err);
-  int ok = f != NULL;
+  kg_front fr;
+  kg_front_opts fo = {.target = KG_TARGET_CUDA, .stop = KG_BUILD_LOWER, .sched = sc};
+  int ok = kg_front_build(sc->prog, &fo, &fr) == 0;
+  if (!ok) snprintf(why, whylen, "%s", fr.error.msg);
+  const kg_lowered *f = fr.ir;
   for (int k = 0; ok && k < f->body->seq.n; k++) {
     vcheck v;
     memset(&v, 0, sizeof v);
@@ -219,6 +219,6 @@ int kg_gpu_launchable(const kg_schedule *sc, const kg_gpu_budget *budget, char *
       ok = 0;
     }
   }
-  kg_arena_free(&a);
+  kg_front_free(&fr);
   return ok ? 0 : -1;
 }

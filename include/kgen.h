@@ -11,7 +11,8 @@
  * and kgen takes it through these stages, each a module (a folder) with its own header. The modules form layers
  * that point one way: each includes only the modules listed before it (tests/cli/test_layers.sh enforces it).
  *
- *   base/              arenas, diagnostics, bounded file reading, memory budget, string buffers, the version
+ *   base/              arenas, diagnostics, bounded file reading, memory budget, string buffers, the version,
+ *                      summary statistics (base/stats.h: the one median)
  *   te/te.h            kg_program_load: parse, check (names, sizes, shapes, bounds), split into stages;
  *                      kg_eval_reference: the oracle, interpreting the checked program directly;
  *                      kg_program_flops / kg_program_bytes
@@ -22,7 +23,8 @@
  *                      that transform it (bound tightening, ...), each stating what it requires
  *   codegen/codegen.h  kg_codegen_c: C11 with OpenMP; kg_codegen_cuda: CUDA C, one kernel per root stage
  *                      (the kg_cuda_program family); codegen/gpu_arch.h: the limits of each CUDA arch;
- *                      codegen/header.h: exported headers
+ *                      codegen/header.h: exported headers;
+ *                      codegen/front.h: kg_front_build, trace (or the default schedule) -> schedule -> IR -> source
  *   tlog/tlog.h        tuning logs: one msgpack record per measured candidate, appended under a lock; a reader
  *                      that keeps every intact record; kg_tlog_show (`kgen show`); tlog/status.h: the outcomes
  *   runtime/cpu.h      kg_cpu_build: the system compiler into a shared object, loaded with dlopen
@@ -31,7 +33,10 @@
  *   runtime/cudrv.h    the CUDA driver API through dlopen (kg_cudrv_*): device query, memory, modules, launches
  *   runtime/emu.h      the CUDA emulator: generated CUDA run on the CPU (threads as fibers, real barriers)
  *   runtime/verify.h   random inputs, poisoned outputs, comparison with the reference; .npy files
- *   runtime/pipeline.h schedule -> lower -> print -> compile for one candidate, in process
+ *   runtime/pipeline.h kg_candidate_build: kg_front_build, then compiled and loaded for a target (C, GPU, emulator), in
+ *                      one call with the failing stage named; kg_pipeline_build / verify / time: the C path in
+ *                      process
+ *   runtime/timing.h   the one timing loop (warm-up, repeats until enough work; base/stats.h's median and spread)
  *   runtime/measure.h  the measurement harness: a batch of candidates built in parallel, run one at a time in a
  *                      worker process (faults and hangs become statuses), verified, timed
  *   costmodel/features.h, costmodel/model.h
@@ -62,9 +67,12 @@
 #include "../schedule/sched.h"
 #include "../lower/ir.h"
 #include "../codegen/codegen.h"
+#include "../codegen/front.h"
+#include "../base/stats.h"
 #include "../runtime/cpu.h"
 #include "../runtime/verify.h"
 #include "../runtime/pipeline.h"
+#include "../runtime/timing.h"
 #include "../runtime/nvrtc.h"
 #include "../runtime/cudrv.h"
 #include "../runtime/emu.h"

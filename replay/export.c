@@ -8,7 +8,7 @@
 #include "../base/arena.h"
 #include "../base/strbuf.h"
 #include "../base/xalloc.h"
-#include "../runtime/nvrtc.h"
+#include "../runtime/pipeline.h"
 #include "../lower/ir.h"
 #include "export.h"
 #include "../base/version.h"
@@ -52,20 +52,12 @@ static void warn(exporter *x, const char *fn, const char *arch, const char *msg)
   kg_strbuf_printf(&x->warnings, "%s%s%s%s: %s\n", fn, arch ? " (" : "", arch ? arch : "", arch ? ")" : "", msg);
 }
 
-/* The schedule a try stands for: the record's trace, or the target's default schedule (rec NULL). NULL with err
- * when the trace no longer applies (a log from another kgen version, or a program that changed). */
-static kg_schedule *make_schedule(const kg_program *p, const kg_tlog_record *rec, kg_target_kind target, char *err,
-                                  size_t errlen) {
-  kg_schedule *s = kg_schedule_new(p);
-  if (rec) {
-    if (kg_schedule_apply_trace(s, &rec->trace, err, errlen) != 0) {
-      kg_schedule_free(s);
-      return NULL;
-    }
-  } else if (target == KG_TARGET_CUDA) {
-    kg_schedule_gpu_default(s, 256);
-  }
-  return s;
+/* The build options a try stands for: the record's trace, or the target's default schedule (rec NULL). The build
+ * fails at its schedule stage when the trace no longer applies (a log from another kgen version, or a program
+ * that changed). */
+static kg_build_opts try_opts(const kg_tlog_record *rec, kg_target_kind target, kg_build_stage stop) {
+  kg_build_opts o = {.target = target, .stop = stop, .trace = rec ? &rec->trace : NULL};
+  return o;
 }
 
 static char *record_text(const exporter *x, const kg_tlog_record *rec, int index) {
@@ -128,20 +120,21 @@ static int export_c(exporter *x, binding *bd) {
   int index;
   const kg_tlog_record *rec = pick(x, bd->prog, "c", NULL, x->o->device, &index, note, sizeof note);
   for (;;) {
-    kg_schedule *s = make_schedule(bd->prog, rec, KG_TARGET_C, why, sizeof why);
-    kg_arena a;
-    kg_arena_init(&a);
-    kg_lowered *f = s ? kg_lower(s, KG_TARGET_C, &a, why, sizeof why) : NULL;
-    char *src = NULL;
-    int ok = f && kg_codegen_c_function(f, bd->fn, &src, why, sizeof why) == 0;
+    kg_build_opts o = try_opts(rec, KG_TARGET_C, KG_BUILD_PRINT);
+    o.name = bd->fn;
+    o.c_function = 1;
+    kg_build b;
+    int ok = kg_candidate_build(bd->prog, &o, &b) == 0;
     if (ok) {
-      bd->c_function = src;
-      bd->trace_text = kg_trace_to_text(&s->trace);
+      bd->c_function = b.front.c_source;
+      b.front.c_source = NULL;
+      bd->trace_text = kg_trace_to_text(&b.front.sched->trace);
       bd->rec = rec;
       bd->record_text = record_text(x, rec, index);
+    } else {
+      snprintf(why, sizeof why, "%.1023s", b.front.error.msg);
     }
-    kg_arena_free(&a);
-    if (s) kg_schedule_free(s);
+    kg_build_free(&b);
     if (ok) break;
     if (!rec) {
       snprintf(x->err, x->errlen, "%s: the default schedule cannot be printed: %s", bd->fn, why);
@@ -168,48 +161,39 @@ static void variant_free(variant *v) {
   memset(v, 0, sizeof *v);
 }
 
-/* A new variant of bd for schedule rec (NULL: default), printed with the prefix "<fn>_v<index>". 0, or -1 with
- * why. */
-static int variant_new(binding *bd, variant *v, const kg_tlog_record *rec, char *why, size_t whylen) {
-  memset(v, 0, sizeof *v);
-  kg_strbuf_init(&v->note);
-  kg_schedule *s = make_schedule(bd->prog, rec, KG_TARGET_CUDA, why, whylen);
-  if (!s) return -1;
-  kg_arena a;
-  kg_arena_init(&a);
-  kg_lowered *f = kg_lower(s, KG_TARGET_CUDA, &a, why, whylen);
+/* Builds schedule rec (NULL: default) for arch, printed with the prefix "<fn>_v<vi>", and checks the arch's
+ * limits; on success the cubin joins v, and a fresh v (no cubin yet) takes the printed program and the trace.
+ * 0, or -1 with why. */
+static int variant_add_arch(binding *bd, variant *v, int vi, const kg_tlog_record *rec, const char *arch, char *why,
+                            size_t whylen) {
   char prefix[512];
-  snprintf(prefix, sizeof prefix, "%s_v%d", bd->fn, bd->nvars);
-  int rc = f && kg_codegen_cuda(f, prefix, &v->prog, why, whylen) == 0 ? 0 : -1;
-  if (rc == 0) v->trace_text = kg_trace_to_text(&s->trace);
-  kg_arena_free(&a);
-  kg_schedule_free(s);
+  snprintf(prefix, sizeof prefix, "%s_v%d", bd->fn, vi);
+  kg_build_opts o = try_opts(rec, KG_TARGET_CUDA, KG_BUILD_COMPILE);
+  o.name = prefix;
+  o.arch = arch;
+  kg_build b;
+  int rc = kg_candidate_build(bd->prog, &o, &b);
+  if (rc != 0) {
+    const kg_build_error *e = &b.front.error;
+    if (e->stage == KG_BUILD_COMPILE && b.tool == KG_BUILD_TOOL_NVRTC) {
+      const char *log = e->log ? e->log : "NVRTC failed";
+      size_t len = strlen(log);
+      snprintf(why, whylen, "NVRTC: %s", len > 600 ? log + len - 600 : log);
+    } else {
+      snprintf(why, whylen, "%.*s", (int)(whylen ? whylen - 1 : 0), e->msg);
+    }
+  } else {
+    if (v->ncubins == 0) {
+      kg_strbuf_init(&v->note);
+      v->prog = b.front.cuda;
+      b.front.have_cuda = 0;
+      v->trace_text = kg_trace_to_text(&b.front.sched->trace);
+    }
+    v->cubins[v->ncubins++] = b.cubin;
+    b.have_cubin = 0;
+  }
+  kg_build_free(&b);
   return rc;
-}
-
-/* Compiles v for arch and checks the arch's limits; on success the cubin joins v. 0, or -1 with why. */
-static int variant_add_arch(variant *v, const char *arch, char *why, size_t whylen) {
-  kg_cubin *c = &v->cubins[v->ncubins];
-  memset(c, 0, sizeof *c);
-  if (kg_nvrtc_compile(&v->prog, arch, c) != 0) {
-    const char *log = c->log ? c->log : "NVRTC failed";
-    size_t len = strlen(log);
-    snprintf(why, whylen, "NVRTC: %s", len > 600 ? log + len - 600 : log);
-    kg_cubin_free(c);
-    return -1;
-  }
-  kg_gpu_limits l;
-  if (kg_gpu_limits_for_arch(arch, &l) != 0) {
-    snprintf(why, whylen, "unknown arch %s", arch);
-    kg_cubin_free(c);
-    return -1;
-  }
-  if (kg_gpu_check_limits(&v->prog, c, &l, why, whylen) != 0) {
-    kg_cubin_free(c);
-    return -1;
-  }
-  v->ncubins++;
-  return 0;
 }
 
 static int export_cuda_arch(exporter *x, binding *bd, const char *arch) {
@@ -221,22 +205,23 @@ static int export_cuda_arch(exporter *x, binding *bd, const char *arch) {
     if (rec) {
       text = kg_trace_to_text(&rec->trace);
     } else {
-      kg_schedule *s = make_schedule(bd->prog, NULL, KG_TARGET_CUDA, why, sizeof why);
-      text = kg_trace_to_text(&s->trace);
-      kg_schedule_free(s);
+      kg_build_opts o = try_opts(NULL, KG_TARGET_CUDA, KG_BUILD_SCHEDULE);
+      kg_build b;
+      kg_candidate_build(bd->prog, &o, &b);
+      text = kg_trace_to_text(&b.front.sched->trace);
+      kg_build_free(&b);
     }
     variant *v = NULL;
     int fresh = 0;
     for (int i = 0; i < bd->nvars && !v; i++)
       if (!strcmp(bd->vars[i].trace_text, text)) v = &bd->vars[i];
-    int rc = 0;
     if (!v) {
       v = &bd->vars[bd->nvars];
+      memset(v, 0, sizeof *v);
       fresh = 1;
-      rc = variant_new(bd, v, rec, why, sizeof why);
     }
     free(text);
-    if (rc == 0) rc = variant_add_arch(v, arch, why, sizeof why);
+    int rc = variant_add_arch(bd, v, (int)(v - bd->vars), rec, arch, why, sizeof why);
     if (rc == 0) {
       if (fresh) {
         v->rec = rec;
@@ -377,11 +362,10 @@ int kg_export_header(const kg_program *const *progs, int n, const kg_tlog *log, 
   /* Parameter names as lowering gives them (C identifiers clear of every name the header and its includes
    * define), from the default schedule: every kernel of the header takes the same parameters. */
   {
-    kg_schedule *s0 = kg_schedule_new(progs[0]);
-    kg_arena a;
-    kg_arena_init(&a);
-    char why[512];
-    kg_lowered *f = kg_lower(s0, KG_TARGET_C, &a, why, sizeof why);
+    kg_build_opts o = try_opts(NULL, KG_TARGET_C, KG_BUILD_LOWER);
+    kg_build b;
+    kg_candidate_build(progs[0], &o, &b);
+    const kg_lowered *f = b.front.ir;
     for (int i = 0; i < np; i++) {
       const kg_tensor *t = i < progs[0]->ninputs ? progs[0]->inputs[i] : progs[0]->outputs[i - progs[0]->ninputs];
       pnames[i] = strdup(t->name);
@@ -393,8 +377,7 @@ int kg_export_header(const kg_program *const *progs, int n, const kg_tlog *log, 
       free((char *)pnames[k]);
       pnames[k] = strdup(f->params[i]->name);
     }
-    kg_arena_free(&a);
-    kg_schedule_free(s0);
+    kg_build_free(&b);
   }
   for (int k = 0; k < ns; k++) snames[k] = progs[0]->sizes[k].name;
   int *sdyn = kg_xrealloc(NULL, sizeof *sdyn * (size_t)(ns + 1));

@@ -4,9 +4,10 @@
  * kg_measurer_new draws the inputs and computes the reference once, then places inputs and outputs in one memfd
  * that both processes map, each buffer between inaccessible pages (kg_buffer_map); the worker maps inputs
  * read-only. kg_measure_batch then
- *   1. builds every candidate on OpenMP threads: schedule + trace -> lower -> print -> compile (C: kg_cpu_build;
- *      GPU: NVRTC and the device's limits; emulator: the launch-shape limits of the arch and kg_emu_build). A
- *      failure here is the candidate's result (compile_error, resource_limit) and never reaches the worker;
+ *   1. builds every candidate on OpenMP threads with kg_candidate_build (runtime/pipeline.h): schedule + trace ->
+ *      lower -> print -> compile (C: kg_cpu_build; GPU: NVRTC and the device's limits; emulator: the launch-shape
+ *      limits of the arch, NVRTC where it loads, and kg_emu_build). A failure here is the candidate's result
+ *      (compile_error, resource_limit) and never reaches the worker;
  *   2. runs the built ones one at a time: poisons the shared outputs, has the worker run the candidate once,
  *      compares the shared outputs with the cached reference, and only then asks for timed repeats.
  * A worker that dies (signal, exit) or does not answer in time (it is then killed) is reaped and started again
@@ -42,19 +43,12 @@
 #include <fcntl.h>
 #include "../base/clock.h"
 #include "../base/xalloc.h"
-#include "../codegen/codegen.h"
-#include "cpu.h"
-#include "emu.h"
+#include "../base/stats.h"
+#include "pipeline.h"
 #include "verify.h"
 #include "worker.h"
 
 extern char **environ;
-
-
-/* The entry point every C candidate defines (generated: kg_codegen_c's wrapper of kgen_entry). */
-static const char *const entry_name = "kgen_entry";
-/* Kernel names of CUDA candidates: kgen_k0, kgen_k1, ... */
-static const char *const kernel_prefix = "kgen";
 
 struct kg_measurer {
   const kg_program *p;
@@ -544,24 +538,8 @@ fail:
 typedef struct built {
   int ok;
   char *so_path;           /* C / emulator: the module the worker loads */
-  kg_cpu_module cpu;
-  int have_cpu;
-  kg_cuda_program cp;
-  int have_cp;
-  kg_cubin cubin;
-  int have_cubin;
-  kg_emu_module emu;
-  int have_emu;
+  kg_build b;
 } built;
-
-/* The program's bound values of the dynamic sizes cp takes, in cp's order (what the worker runs at). */
-static void bound_sizes(const kg_program *p, const kg_cuda_program *cp, int64_t *out) {
-  for (int i = 0; i < cp->nsizes; i++) {
-    out[i] = 0;
-    for (int k = 0; k < p->nsizes; k++)
-      if (!strcmp(p->sizes[k].name, cp->size_names[i])) out[i] = p->sizes[k].value;
-  }
-}
 
 /* The file a dlopen handle was loaded from (heap), or NULL. */
 static char *handle_path(void *handle) {
@@ -593,120 +571,74 @@ static void classify_build(kg_measure_result *r, int env, const char *log,
   r->env_fault = env;
 }
 
-static void build_one(const kg_measurer *m, const kg_candidate *c, built *b, kg_measure_result *r) {
+/* The candidate's build failure as its result, worded as the measurement harness always has. */
+static void build_failed(const kg_measurer *m, const built *bt, kg_measure_result *r) {
+  const kg_build_error *e = &bt->b.front.error;
+  switch (e->stage) {
+  case KG_BUILD_SCHEDULE: result_msg(r, KG_STATUS_COMPILE_ERROR, "schedule: %s", e->msg); return;
+  case KG_BUILD_LOWER: result_msg(r, KG_STATUS_COMPILE_ERROR, "%s", e->msg); return; /* "lower: ..." itself */
+  case KG_BUILD_PRINT:
+    if (m->o.target == KG_TARGET_C)
+      result_msg(r, KG_STATUS_COMPILE_ERROR, "codegen c: %s", e->msg);
+    else
+      result_msg(r, e->over_limit ? KG_STATUS_RESOURCE_LIMIT : KG_STATUS_COMPILE_ERROR, "%s", e->msg);
+    return;
+  case KG_BUILD_LIMITS: result_msg(r, KG_STATUS_RESOURCE_LIMIT, "%s", e->msg); return;
+  default: break;
+  }
+  switch (bt->b.tool) {
+  case KG_BUILD_TOOL_CC:
+    result_log(r, KG_STATUS_COMPILE_ERROR, "C compiler failed:\n", e->log);
+    classify_build(r, e->env_fault, e->log, cpu_check, NULL);
+    break;
+  case KG_BUILD_TOOL_NVRTC:
+    result_log(r, KG_STATUS_COMPILE_ERROR, "NVRTC failed:\n", e->log);
+    classify_build(r, e->env_fault, e->log, kg_nvrtc_toolchain_check, m->arch);
+    break;
+  case KG_BUILD_TOOL_EMU:
+    result_log(r, KG_STATUS_COMPILE_ERROR, "emulator build failed:\n", e->log);
+    classify_build(r, e->env_fault, e->log, emu_check, NULL);
+    break;
+  default: result_msg(r, KG_STATUS_COMPILE_ERROR, "%s", e->msg); break;
+  }
+}
+
+static void build_one(const kg_measurer *m, const kg_candidate *c, built *bt, kg_measure_result *r) {
   double t0 = kg_now_s();
-  char err[2048];
-  kg_arena arena;
-  kg_arena_init(&arena);
-  kg_schedule *s = kg_schedule_new(m->p);
-  kg_lowered *ir = NULL;
-  char *src = NULL;
-  /* no trace on CUDA: the naive GPU mapping, as `kgen run --target cuda` without a schedule, never one thread */
-  if (!c->trace && m->o.target == KG_TARGET_CUDA) kg_schedule_gpu_default(s, 256);
-  if (c->trace && kg_schedule_apply_trace(s, c->trace, err, sizeof err) != 0) {
-    result_msg(r, KG_STATUS_COMPILE_ERROR, "schedule: %s", err);
-    goto done;
+  kg_build_opts o = {.target = m->o.target,
+                     .stop = KG_BUILD_COMPILE,
+                     .trace = c->trace,
+                     .source = c->source,
+                     .emulate = m->runner == KG_RUNNER_EMULATOR,
+                     .arch = m->arch,
+                     .limits = &m->limits,
+                     .at_bound_sizes = 1};
+  int rc = kg_candidate_build(m->p, &o, &bt->b);
+  /* what NVRTC reports is kept also when a limit then rejects the candidate */
+  if (bt->b.have_cubin && bt->b.tool != KG_BUILD_TOOL_NVRTC && bt->b.cubin.nres > 0) {
+    r->res = kg_xrealloc(NULL, sizeof(kg_kernel_resources) * (size_t)bt->b.cubin.nres);
+    memcpy(r->res, bt->b.cubin.res, sizeof(kg_kernel_resources) * (size_t)bt->b.cubin.nres);
+    r->nres = bt->b.cubin.nres;
   }
-  ir = kg_lower(s, m->o.target, &arena, err, sizeof err);
-  if (!ir) {
-    result_msg(r, KG_STATUS_COMPILE_ERROR, "%s", err); /* kg_lower says "lower: ..." itself */
-    goto done;
-  }
-  if (m->runner == KG_RUNNER_CPU) {
-    if (kg_codegen_c(ir, entry_name, &src, err, sizeof err) != 0) {
-      result_msg(r, KG_STATUS_COMPILE_ERROR, "codegen c: %s", err);
-      goto done;
-    }
-    b->have_cpu = 1;
-    if (kg_cpu_build(c->source ? c->source : src, entry_name, &b->cpu) != 0) {
-      result_log(r, KG_STATUS_COMPILE_ERROR, "C compiler failed:\n", b->cpu.log);
-      classify_build(r, b->cpu.env_fault, b->cpu.log, cpu_check, NULL);
-      goto done;
-    }
-    b->so_path = handle_path(b->cpu.handle);
+  if (rc != 0) {
+    build_failed(m, bt, r);
   } else {
-    int crc = kg_codegen_cuda(ir, kernel_prefix, &b->cp, err, sizeof err);
-    if (crc != 0) {
-      result_msg(r, crc == -2 ? KG_STATUS_RESOURCE_LIMIT : KG_STATUS_COMPILE_ERROR, "%s", err);
-      goto done;
-    }
-    b->have_cp = 1;
-    if (b->cp.nsizes > 0) { /* measured at the bound values: the launch must resolve there */
-      int64_t *sz = kg_xrealloc(NULL, sizeof(int64_t) * (size_t)(b->cp.nsizes + 1));
-      int64_t(*grid)[3] = kg_xrealloc(NULL, sizeof *grid * (size_t)(b->cp.nkernels + 1));
-      bound_sizes(m->p, &b->cp, sz);
-      int grc = kg_cuda_program_grid(&b->cp, sz, grid, NULL, err, sizeof err);
-      free(sz);
-      free(grid);
-      if (grc != 0) {
-        result_msg(r, KG_STATUS_RESOURCE_LIMIT, "codegen cuda: at the bound sizes: %s", err);
-        goto done;
-      }
-    }
-    if (c->source) {
-      free(b->cp.source);
-      b->cp.source = kg_xrealloc(NULL, strlen(c->source) + 1);
-      memcpy(b->cp.source, c->source, strlen(c->source) + 1);
-    }
-    /* The GPU runs the cubin, checked against the device's limits. The emulator runs any block size: the arch's
-     * limits keep it honest about the GPU, and where NVRTC is there the candidate is also compiled for the arch,
-     * so its resources (registers, spills, shared memory) are reported and checked as a GPU run would. */
-    char why[256];
-    kg_cubin *cb = NULL;
-    if (m->runner == KG_RUNNER_GPU || kg_nvrtc_available(why, sizeof why) == 0) {
-      b->have_cubin = 1;
-      if (kg_nvrtc_compile(&b->cp, m->arch, &b->cubin) != 0) {
-        result_log(r, KG_STATUS_COMPILE_ERROR, "NVRTC failed:\n", b->cubin.log);
-        classify_build(r, b->cubin.env_fault, b->cubin.log, kg_nvrtc_toolchain_check, m->arch);
-        goto done;
-      }
-      cb = &b->cubin;
-      if (b->cubin.nres > 0) {
-        r->res = kg_xrealloc(NULL, sizeof(kg_kernel_resources) * (size_t)b->cubin.nres);
-        memcpy(r->res, b->cubin.res, sizeof(kg_kernel_resources) * (size_t)b->cubin.nres);
-        r->nres = b->cubin.nres;
-      }
-    }
-    if (kg_gpu_check_limits(&b->cp, cb, &m->limits, err, sizeof err) != 0) {
-      result_msg(r, KG_STATUS_RESOURCE_LIMIT, "%s", err);
-      goto done;
-    }
-    if (m->runner == KG_RUNNER_EMULATOR) {
-      b->have_emu = 1;
-      if (kg_emu_build(&b->cp, &b->emu) != 0) {
-        result_log(r, KG_STATUS_COMPILE_ERROR, "emulator build failed:\n", b->emu.log);
-        classify_build(r, b->emu.env_fault, b->emu.log, emu_check, NULL);
-        goto done;
-      }
-      b->so_path = handle_path(b->emu.handle);
-    }
+    if (m->runner == KG_RUNNER_CPU) bt->so_path = handle_path(bt->b.cpu.handle);
+    if (m->runner == KG_RUNNER_EMULATOR) bt->so_path = handle_path(bt->b.emu.handle);
+    if (m->runner != KG_RUNNER_GPU && !bt->so_path)
+      result_msg(r, KG_STATUS_COMPILE_ERROR, "the built module's file cannot be found (dlinfo failed)");
+    else
+      bt->ok = 1;
   }
-  if (m->runner != KG_RUNNER_GPU && !b->so_path) {
-    result_msg(r, KG_STATUS_COMPILE_ERROR, "the built module's file cannot be found (dlinfo failed)");
-    goto done;
-  }
-  b->ok = 1;
-done:
-  free(src);
-  kg_schedule_free(s);
-  kg_arena_free(&arena);
   r->compile_s = kg_now_s() - t0;
 }
 
 static void built_free(built *b) {
-  if (b->have_cpu) kg_cpu_module_free(&b->cpu);
-  if (b->have_emu) kg_emu_module_free(&b->emu);
-  if (b->have_cubin) kg_cubin_free(&b->cubin);
-  if (b->have_cp) kg_cuda_program_free(&b->cp);
+  kg_build_free(&b->b);
   free(b->so_path);
 }
 
 /* ---- running ---- */
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 /* The launch table of a CUDA candidate. With dynamic sizes, the worker runs it only at the program's bound values
  * (its CONFIG): the grids and temporaries go resolved at those, then the sizes' names and ranges (the kernels take
@@ -716,7 +648,7 @@ static void put_program(kg_wire *q, const kg_cuda_program *p, const kg_program *
   int64_t(*grid)[3] = kg_xrealloc(NULL, sizeof *grid * (size_t)(p->nkernels + 1));
   int64_t *temps = kg_xrealloc(NULL, sizeof(int64_t) * (size_t)(p->ntemps + 1));
   char why[256];
-  bound_sizes(prog, p, sizes);
+  kg_build_bound_sizes(prog, p, sizes);
   if (kg_cuda_program_grid(p, sizes, grid, temps, why, sizeof why) != 0) {
     for (int k = 0; k < p->nkernels; k++) memcpy(grid[k], p->kernels[k].grid, sizeof grid[k]);
     memcpy(temps, p->temp_elems, sizeof(int64_t) * (size_t)p->ntemps);
@@ -765,12 +697,12 @@ static void run_attempt(kg_measurer *m, const built *b, kg_measure_result *r) {
   kg_wire_u32(q, KG_MSG_VERIFY);
   kg_wire_str(q, b->so_path);
   if (m->runner == KG_RUNNER_GPU && m->load_ptx)
-    kg_wire_bytes(q, b->cubin.ptx, b->cubin.ptx ? strlen(b->cubin.ptx) + 1 : 0);
+    kg_wire_bytes(q, b->b.cubin.ptx, b->b.cubin.ptx ? strlen(b->b.cubin.ptx) + 1 : 0);
   else if (m->runner == KG_RUNNER_GPU)
-    kg_wire_bytes(q, b->cubin.cubin, b->cubin.cubin_size);
+    kg_wire_bytes(q, b->b.cubin.cubin, b->b.cubin.cubin_size);
   else
     kg_wire_bytes(q, NULL, 0);
-  if (m->runner != KG_RUNNER_CPU) put_program(q, &b->cp, m->p);
+  if (m->runner != KG_RUNNER_CPU) put_program(q, &b->b.front.cuda, m->p);
   uint32_t st;
   if (worker_call(m, m->o.timeout_s, r, &st) != 0) return;
   char *msg = kg_wire_get_str(&m->rep);
@@ -810,13 +742,10 @@ static void run_attempt(kg_measurer *m, const built *b, kg_measure_result *r) {
   r->runs = (int)got;
   r->times = kg_xrealloc(NULL, sizeof(double) * got);
   memcpy(r->times, tp, sizeof(double) * got);
-  double *sorted = kg_xrealloc(NULL, sizeof(double) * got);
-  memcpy(sorted, r->times, sizeof(double) * got);
-  qsort(sorted, got, sizeof(double), cmp_double);
-  r->min_s = sorted[0];
-  r->max_s = sorted[got - 1];
-  r->median_s = got % 2 ? sorted[got / 2] : 0.5 * (sorted[got / 2 - 1] + sorted[got / 2]);
-  free(sorted);
+  kg_stats ts = kg_stats_of(r->times, r->runs);
+  r->min_s = ts.min;
+  r->max_s = ts.max;
+  r->median_s = ts.median;
   if (r->median_s > 0) {
     r->gflops = m->flops / r->median_s * 1e-9;
     r->gbps = m->bytes / r->median_s * 1e-9;

@@ -3,10 +3,11 @@
  * faults (illegal address, trap, segfault) or hangs (timeout) cannot take the caller down: the worker is killed
  * if need be, restarted, and the candidate's result carries the status.
  *
- * Per candidate: apply trace -> lower -> print -> compile (C: cc; CUDA: NVRTC + limits check, or the emulator's
- * host build) -> [worker] load, poison outputs, run once -> [caller] compare with the reference (computed once per
- * workload, cached in the measurer) -> [worker] warm-up, repeats until min_repeat_s of work (GPU: events, optional
- * L2 flush between repeats; CPU: clock_gettime) -> median, spread, GFLOP/s, GB/s.
+ * Per candidate (kg_candidate_build): apply trace -> lower -> print -> compile (C: cc; CUDA: NVRTC + limits check,
+ * or the emulator's host build) -> [worker] load, poison outputs, run once -> [caller] compare with the reference
+ * (computed once per workload, cached in the measurer) -> [worker] warm-up, repeats until min_repeat_s of work
+ * (runtime/timing.h; GPU: events, optional L2 flush between repeats; CPU: clock_gettime) -> median, spread
+ * (base/stats.h), GFLOP/s, GB/s.
  *
  * Data lives in shared mappings (one memfd) made before the worker starts: inputs are read-only to the worker,
  * and every buffer sits between inaccessible guard pages, so a CPU kernel that writes an input or past a buffer

@@ -28,11 +28,10 @@
 #include "cudrv.h"
 #include "emu.h"
 #include "measure.h"
+#include "timing.h"
 
 const int kg_worker_linked = 1;
 
-/* Repeats are capped so that a kernel of a few nanoseconds still answers in bounded time and message size. */
-#define WORKER_MAX_RUNS 100000
 
 typedef struct worker {
   int sock, memfd;
@@ -384,6 +383,30 @@ static void do_verify(worker *w, kg_wire *in) {
   reply(w, KG_WORKER_OK, "", dt, NULL, 0);
 }
 
+/* The timing loop's view of the loaded candidate (runtime/timing.h). */
+typedef struct timed {
+  worker *w;
+  float **args;
+  int flush;
+} timed;
+static int timed_run(void *ctx) {
+  timed *t = ctx;
+  return run_once(t->w, t->args);
+}
+/* A GPU repeat: the L2 flush (when asked) before the events, the launch between them. */
+static int timed_gpu_run(void *ctx, double *dt) {
+  timed *t = ctx;
+  worker *w = t->w;
+  int rc = 0;
+  if (t->flush && kg_cudrv_flush_l2(&w->dev, w->err, sizeof w->err) != 0) rc = -1;
+  if (rc == 0) rc = kg_cudrv_timer_start(&w->timer, w->err, sizeof w->err);
+  if (rc == 0)
+    rc = kg_cudrv_launch_program_sizes(&w->mod, &w->prog, w->args_dev, w->nsizes ? w->sizes : NULL, w->err,
+                                      sizeof w->err);
+  if (rc == 0) rc = kg_cudrv_timer_stop(&w->timer, dt, w->err, sizeof w->err);
+  return rc;
+}
+
 static void do_time(worker *w, kg_wire *in) {
   double min_total = kg_wire_get_f64(in);
   int flush = (int)kg_wire_get_u32(in);
@@ -392,40 +415,18 @@ static void do_time(worker *w, kg_wire *in) {
     reply(w, KG_WORKER_ERROR, "worker: no verified candidate to time", 0, NULL, 0);
     return;
   }
-  float **args = w->runner == KG_RUNNER_GPU ? NULL : host_args(w);
-  int cap = 64, n = 0, rc = 0;
-  double *times = kg_xrealloc(NULL, sizeof(double) * (size_t)cap), total = 0;
-  rc = run_once(w, args); /* warm-up: caches, page faults, the OpenMP pool, the module's first launch */
-  while (rc == 0 && (n < 3 || total < min_total) && n < WORKER_MAX_RUNS) {
-    double dt = 0;
-    if (w->runner == KG_RUNNER_GPU) {
-      if (flush && kg_cudrv_flush_l2(&w->dev, w->err, sizeof w->err) != 0) rc = -1;
-      if (rc == 0) rc = kg_cudrv_timer_start(&w->timer, w->err, sizeof w->err);
-      if (rc == 0)
-        rc = kg_cudrv_launch_program_sizes(&w->mod, &w->prog, w->args_dev, w->nsizes ? w->sizes : NULL, w->err,
-                                          sizeof w->err);
-      if (rc == 0) rc = kg_cudrv_timer_stop(&w->timer, &dt, w->err, sizeof w->err);
-    } else {
-      double t0 = kg_now_s();
-      rc = run_once(w, args);
-      dt = kg_now_s() - t0;
-    }
-    if (rc != 0) break;
-    if (n == cap) {
-      cap *= 2;
-      times = kg_xrealloc(times, sizeof(double) * (size_t)cap);
-    }
-    times[n++] = dt;
-    total += dt;
-  }
-  free(args);
+  timed t = {w, w->runner == KG_RUNNER_GPU ? NULL : host_args(w), flush};
+  kg_timer_ops ops = {timed_run, w->runner == KG_RUNNER_GPU ? timed_gpu_run : NULL, &t};
+  kg_repeats rp;
+  int rc = kg_time_repeats(&ops, min_total, KG_TIME_MAX_RUNS, &rp);
+  free(t.args);
   if (rc != 0) {
-    free(times);
+    kg_repeats_free(&rp);
     reply(w, w->runner == KG_RUNNER_GPU ? KG_WORKER_FATAL : KG_WORKER_ERROR, w->err, 0, NULL, 0);
     return;
   }
-  reply(w, KG_WORKER_OK, "", total, times, n);
-  free(times);
+  reply(w, KG_WORKER_OK, "", rp.total_s, rp.times, rp.n);
+  kg_repeats_free(&rp);
 }
 
 void kg_worker_main(int sockfd, int memfd) {

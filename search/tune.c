@@ -21,6 +21,7 @@
 #include "../base/strbuf.h"
 #include "../base/strset.h"
 #include "../base/xalloc.h"
+#include "../codegen/front.h"
 #include "../tlog/tlog.h"
 
 /* Rows the model learns from: one per measured candidate of a task. */
@@ -277,11 +278,7 @@ static void load_records(task *tk, const kg_tlog *log, int from, int appended, k
   free(applies);
 }
 
-static kg_schedule *default_schedule(const task *tk) {
-  kg_schedule *s = kg_schedule_new(tk->t->prog);
-  if (tk->sp->target == KG_TARGET_CUDA) kg_schedule_gpu_default(s, 256);
-  return s;
-}
+static kg_schedule *default_schedule(const task *tk) { return kg_front_default_schedule(tk->t->prog, tk->sp->target); }
 
 /* A result that is the environment's fault (runtime/measure.h) stops tuning: it says nothing about the candidate,
  * and every other candidate would meet the same fault. Such results are never logged. The default schedule is

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../base/stats.h"
 #include "../base/strbuf.h"
 #include "../base/xalloc.h"
 #include "status.h"
@@ -70,20 +71,9 @@ void kg_tlog_workload_of(const kg_program *p, kg_tlog_workload *w) {
   snprintf(w->hash, sizeof w->hash, "%016llx", (unsigned long long)h);
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 double kg_tlog_record_median(const kg_tlog_record *r) {
   if (r->ntimes <= 0 || !r->times) return 0;
-  double *t = kg_xrealloc(NULL, sizeof(double) * (size_t)r->ntimes);
-  memcpy(t, r->times, sizeof(double) * (size_t)r->ntimes);
-  qsort(t, (size_t)r->ntimes, sizeof *t, cmp_double);
-  int n = r->ntimes;
-  double m = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-  free(t);
-  return m;
+  return kg_stats_of(r->times, r->ntimes).median;
 }
 
 int kg_tlog_record_ok(const kg_tlog_record *r) {
