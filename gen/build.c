@@ -4,12 +4,12 @@
 #include <stdio.h>
 #include <string.h>
 
-void kg_build_init(kg_build *b, kg_schedule *s) {
+void kg_builder_init(kg_builder *b, kg_schedule *s) {
   memset(b, 0, sizeof *b);
   b->s = s;
 }
 
-void kg_build_fail(kg_build *b, const char *fmt, ...) {
+void kg_builder_fail(kg_builder *b, const char *fmt, ...) {
   if (b->failed) return;
   b->failed = 1;
   va_list ap;
@@ -30,7 +30,7 @@ static void fill_step(kg_step *st, kg_step_kind kind, const char *stage, const c
   st->nints = nints;
 }
 
-int kg_build_step(kg_build *b, kg_step_kind kind, const char *stage, const char *const *names, int nnames,
+int kg_builder_step(kg_builder *b, kg_step_kind kind, const char *stage, const char *const *names, int nnames,
                   int64_t i0, int64_t i1, int nints) {
   if (b->failed) return -1;
   kg_step st;
@@ -39,7 +39,7 @@ int kg_build_step(kg_build *b, kg_step_kind kind, const char *stage, const char 
   return b->failed ? -1 : 0;
 }
 
-int kg_build_try(kg_build *b, kg_step_kind kind, const char *stage, const char *const *names, int nnames,
+int kg_builder_try(kg_builder *b, kg_step_kind kind, const char *stage, const char *const *names, int nnames,
                  int64_t i0, int64_t i1, int nints) {
   if (b->failed) return -1;
   kg_step st;
@@ -48,50 +48,50 @@ int kg_build_try(kg_build *b, kg_step_kind kind, const char *stage, const char *
   return kg_schedule_apply(b->s, &st, err, sizeof err) == 0 ? 0 : -1;
 }
 
-kg_iter *kg_build_split(kg_build *b, kg_sstage *st, kg_iter *it, int64_t f, kg_iter **inner) {
+kg_iter *kg_builder_split(kg_builder *b, kg_sstage *st, kg_iter *it, int64_t f, kg_iter **inner) {
   *inner = NULL;
   if (!it) {
     b->failed = 1;
     return NULL;
   }
-  if (kg_build_step(b, KG_STEP_SPLIT, st->name, &it->name, 1, f, 0, 1)) return NULL;
+  if (kg_builder_step(b, KG_STEP_SPLIT, st->name, &it->name, 1, f, 0, 1)) return NULL;
   *inner = it->split_inner;
   return it->split_outer;
 }
 
-kg_iter *kg_build_fuse(kg_build *b, kg_sstage *st, kg_iter *x, kg_iter *y) {
+kg_iter *kg_builder_fuse(kg_builder *b, kg_sstage *st, kg_iter *x, kg_iter *y) {
   if (!x || !y) {
     b->failed = 1;
     return NULL;
   }
   const char *n[2] = {x->name, y->name};
-  if (kg_build_step(b, KG_STEP_FUSE, st->name, n, 2, 0, 0, 0)) return NULL;
+  if (kg_builder_step(b, KG_STEP_FUSE, st->name, n, 2, 0, 0, 0)) return NULL;
   return x->fused_into;
 }
 
-kg_iter *kg_build_fuse_run(kg_build *b, kg_sstage *st, int from, int n) {
+kg_iter *kg_builder_fuse_run(kg_builder *b, kg_sstage *st, int from, int n) {
   if (b->failed || from < 0 || from + n > st->nleaves || n < 1) {
     b->failed = 1;
     return NULL;
   }
   kg_iter *f = st->leaves[from];
-  for (int k = 1; k < n && !b->failed; k++) f = kg_build_fuse(b, st, st->leaves[from], st->leaves[from + 1]);
+  for (int k = 1; k < n && !b->failed; k++) f = kg_builder_fuse(b, st, st->leaves[from], st->leaves[from + 1]);
   return b->failed ? NULL : f;
 }
 
-void kg_build_annotate(kg_build *b, kg_step_kind kind, kg_sstage *st, kg_iter *it, kg_thread_tag tag) {
+void kg_builder_annotate(kg_builder *b, kg_step_kind kind, kg_sstage *st, kg_iter *it, kg_thread_tag tag) {
   if (!it) {
     b->failed = 1;
     return;
   }
   const char *n[2] = {it->name, kg_thread_tag_names[tag]};
-  kg_build_step(b, kind, st->name, n, kind == KG_STEP_BIND ? 2 : 1, 0, 0, 0);
+  kg_builder_step(b, kind, st->name, n, kind == KG_STEP_BIND ? 2 : 1, 0, 0, 0);
 }
 
-void kg_build_reorder(kg_build *b, kg_sstage *st, kg_iter **order, int n) {
+void kg_builder_reorder(kg_builder *b, kg_sstage *st, kg_iter **order, int n) {
   if (b->failed || n < 2) return;
   if (n > KG_STEP_MAX_NAMES) {
-    kg_build_fail(b, "reorder: stage %s: %d loops (at most %d)", st->name, n, KG_STEP_MAX_NAMES);
+    kg_builder_fail(b, "reorder: stage %s: %d loops (at most %d)", st->name, n, KG_STEP_MAX_NAMES);
     return;
   }
   const char *names[KG_STEP_MAX_NAMES];
@@ -105,22 +105,22 @@ void kg_build_reorder(kg_build *b, kg_sstage *st, kg_iter **order, int n) {
     int at = kg_sstage_leaf_index(st, order[i]);
     if (at < 0 || (i && kg_sstage_leaf_index(st, order[i - 1]) >= at)) in_order = 0;
   }
-  if (!in_order) kg_build_step(b, KG_STEP_REORDER, st->name, names, n, 0, 0, 0);
+  if (!in_order) kg_builder_step(b, KG_STEP_REORDER, st->name, names, n, 0, 0, 0);
 }
 
-void kg_build_compute_at(kg_build *b, kg_sstage *p, const kg_sstage *c, kg_iter *it) {
+void kg_builder_compute_at(kg_builder *b, kg_sstage *p, const kg_sstage *c, kg_iter *it) {
   if (!it) {
     b->failed = 1;
     return;
   }
   const char *n[2] = {c->name, it->name};
-  kg_build_step(b, KG_STEP_COMPUTE_AT, p->name, n, 2, 0, 0, 0);
+  kg_builder_step(b, KG_STEP_COMPUTE_AT, p->name, n, 2, 0, 0, 0);
 }
 
-kg_sstage *kg_build_cache(kg_build *b, kg_step_kind kind, const char *what, const char *scope,
+kg_sstage *kg_builder_cache(kg_builder *b, kg_step_kind kind, const char *what, const char *scope,
                           const kg_sstage *reader) {
   const char *n[2] = {scope, reader ? reader->name : NULL};
-  if (kg_build_step(b, kind, what, n, kind == KG_STEP_CACHE_READ ? 2 : 1, 0, 0, 0)) return NULL;
+  if (kg_builder_step(b, kind, what, n, kind == KG_STEP_CACHE_READ ? 2 : 1, 0, 0, 0)) return NULL;
   /* the created stage is the newest one with that origin */
   kg_stage_origin o = kind == KG_STEP_CACHE_READ ? KG_ORIGIN_CACHE_READ : KG_ORIGIN_CACHE_WRITE;
   kg_sstage *best = NULL;

@@ -5,9 +5,9 @@
  * A build fails as a whole: the first step that fails marks it failed and keeps that step's message in err; every
  * helper is then a no-op (returning NULL or -1), so a structure is written as a straight sequence of steps and
  * checked once at its end. A helper handed a NULL loop (what an earlier failed helper returned) fails the build
- * too. Only kg_build_try applies a step whose failure the caller expects and handles (the build goes on).
+ * too. Only kg_builder_try applies a step whose failure the caller expects and handles (the build goes on).
  *
- * Reorder rule (kg_build_reorder): the loops named take the slots they occupy now, in ascending order, as the
+ * Reorder rule (kg_builder_reorder): the loops named take the slots they occupy now, in ascending order, as the
  * reorder primitive does; so a subset of a stage's leaves may be named, and the step is recorded exactly when it
  * changes the nest (when the loops are not already in that relative order). A loop that is not a leaf of the
  * stage is handed to the primitive, which refuses it with its own message. */
@@ -15,37 +15,37 @@
 #define KG_GEN_BUILD_H
 #include "../schedule/sched_impl.h"
 
-typedef struct kg_build {
+typedef struct kg_builder {
   kg_schedule *s;
   int failed;
   char err[512]; /* the first failure's message ("" when a helper failed on a NULL loop) */
-} kg_build;
+} kg_builder;
 
 /* A build on s, not failed. */
-void kg_build_init(kg_build *b, kg_schedule *s);
+void kg_builder_init(kg_builder *b, kg_schedule *s);
 /* Marks b failed with this message (kept only when it is the first failure). */
-void kg_build_fail(kg_build *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void kg_builder_fail(kg_builder *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Applies one step (0), or marks b failed (-1). */
-int kg_build_step(kg_build *b, kg_step_kind kind, const char *stage, const char *const *names, int nnames,
+int kg_builder_step(kg_builder *b, kg_step_kind kind, const char *stage, const char *const *names, int nnames,
                   int64_t i0, int64_t i1, int nints);
 /* Applies one step whose failure the caller handles: 0 when applied, -1 when it failed (s unchanged, b not
  * failed) or b had already failed. */
-int kg_build_try(kg_build *b, kg_step_kind kind, const char *stage, const char *const *names, int nnames,
+int kg_builder_try(kg_builder *b, kg_step_kind kind, const char *stage, const char *const *names, int nnames,
                  int64_t i0, int64_t i1, int nints);
 /* split: the outer loop (*inner the inner one), NULL on failure. */
-kg_iter *kg_build_split(kg_build *b, kg_sstage *st, kg_iter *it, int64_t f, kg_iter **inner);
+kg_iter *kg_builder_split(kg_builder *b, kg_sstage *st, kg_iter *it, int64_t f, kg_iter **inner);
 /* fuse of two adjacent loops (x outer): the fused loop, NULL on failure. */
-kg_iter *kg_build_fuse(kg_build *b, kg_sstage *st, kg_iter *x, kg_iter *y);
+kg_iter *kg_builder_fuse(kg_builder *b, kg_sstage *st, kg_iter *x, kg_iter *y);
 /* Fuses st's leaves from..from+n-1 (adjacent) into one: the fused loop (the loop itself when n == 1). */
-kg_iter *kg_build_fuse_run(kg_build *b, kg_sstage *st, int from, int n);
+kg_iter *kg_builder_fuse_run(kg_builder *b, kg_sstage *st, int from, int n);
 /* unroll / vectorize / parallel / bind (tag for bind only). */
-void kg_build_annotate(kg_build *b, kg_step_kind kind, kg_sstage *st, kg_iter *it, kg_thread_tag tag);
+void kg_builder_annotate(kg_builder *b, kg_step_kind kind, kg_sstage *st, kg_iter *it, kg_thread_tag tag);
 /* Reorders st's loops into this relative order (the rule above; no step when they already are in it). More
  * than KG_STEP_MAX_NAMES loops fail the build. */
-void kg_build_reorder(kg_build *b, kg_sstage *st, kg_iter **order, int n);
+void kg_builder_reorder(kg_builder *b, kg_sstage *st, kg_iter **order, int n);
 /* compute_at: stage p at loop it of stage c. */
-void kg_build_compute_at(kg_build *b, kg_sstage *p, const kg_sstage *c, kg_iter *it);
+void kg_builder_compute_at(kg_builder *b, kg_sstage *p, const kg_sstage *c, kg_iter *it);
 /* cache_read WHAT SCOPE READER / cache_write WHAT SCOPE: the created stage, NULL on failure. */
-kg_sstage *kg_build_cache(kg_build *b, kg_step_kind kind, const char *what, const char *scope,
+kg_sstage *kg_builder_cache(kg_builder *b, kg_step_kind kind, const char *what, const char *scope,
                           const kg_sstage *reader);
 #endif

@@ -65,27 +65,27 @@ int kg_gpu_has_reuse(const kg_sstage *st) {
 
 /* ---- cooperative fetch ---- */
 
-void kg_gpu_cooperative_fetch(kg_build *g, kg_sstage *sh, int64_t tx, int64_t ty, int64_t vec) {
+void kg_gpu_cooperative_fetch(kg_builder *g, kg_sstage *sh, int64_t tx, int64_t ty, int64_t vec) {
   kg_iter *in;
   if (sh->nleaves == 0) return; /* a scalar: one thread stores it */
   if (vec > 1) {
-    kg_build_split(g, sh, sh->leaves[sh->nleaves - 1], vec, &in);
-    kg_build_annotate(g, KG_STEP_VECTORIZE, sh, in, KG_THREAD_NONE);
+    kg_builder_split(g, sh, sh->leaves[sh->nleaves - 1], vec, &in);
+    kg_builder_annotate(g, KG_STEP_VECTORIZE, sh, in, KG_THREAD_NONE);
   }
   if (g->failed) return;
   /* the loops outside the vector part */
   int n = sh->nleaves - (sh->leaves[sh->nleaves - 1]->kind == KG_LOOP_VECTORIZED);
   kg_iter *f = sh->leaves[0];
-  for (int k = 1; k < n && !g->failed; k++) f = kg_build_fuse(g, sh, sh->leaves[0], sh->leaves[1]);
+  for (int k = 1; k < n && !g->failed; k++) f = kg_builder_fuse(g, sh, sh->leaves[0], sh->leaves[1]);
   if (g->failed) return;
   if (tx > 1) {
-    kg_iter *o = kg_build_split(g, sh, f, tx, &in);
-    kg_build_annotate(g, KG_STEP_BIND, sh, in, KG_THREAD_THREAD_X);
+    kg_iter *o = kg_builder_split(g, sh, f, tx, &in);
+    kg_builder_annotate(g, KG_STEP_BIND, sh, in, KG_THREAD_THREAD_X);
     f = o;
   }
   if (ty > 1) {
-    kg_iter *o = kg_build_split(g, sh, f, ty, &in);
-    kg_build_annotate(g, KG_STEP_BIND, sh, in, KG_THREAD_THREAD_Y);
+    kg_iter *o = kg_builder_split(g, sh, f, ty, &in);
+    kg_builder_annotate(g, KG_STEP_BIND, sh, in, KG_THREAD_THREAD_Y);
     (void)o;
   }
 }

@@ -14,7 +14,7 @@ int kg_gpu_has_reuse(const kg_sstage *st);
 /* A cooperative fetch: shared stage sh with its loops fused and split over exactly tx x ty threads (threadIdx.x,
  * .y). With vec > 1 a vec-wide vectorized part is split off the innermost axis before fusing, so its accesses
  * stay contiguous (and aligned when the row length allows) in the printed index. */
-void kg_gpu_cooperative_fetch(kg_build *b, kg_sstage *sh, int64_t tx, int64_t ty, int64_t vec);
+void kg_gpu_cooperative_fetch(kg_builder *b, kg_sstage *sh, int64_t tx, int64_t ty, int64_t vec);
 
 /* What a launch may use. Register arrays are counted in floats: each one at most local_array, all of a kernel's
  * together at most local_total; with regs_per_block > 0 also (local_total_used + reg_overhead) x threads at most

@@ -103,7 +103,7 @@ typedef struct mapping {
 } mapping;
 
 typedef struct gctx {
-  kg_build b; /* on the scratch schedule */
+  kg_builder b; /* on the scratch schedule */
   grng *r;
   mapping maps[64];
   int nmaps;
@@ -128,7 +128,7 @@ static kg_iter *tile_reductions(gctx *g, kg_sstage *st, int first_free, int must
     kg_iter *it = red[k];
     int64_t f = draw_rtile(g->r, it->extent);
     if (f >= 2 && f < it->extent && ((must_split && k == 0) || chance(g->r, 45))) {
-      kg_iter *in, *o = kg_build_split(&g->b, st, it, f, &in);
+      kg_iter *in, *o = kg_builder_split(&g->b, st, it, f, &in);
       outer[no++] = o;
       inner[ni++] = in;
     } else {
@@ -149,9 +149,9 @@ static kg_iter *tile_reductions(gctx *g, kg_sstage *st, int first_free, int must
     return NULL;
   }
   /* the loops from first_free on take their slots in this order */
-  if (n >= 2) kg_build_reorder(&g->b, st, order, n);
+  if (n >= 2) kg_builder_reorder(&g->b, st, order, n);
   for (int k = 0; k < ni && !g->b.failed; k++)
-    if (inner[k]->extent <= 16 && chance(g->r, 30)) kg_build_annotate(&g->b, KG_STEP_UNROLL, st, inner[k], KG_THREAD_NONE);
+    if (inner[k]->extent <= 16 && chance(g->r, 30)) kg_builder_annotate(&g->b, KG_STEP_UNROLL, st, inner[k], KG_THREAD_NONE);
   return no ? outer[no - 1] : NULL;
 }
 
@@ -167,7 +167,7 @@ static void per_thread_stage(gctx *g, kg_sstage *st, int64_t tx, int64_t ty) {
   /* its region's extents are known only when lowered, so no vectorizing here */
   kg_iter *last = st->nleaves ? st->leaves[st->nleaves - 1] : NULL;
   if (last && last->kind == KG_LOOP_SERIAL && !last->is_reduce && chance(g->r, 30))
-    kg_build_annotate(&g->b, KG_STEP_UNROLL, st, last, KG_THREAD_NONE);
+    kg_builder_annotate(&g->b, KG_STEP_UNROLL, st, last, KG_THREAD_NONE);
   if (!ko || g->b.failed) return;
   kg_tensor *t[16];
   int reuse[16], n = 0;
@@ -176,9 +176,9 @@ static void per_thread_stage(gctx *g, kg_sstage *st, int64_t tx, int64_t ty) {
     const kg_sstage *prod = kg_sched_stage_of_tensor(g->b.s, t[k]);
     if (prod && prod->attach != KG_ATTACH_ROOT) continue;
     if (!chance(g->r, reuse[k] ? 80 : 35)) continue;
-    kg_sstage *sh = kg_build_cache(&g->b, KG_STEP_CACHE_READ, t[k]->name, "shared", st);
+    kg_sstage *sh = kg_builder_cache(&g->b, KG_STEP_CACHE_READ, t[k]->name, "shared", st);
     if (!sh) return;
-    kg_build_compute_at(&g->b, sh, st, ko);
+    kg_builder_compute_at(&g->b, sh, st, ko);
     kg_gpu_cooperative_fetch(&g->b, sh, tx, ty, fetch_vector(g->r));
   }
 }
@@ -208,13 +208,13 @@ static mapping *map_root(gctx *g, kg_sstage *st, int with_red, int want_tiled) {
   if (!tiled) {
     m->fused = nax >= 2;
     kg_iter *f = st->leaves[0];
-    for (int d = 1; d < nax && !g->b.failed; d++) f = kg_build_fuse(&g->b, st, st->leaves[0], st->leaves[1]);
+    for (int d = 1; d < nax && !g->b.failed; d++) f = kg_builder_fuse(&g->b, st, st->leaves[0], st->leaves[1]);
     if (g->b.failed) return NULL;
     int64_t in_f = draw_inner(g->r, f->extent);
     int64_t t = draw_threads(g->r, (f->extent + in_f - 1) / in_f, cap);
     kg_iter *ti = NULL, *ii = NULL;
-    kg_iter *b = t * in_f > 1 ? kg_build_split(&g->b, st, f, t * in_f, &ti) : f;
-    if (ti && in_f > 1) ti = kg_build_split(&g->b, st, ti, in_f, &ii);
+    kg_iter *b = t * in_f > 1 ? kg_builder_split(&g->b, st, f, t * in_f, &ti) : f;
+    if (ti && in_f > 1) ti = kg_builder_split(&g->b, st, ti, in_f, &ii);
     blocks[nb++] = b;
     if (ti) {
       threads[nt] = ti;
@@ -241,14 +241,14 @@ static mapping *map_root(gctx *g, kg_sstage *st, int with_red, int want_tiled) {
         kg_iter *ti = NULL, *ii = NULL;
         /* sometimes a virtual-thread level outside the threads of the last axis (an unrolled serial loop) */
         int64_t v = d == tax[0] && it->extent > 2 * t * in_f && chance(g->r, 15) ? (chance(g->r, 50) ? 2 : 4) : 1;
-        kg_iter *b = v * t * in_f > 1 ? kg_build_split(&g->b, st, it, v * t * in_f, &ti) : it;
-        if (ti && v > 1) vth = kg_build_split(&g->b, st, ti, t * in_f, &ti);
-        if (ti && in_f > 1) ti = kg_build_split(&g->b, st, ti, in_f, &ii);
+        kg_iter *b = v * t * in_f > 1 ? kg_builder_split(&g->b, st, it, v * t * in_f, &ti) : it;
+        if (ti && v > 1) vth = kg_builder_split(&g->b, st, ti, t * in_f, &ti);
+        if (ti && in_f > 1) ti = kg_builder_split(&g->b, st, ti, in_f, &ii);
         blocks[nb++] = b;
         tpart[d] = ti;
         if (ii) inner[ni++] = ii;
       } else if (in_f > 1 && it->extent > in_f) {
-        kg_iter *ii, *b = kg_build_split(&g->b, st, it, in_f, &ii);
+        kg_iter *ii, *b = kg_builder_split(&g->b, st, it, in_f, &ii);
         blocks[nb++] = b;
         inner[ni++] = ii;
       } else {
@@ -277,41 +277,41 @@ static mapping *map_root(gctx *g, kg_sstage *st, int with_red, int want_tiled) {
     g->b.failed = 1;
     return NULL;
   }
-  kg_build_reorder(&g->b, st, order, n);
+  kg_builder_reorder(&g->b, st, order, n);
   /* fuse the block parts (now the first nb leaves) into one loop, or two for blockIdx.y / .x */
   int two = nb >= 2 && chance(g->r, 35);
   kg_iter *bx = NULL, *by = NULL;
   if (two) {
     by = st->leaves[0];
-    for (int k = 1; k < nb - 1 && !g->b.failed; k++) by = kg_build_fuse(&g->b, st, st->leaves[0], st->leaves[1]);
+    for (int k = 1; k < nb - 1 && !g->b.failed; k++) by = kg_builder_fuse(&g->b, st, st->leaves[0], st->leaves[1]);
     bx = st->leaves[1];
-    if (!g->b.failed && by->extent > 65535) two = 0, bx = kg_build_fuse(&g->b, st, by, bx), by = NULL;
+    if (!g->b.failed && by->extent > 65535) two = 0, bx = kg_builder_fuse(&g->b, st, by, bx), by = NULL;
   } else {
     bx = st->leaves[0];
-    for (int k = 1; k < nb && !g->b.failed; k++) bx = kg_build_fuse(&g->b, st, st->leaves[0], st->leaves[1]);
+    for (int k = 1; k < nb && !g->b.failed; k++) bx = kg_builder_fuse(&g->b, st, st->leaves[0], st->leaves[1]);
   }
   if (g->b.failed) return NULL;
   if (bx->extent > INT32_MAX) {
     g->b.failed = 1;
     return NULL;
   }
-  kg_build_annotate(&g->b, KG_STEP_BIND, st, bx, KG_THREAD_BLOCK_X);
-  if (by) kg_build_annotate(&g->b, KG_STEP_BIND, st, by, KG_THREAD_BLOCK_Y);
-  if (vth) kg_build_annotate(&g->b, KG_STEP_BIND, st, vth, KG_THREAD_VTHREAD);
+  kg_builder_annotate(&g->b, KG_STEP_BIND, st, bx, KG_THREAD_BLOCK_X);
+  if (by) kg_builder_annotate(&g->b, KG_STEP_BIND, st, by, KG_THREAD_BLOCK_Y);
+  if (vth) kg_builder_annotate(&g->b, KG_STEP_BIND, st, vth, KG_THREAD_VTHREAD);
   /* threads: (y, x), or fused into x */
   if (nt == 2 && chance(g->r, 25)) {
-    kg_iter *f = kg_build_fuse(&g->b, st, threads[0], threads[1]);
+    kg_iter *f = kg_builder_fuse(&g->b, st, threads[0], threads[1]);
     threads[0] = f;
     text[0] *= text[1];
     nt = 1;
   }
   if (nt == 2) {
-    kg_build_annotate(&g->b, KG_STEP_BIND, st, threads[0], KG_THREAD_THREAD_Y);
-    kg_build_annotate(&g->b, KG_STEP_BIND, st, threads[1], KG_THREAD_THREAD_X);
+    kg_builder_annotate(&g->b, KG_STEP_BIND, st, threads[0], KG_THREAD_THREAD_Y);
+    kg_builder_annotate(&g->b, KG_STEP_BIND, st, threads[1], KG_THREAD_THREAD_X);
     m->ty = text[0];
     m->tx = text[1];
   } else if (nt == 1) {
-    kg_build_annotate(&g->b, KG_STEP_BIND, st, threads[0], KG_THREAD_THREAD_X);
+    kg_builder_annotate(&g->b, KG_STEP_BIND, st, threads[0], KG_THREAD_THREAD_X);
     m->tx = text[0];
   }
   if (g->b.failed) return NULL;
@@ -330,8 +330,8 @@ static mapping *map_root(gctx *g, kg_sstage *st, int with_red, int want_tiled) {
   kg_iter *last = st->leaves[st->nleaves - 1];
   if (ni && last == inner[ni - 1] && last->kind == KG_LOOP_SERIAL) {
     int x = below(g->r, 10);
-    if (x < 4 && (last->extent == 2 || last->extent == 4)) kg_build_annotate(&g->b, KG_STEP_VECTORIZE, st, last, KG_THREAD_NONE);
-    else if (x < 7) kg_build_annotate(&g->b, KG_STEP_UNROLL, st, last, KG_THREAD_NONE);
+    if (x < 4 && (last->extent == 2 || last->extent == 4)) kg_builder_annotate(&g->b, KG_STEP_VECTORIZE, st, last, KG_THREAD_NONE);
+    else if (x < 7) kg_builder_annotate(&g->b, KG_STEP_UNROLL, st, last, KG_THREAD_NONE);
   }
   return m;
 }
@@ -340,7 +340,7 @@ static mapping *map_root(gctx *g, kg_sstage *st, int with_red, int want_tiled) {
  * thread loop, with its inputs staged in shared memory. */
 static void tiled_reduction(gctx *g, kg_sstage *st) {
   if (chance(g->r, 65)) {
-    kg_sstage *loc = kg_build_cache(&g->b, KG_STEP_CACHE_WRITE, st->name, "local", NULL);
+    kg_sstage *loc = kg_builder_cache(&g->b, KG_STEP_CACHE_WRITE, st->name, "local", NULL);
     if (!loc) return;
     mapping *m = map_root(g, st, 0, 1);
     if (!m || !m->nattach || m->fused) {
@@ -349,7 +349,7 @@ static void tiled_reduction(gctx *g, kg_sstage *st) {
     }
     kg_iter *at = m->attach[chance(g->r, 80) ? 0 : below(g->r, m->nattach)];
     if (at->kind == KG_LOOP_VECTORIZED) at = m->attach[0];
-    kg_build_compute_at(&g->b, loc, st, at);
+    kg_builder_compute_at(&g->b, loc, st, at);
     per_thread_stage(g, loc, m->tx, m->ty);
     return;
   }
@@ -368,9 +368,9 @@ static void tiled_reduction(gctx *g, kg_sstage *st) {
     if (!chance(g->r, reuse[k] ? 75 : 30)) continue;
     const kg_sstage *prod = kg_sched_stage_of_tensor(g->b.s, t[k]);
     if (prod && prod->attach != KG_ATTACH_ROOT) continue;
-    kg_sstage *sh = kg_build_cache(&g->b, KG_STEP_CACHE_READ, t[k]->name, "shared", st);
+    kg_sstage *sh = kg_builder_cache(&g->b, KG_STEP_CACHE_READ, t[k]->name, "shared", st);
     if (!sh) return;
-    kg_build_compute_at(&g->b, sh, st, ko);
+    kg_builder_compute_at(&g->b, sh, st, ko);
     kg_gpu_cooperative_fetch(&g->b, sh, m->tx, m->ty, fetch_vector(g->r));
   }
 }
@@ -381,32 +381,32 @@ static void cross_thread(gctx *g, kg_sstage *st) {
   kg_iter *sp = NULL;
   if (st->nax > 0) {
     sp = st->leaves[0];
-    for (int d = 1; d < st->nax && !g->b.failed; d++) sp = kg_build_fuse(&g->b, st, st->leaves[0], st->leaves[1]);
+    for (int d = 1; d < st->nax && !g->b.failed; d++) sp = kg_builder_fuse(&g->b, st, st->leaves[0], st->leaves[1]);
   }
   int first_red = st->nax > 0 ? 1 : 0;
   kg_iter *red = st->leaves[first_red];
-  while (st->nleaves > first_red + 1 && !g->b.failed) red = kg_build_fuse(&g->b, st, st->leaves[first_red], st->leaves[first_red + 1]);
+  while (st->nleaves > first_red + 1 && !g->b.failed) red = kg_builder_fuse(&g->b, st, st->leaves[first_red], st->leaves[first_red + 1]);
   if (g->b.failed) return;
   int64_t t = draw_threads(g->r, red->extent, 512);
   if (t < 2) t = 2;
   int64_t rows = sp && sp->extent > 1 && chance(g->r, 25) ? (chance(g->r, 50) ? 2 : 4) : 1;
   if (sp) {
     if (rows > 1) {
-      kg_iter *ri, *ro = kg_build_split(&g->b, st, sp, rows, &ri);
-      kg_build_annotate(&g->b, KG_STEP_BIND, st, ro, KG_THREAD_BLOCK_X);
-      kg_build_annotate(&g->b, KG_STEP_BIND, st, ri, KG_THREAD_THREAD_Y);
+      kg_iter *ri, *ro = kg_builder_split(&g->b, st, sp, rows, &ri);
+      kg_builder_annotate(&g->b, KG_STEP_BIND, st, ro, KG_THREAD_BLOCK_X);
+      kg_builder_annotate(&g->b, KG_STEP_BIND, st, ri, KG_THREAD_THREAD_Y);
     } else {
-      kg_build_annotate(&g->b, KG_STEP_BIND, st, sp, KG_THREAD_BLOCK_X);
+      kg_builder_annotate(&g->b, KG_STEP_BIND, st, sp, KG_THREAD_BLOCK_X);
     }
   }
-  kg_iter *ri, *ro = kg_build_split(&g->b, st, red, t, &ri);
-  kg_build_annotate(&g->b, KG_STEP_BIND, st, ri, KG_THREAD_THREAD_X);
+  kg_iter *ri, *ro = kg_builder_split(&g->b, st, red, t, &ri);
+  kg_builder_annotate(&g->b, KG_STEP_BIND, st, ri, KG_THREAD_THREAD_X);
   if (g->b.failed) return;
   if (chance(g->r, 25)) {
     kg_iter *o[2] = {ri, ro};
-    kg_build_reorder(&g->b, st, o, 2);
+    kg_builder_reorder(&g->b, st, o, 2);
   }
-  if (ro->extent <= 16 && chance(g->r, 25)) kg_build_annotate(&g->b, KG_STEP_UNROLL, st, ro, KG_THREAD_NONE);
+  if (ro->extent <= 16 && chance(g->r, 25)) kg_builder_annotate(&g->b, KG_STEP_UNROLL, st, ro, KG_THREAD_NONE);
 }
 
 /* rfactor, then either a cross-thread reduction over the partials (computed per thread at the bound loop) or
@@ -422,7 +422,7 @@ static void rfactor_reduction(gctx *g, kg_sstage *st, int two_kernels) {
   }
   int64_t f = draw_threads(g->r, it->extent, it->extent < 256 ? it->extent : 256);
   if (f < 2) f = 2;
-  if (kg_build_step(&g->b, KG_STEP_RFACTOR, st->name, &it->name, 1, f, 0, 1)) return;
+  if (kg_builder_step(&g->b, KG_STEP_RFACTOR, st->name, &it->name, 1, f, 0, 1)) return;
   kg_sstage *rf = NULL;
   for (int i = 0; i < g->b.s->nstages; i++)
     if (g->b.s->stages[i]->origin == KG_ORIGIN_RFACTOR && (!rf || g->b.s->stages[i]->out->id > rf->out->id))
@@ -439,15 +439,15 @@ static void rfactor_reduction(gctx *g, kg_sstage *st, int two_kernels) {
   kg_iter *sp = NULL;
   if (st->nax > 0) {
     sp = st->leaves[0];
-    for (int d = 1; d < st->nax && !g->b.failed; d++) sp = kg_build_fuse(&g->b, st, st->leaves[0], st->leaves[1]);
-    kg_build_annotate(&g->b, KG_STEP_BIND, st, sp, KG_THREAD_BLOCK_X);
+    for (int d = 1; d < st->nax && !g->b.failed; d++) sp = kg_builder_fuse(&g->b, st, st->leaves[0], st->leaves[1]);
+    kg_builder_annotate(&g->b, KG_STEP_BIND, st, sp, KG_THREAD_BLOCK_X);
   }
   kg_iter *ki = st->leaves[st->nleaves - 1];
-  kg_build_annotate(&g->b, KG_STEP_BIND, st, ki, KG_THREAD_THREAD_X);
-  kg_build_compute_at(&g->b, rf, st, ki);
+  kg_builder_annotate(&g->b, KG_STEP_BIND, st, ki, KG_THREAD_THREAD_X);
+  kg_builder_compute_at(&g->b, rf, st, ki);
   if (g->b.failed) return;
   kg_iter *last = rf->leaves[rf->nleaves - 1];
-  if (last->kind == KG_LOOP_SERIAL && chance(g->r, 25)) kg_build_annotate(&g->b, KG_STEP_UNROLL, rf, last, KG_THREAD_NONE);
+  if (last->kind == KG_LOOP_SERIAL && chance(g->r, 25)) kg_builder_annotate(&g->b, KG_STEP_UNROLL, rf, last, KG_THREAD_NONE);
 }
 
 static const mapping *mapping_of(const gctx *g, const kg_sstage *st) {
@@ -476,7 +476,7 @@ static void schedule_stage(gctx *g, kg_sstage *st) {
         /* not inside a vectorized loop, which could then not print as vector accesses */
         kg_iter *at = m->attach[chance(g->r, 70) ? 0 : below(g->r, m->nattach)];
         if (at->kind == KG_LOOP_VECTORIZED) at = m->attach[0];
-        kg_build_compute_at(&g->b, st, cons, at);
+        kg_builder_compute_at(&g->b, st, cons, at);
         per_thread_stage(g, st, m->tx, m->ty);
         return;
       }
@@ -524,7 +524,7 @@ void kg_sched_random_gpu(kg_schedule *s, uint64_t seed, int nsteps) {
     if (!sc) break;
     gctx g;
     memset(&g, 0, sizeof g);
-    kg_build_init(&g.b, sc);
+    kg_builder_init(&g.b, sc);
     g.r = &r;
     for (int i = n0 - 1; i >= 0 && !g.b.failed; i--) {
       kg_sstage *st = kg_schedule_find_stage(sc, names[i]);

@@ -104,7 +104,7 @@ typedef enum { SK_SIMPLE, SK_TILE_CW, SK_TILE_RK, SK_ROWS } sketch_kind;
 
 /* A realization: the point's knob values, applied through the generators' builder (a failed step fails it). */
 typedef struct rz {
-  kg_build b;
+  kg_builder b;
   const kg_sketch *sk;
   const kg_point *pt;
 } rz;
@@ -126,8 +126,8 @@ static kg_iter *parallel_outer(rz *z, kg_sstage *st, int maxfuse) {
   for (int k = 1; k < maxfuse && p->extent < 64 && st->nleaves > 1 && !st->leaves[1]->is_reduce &&
                          st->leaves[1]->kind == KG_LOOP_SERIAL && !z->b.failed;
        k++)
-    p = kg_build_fuse(&z->b, st, p, st->leaves[1]);
-  if (p && !p->is_reduce) kg_build_annotate(&z->b, KG_STEP_PARALLEL, st, p, KG_THREAD_NONE);
+    p = kg_builder_fuse(&z->b, st, p, st->leaves[1]);
+  if (p && !p->is_reduce) kg_builder_annotate(&z->b, KG_STEP_PARALLEL, st, p, KG_THREAD_NONE);
   return p;
 }
 
@@ -138,8 +138,8 @@ static void generic_root(rz *z, kg_sstage *st) {
   kg_iter *last = st->nleaves ? st->leaves[st->nleaves - 1] : NULL;
   if (last && !last->is_reduce && vec > 1 && last->extent > 1 && (st->nleaves > 1 || last->extent > vec)) {
     kg_iter *in;
-    kg_build_split(&z->b, st, last, vec, &in);
-    kg_build_annotate(&z->b, KG_STEP_VECTORIZE, st, in, KG_THREAD_NONE);
+    kg_builder_split(&z->b, st, last, vec, &in);
+    kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, st, in, KG_THREAD_NONE);
   }
   if (st->nleaves && !(st->nleaves == 1 && st->leaves[0]->kind == KG_LOOP_VECTORIZED)) parallel_outer(z, st, 3);
 }
@@ -152,7 +152,7 @@ static kg_sstage *rfactor_lanes(rz *z, kg_sstage *x) {
   int64_t f = knob(z, x->name, "rf", 1);
   if (f < 2 || x->nrax == 0 || x->roots[x->nax + x->nrax - 1]->extent < f) return NULL;
   /* an rfactor that does not apply leaves the stage its serial accumulation */
-  if (kg_build_try(&z->b, KG_STEP_RFACTOR, x->name, &x->roots[x->nax + x->nrax - 1]->name, 1, f, 0, 1)) return NULL;
+  if (kg_builder_try(&z->b, KG_STEP_RFACTOR, x->name, &x->roots[x->nax + x->nrax - 1]->name, 1, f, 0, 1)) return NULL;
   char nm[256];
   snprintf(nm, sizeof nm, "%s.rf", x->name);
   kg_sstage *rf = kg_schedule_find_stage(z->b.s, nm);
@@ -162,8 +162,8 @@ static kg_sstage *rfactor_lanes(rz *z, kg_sstage *x) {
   for (int a = 0; a < rf->nax - 1 && n < KG_STEP_MAX_NAMES; a++) ord[n++] = rf->roots[a];
   for (int r = 0; r < rf->nrax && n < KG_STEP_MAX_NAMES; r++) ord[n++] = rf->roots[rf->nax + r];
   if (n < KG_STEP_MAX_NAMES) ord[n++] = rf->roots[rf->nax - 1];
-  if (n == rf->nleaves) kg_build_reorder(&z->b, rf, ord, n);
-  kg_build_annotate(&z->b, KG_STEP_VECTORIZE, rf, rf->roots[rf->nax - 1], KG_THREAD_NONE);
+  if (n == rf->nleaves) kg_builder_reorder(&z->b, rf, ord, n);
+  kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, rf, rf->roots[rf->nax - 1], KG_THREAD_NONE);
   return z->b.failed ? NULL : rf;
 }
 
@@ -200,7 +200,7 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
   if (ri > rext) ri = rext;
   if (rj > lext) rj = lext;
   if (row >= 0 && ri * ((rj + VEC_LANES - 1) / VEC_LANES) > MAX_ACC_VECTORS) {
-    kg_build_fail(&z->b, "stage %s: a %lldx%lld register tile spills", h->name, (long long)ri, (long long)rj);
+    kg_builder_fail(&z->b, "stage %s: a %lldx%lld register tile spills", h->name, (long long)ri, (long long)rj);
     return;
   }
   int64_t ti = ri * knob(z, h->name, "ti", 1), tj = rj * knob(z, h->name, "tj", 1);
@@ -213,7 +213,7 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
     if (c) {
       o = c;
     } else {
-      a = kg_build_cache(&z->b, KG_STEP_CACHE_WRITE, h->name, "local", NULL);
+      a = kg_builder_cache(&z->b, KG_STEP_CACHE_WRITE, h->name, "local", NULL);
     }
     if (!a) {
       z->b.failed = 1;
@@ -227,11 +227,11 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
   kg_iter *roots[16];
   for (int i = 0; i < o->nax && i < 16; i++) roots[i] = o->roots[i];
   if (row >= 0) {
-    ro = kg_build_split(&z->b, o, roots[row], ti, &t);
-    rio = kg_build_split(&z->b, o, t, ri, &rii);
+    ro = kg_builder_split(&z->b, o, roots[row], ti, &t);
+    rio = kg_builder_split(&z->b, o, t, ri, &rii);
   }
-  lo = kg_build_split(&z->b, o, roots[last], tj, &t);
-  lio = kg_build_split(&z->b, o, t, rj, &lii);
+  lo = kg_builder_split(&z->b, o, roots[last], tj, &t);
+  lio = kg_builder_split(&z->b, o, t, rj, &lii);
   if (z->b.failed) return;
   for (int i = 0; i < o->nax; i++)
     if (i != row && i != last) ord[n++] = roots[i];
@@ -242,7 +242,7 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
   if (kind == SK_TILE_RK) {
     /* the first reduction axis split; its outer part between the cache tile and the register tile */
     int64_t kb = knob(z, h->name, "kb", 1);
-    ko = kg_build_split(&z->b, o, o->roots[o->nax], kb, &ki);
+    ko = kg_builder_split(&z->b, o, o->roots[o->nax], kb, &ki);
     if (z->b.failed) return;
     ord[n++] = ko;
   }
@@ -255,35 +255,35 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
   if (rii) ord[n++] = rii;
   ord[n++] = lii;
   if (n != o->nleaves || n > KG_STEP_MAX_NAMES) {
-    kg_build_fail(&z->b, "stage %s: unexpected loops", o->name);
+    kg_builder_fail(&z->b, "stage %s: unexpected loops", o->name);
     return;
   }
-  kg_build_reorder(&z->b, o, ord, n);
+  kg_builder_reorder(&z->b, o, ord, n);
   /* parallel: the leading loops fused (others, row.o, last.o) */
   kg_iter *p = ord[0];
   int nfuse = (int)knob(z, h->name, "fuse", 2);
   for (int k = 1; k < nouter + 2 && k <= nfuse && ord[k] != ko && !z->b.failed; k++)
-    p = kg_build_fuse(&z->b, o, p, ord[k]);
-  kg_build_annotate(&z->b, KG_STEP_PARALLEL, o, p, KG_THREAD_NONE);
+    p = kg_builder_fuse(&z->b, o, p, ord[k]);
+  kg_builder_annotate(&z->b, KG_STEP_PARALLEL, o, p, KG_THREAD_NONE);
   if (kind == SK_TILE_RK) {
     if (knob(z, h->name, "pack", 0) && row >= 0) {
       const kg_tensor *vt = vector_operand(h->body, h->ax[row], h->ax[last]);
       if (vt) {
-        kg_sstage *pk = kg_build_cache(&z->b, KG_STEP_CACHE_READ, vt->name, "local", h);
+        kg_sstage *pk = kg_builder_cache(&z->b, KG_STEP_CACHE_READ, vt->name, "local", h);
         if (pk) {
-          kg_build_compute_at(&z->b, pk, o, ko);
+          kg_builder_compute_at(&z->b, pk, o, ko);
           if (!z->b.failed)
-            kg_build_annotate(&z->b, KG_STEP_VECTORIZE, pk, pk->leaves[pk->nleaves - 1], KG_THREAD_NONE);
+            kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, pk, pk->leaves[pk->nleaves - 1], KG_THREAD_NONE);
         }
       }
     }
-    if (rii && knob(z, h->name, "unroll", 1) > 1) kg_build_annotate(&z->b, KG_STEP_UNROLL, o, rii, KG_THREAD_NONE);
-    kg_build_annotate(&z->b, KG_STEP_VECTORIZE, o, lii, KG_THREAD_NONE);
+    if (rii && knob(z, h->name, "unroll", 1) > 1) kg_builder_annotate(&z->b, KG_STEP_UNROLL, o, rii, KG_THREAD_NONE);
+    kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, o, lii, KG_THREAD_NONE);
     return;
   }
   /* the accumulation at the register tile: other spatial axes, reductions, row (unrolled), last (vectorized) */
-  kg_build_annotate(&z->b, KG_STEP_VECTORIZE, o, lii, KG_THREAD_NONE);
-  kg_build_compute_at(&z->b, a, o, lio);
+  kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, o, lii, KG_THREAD_NONE);
+  kg_builder_compute_at(&z->b, a, o, lio);
   if (z->b.failed) return;
   n = 0;
   for (int i = 0; i < a->nax; i++)
@@ -291,15 +291,15 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
   for (int r = 0; r < a->nrax; r++) ord[n++] = a->roots[a->nax + r];
   if (row >= 0) ord[n++] = a->roots[row];
   ord[n++] = a->roots[last];
-  kg_build_reorder(&z->b, a, ord, n);
+  kg_builder_reorder(&z->b, a, ord, n);
   if (row >= 0 && knob(z, h->name, "unroll", 1) > 1)
-    kg_build_annotate(&z->b, KG_STEP_UNROLL, a, a->roots[row], KG_THREAD_NONE);
-  kg_build_annotate(&z->b, KG_STEP_VECTORIZE, a, a->roots[last], KG_THREAD_NONE);
+    kg_builder_annotate(&z->b, KG_STEP_UNROLL, a, a->roots[row], KG_THREAD_NONE);
+  kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, a, a->roots[last], KG_THREAD_NONE);
 }
 
 static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char *err, size_t errlen) {
   rz z = {.sk = sk, .pt = pt};
-  kg_build_init(&z.b, s);
+  kg_builder_init(&z.b, s);
   sketch_kind kind = (sketch_kind)(intptr_t)sk->data;
   int unfused = sk->space->unfused;
   int nst = s->nstages < MAX_STAGES ? s->nstages : MAX_STAGES;
@@ -318,7 +318,7 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
     if (kind == SK_TILE_CW && skip[x->id]) continue;
     if (c == CLS_ELEM && !x->is_output) {
       if (!unfused && knob(&z, x->name, "root", 0) == 0 &&
-          !kg_build_try(&z.b, KG_STEP_COMPUTE_INLINE, x->name, NULL, 0, 0, 0, 0))
+          !kg_builder_try(&z.b, KG_STEP_COMPUTE_INLINE, x->name, NULL, 0, 0, 0, 0))
         continue;
       generic_root(&z, x);
       continue;
@@ -332,14 +332,14 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
     if (c == CLS_LIGHT && !x->is_output && kind != SK_SIMPLE && !unfused) {
       kg_sstage *cons = first_reader(s, x);
       if (cons && cons->attach == KG_ATTACH_ROOT && cons->nleaves > 0 && cons->leaves[0]->kind == KG_LOOP_PARALLEL &&
-          !kg_build_try(&z.b, KG_STEP_COMPUTE_AT, x->name, (const char *[]){cons->name, cons->leaves[0]->name}, 2, 0, 0,
+          !kg_builder_try(&z.b, KG_STEP_COMPUTE_AT, x->name, (const char *[]){cons->name, cons->leaves[0]->name}, 2, 0, 0,
                         0)) {
-        if (rf) kg_build_compute_at(&z.b, rf, x, x->leaves[0]);
+        if (rf) kg_builder_compute_at(&z.b, rf, x, x->leaves[0]);
         continue;
       }
     }
     generic_root(&z, x);
-    if (rf && x->nleaves) kg_build_compute_at(&z.b, rf, x, x->leaves[0]);
+    if (rf && x->nleaves) kg_builder_compute_at(&z.b, rf, x, x->leaves[0]);
   }
   if (!z.b.failed) return 0;
   snprintf(err, errlen, "%s: %s", sk->name, z.b.err[0] ? z.b.err : "a step of the sketch does not apply");

@@ -163,7 +163,7 @@ typedef struct mapped {
 } mapped;
 
 typedef struct rctx {
-  kg_build b;
+  kg_builder b;
   const kg_point *pt;
   const sketch_plan *plan;
   kg_gpu_budget budget;
@@ -187,7 +187,7 @@ static void budget_of(const kg_gpu_limits *l, kg_gpu_budget *b) {
 
 /* Multi-level tiling of root stage st's spatial loops (requires: untouched loops, no reduction left in st). */
 static void tile_root(rctx *c, const stage_plan *p, kg_sstage *st, mapped *m) {
-  kg_build *b = &c->b;
+  kg_builder *b = &c->b;
   kg_iter *order[KG_STEP_MAX_NAMES + 8], *thr[KG_MAX_DIMS], *inn[KG_MAX_DIMS], *vth = NULL;
   int64_t text[KG_MAX_DIMS];
   int nax = st->nax, n = 0, nt = 0, ni = 0;
@@ -196,12 +196,12 @@ static void tile_root(rctx *c, const stage_plan *p, kg_sstage *st, mapped *m) {
             in = val(c->pt, p->k_inner[d], 1);
     kg_iter *rest = NULL;
     m->inner[d] = in;
-    order[n++] = v * t * in > 1 ? kg_build_split(b, st, st->roots[d], v * t * in, &rest) : st->roots[d];
-    if (rest && v > 1) vth = t * in > 1 ? kg_build_split(b, st, rest, t * in, &rest) : rest;
+    order[n++] = v * t * in > 1 ? kg_builder_split(b, st, st->roots[d], v * t * in, &rest) : st->roots[d];
+    if (rest && v > 1) vth = t * in > 1 ? kg_builder_split(b, st, rest, t * in, &rest) : rest;
     if (rest && v > 1 && t * in == 1) rest = NULL;
     if (rest && t > 1) {
       kg_iter *ii = NULL;
-      thr[nt] = in > 1 ? kg_build_split(b, st, rest, in, &ii) : rest;
+      thr[nt] = in > 1 ? kg_builder_split(b, st, rest, in, &ii) : rest;
       text[nt++] = t;
       rest = ii;
     }
@@ -210,29 +210,29 @@ static void tile_root(rctx *c, const stage_plan *p, kg_sstage *st, mapped *m) {
   if (vth) order[n++] = vth;
   for (int k = 0; k < nt; k++) order[n++] = thr[k];
   for (int k = 0; k < ni; k++) order[n++] = inn[k];
-  kg_build_reorder(b, st, order, n);
+  kg_builder_reorder(b, st, order, n);
   if (b->failed) return;
   /* blocks: the outer axes fused onto blockIdx.y (while the grid allows), the last onto blockIdx.x */
-  kg_iter *by = nax >= 2 ? kg_build_fuse_run(b, st, 0, nax - 1) : NULL, *bx = st->leaves[by ? 1 : 0];
-  if (by && by->extent > c->budget.grid[1]) bx = kg_build_fuse(b, st, by, bx), by = NULL;
-  kg_build_annotate(b, KG_STEP_BIND, st, bx, KG_THREAD_BLOCK_X);
-  if (by) kg_build_annotate(b, KG_STEP_BIND, st, by, KG_THREAD_BLOCK_Y);
-  if (vth) kg_build_annotate(b, KG_STEP_BIND, st, vth, KG_THREAD_VTHREAD);
+  kg_iter *by = nax >= 2 ? kg_builder_fuse_run(b, st, 0, nax - 1) : NULL, *bx = st->leaves[by ? 1 : 0];
+  if (by && by->extent > c->budget.grid[1]) bx = kg_builder_fuse(b, st, by, bx), by = NULL;
+  kg_builder_annotate(b, KG_STEP_BIND, st, bx, KG_THREAD_BLOCK_X);
+  if (by) kg_builder_annotate(b, KG_STEP_BIND, st, by, KG_THREAD_BLOCK_Y);
+  if (vth) kg_builder_annotate(b, KG_STEP_BIND, st, vth, KG_THREAD_VTHREAD);
   /* threads: the last axis's on threadIdx.x, the others' fused onto threadIdx.y */
   m->tx = m->ty = 1;
   if (nt >= 2) {
     for (int k = 0; k < nt - 1; k++) m->ty *= text[k];
-    kg_iter *ty = kg_build_fuse_run(b, st, b->failed ? 0 : kg_sstage_leaf_index(st, thr[0]), nt - 1);
-    kg_build_annotate(b, KG_STEP_BIND, st, ty, KG_THREAD_THREAD_Y);
+    kg_iter *ty = kg_builder_fuse_run(b, st, b->failed ? 0 : kg_sstage_leaf_index(st, thr[0]), nt - 1);
+    kg_builder_annotate(b, KG_STEP_BIND, st, ty, KG_THREAD_THREAD_Y);
   }
   if (nt >= 1) {
     m->tx = text[nt - 1];
-    kg_build_annotate(b, KG_STEP_BIND, st, thr[nt - 1], KG_THREAD_THREAD_X);
+    kg_builder_annotate(b, KG_STEP_BIND, st, thr[nt - 1], KG_THREAD_THREAD_X);
   }
   m->attach = nt ? thr[nt - 1] : vth ? vth : bx;
   /* the per-thread loops: unrolled, the innermost vectorized when its knob says so */
   for (int k = 0; k < ni && !b->failed; k++)
-    kg_build_annotate(b, k == ni - 1 && val(c->pt, p->k_vec_out, 0) ? KG_STEP_VECTORIZE : KG_STEP_UNROLL, st, inn[k],
+    kg_builder_annotate(b, k == ni - 1 && val(c->pt, p->k_vec_out, 0) ? KG_STEP_VECTORIZE : KG_STEP_UNROLL, st, inn[k],
                     KG_THREAD_NONE);
 }
 
@@ -240,12 +240,12 @@ static void tile_root(rctx *c, const stage_plan *p, kg_sstage *st, mapped *m) {
  * (k.o ..., k.i ..., then the register tile), the innermost loops unrolled within the unroll knob, the reused
  * inputs staged in shared memory at a k.o loop with a cooperative fetch by cons's threads. */
 static void per_thread(rctx *c, const stage_plan *p, kg_sstage *st, const kg_sstage *cons, const mapped *m) {
-  kg_build *b = &c->b;
-  kg_build_compute_at(b, st, cons, m->attach);
+  kg_builder *b = &c->b;
+  kg_builder_compute_at(b, st, cons, m->attach);
   kg_iter *order[KG_STEP_MAX_NAMES + 8], *ro[KG_MAX_DIMS];
   int64_t ext[KG_STEP_MAX_NAMES + 8];
   int nr = st->nrax, n = 0;
-  for (int r = 0; r < nr && !b->failed; r++) ro[r] = order[n++] = kg_build_split(b, st, st->roots[st->nax + r],
+  for (int r = 0; r < nr && !b->failed; r++) ro[r] = order[n++] = kg_builder_split(b, st, st->roots[st->nax + r],
                                                                               val(c->pt, p->k_rtile[r], 1),
                                                                               &order[nr + r]);
   if (b->failed) return;
@@ -255,77 +255,77 @@ static void per_thread(rctx *c, const stage_plan *p, kg_sstage *st, const kg_sst
     ext[n] = d < cons->nax ? m->inner[d] : st->roots[d]->extent;
     order[n++] = st->roots[d];
   }
-  kg_build_reorder(b, st, order, n);
+  kg_builder_reorder(b, st, order, n);
   int64_t unroll = val(c->pt, p->k_unroll, 1), prod = 1;
   for (int k = n - 1; k >= nr && !b->failed && prod * ext[k] <= unroll; k--) {
     prod *= ext[k];
-    if (ext[k] > 1) kg_build_annotate(b, KG_STEP_UNROLL, st, order[k], KG_THREAD_NONE);
+    if (ext[k] > 1) kg_builder_annotate(b, KG_STEP_UNROLL, st, order[k], KG_THREAD_NONE);
   }
   int64_t loc = val(c->pt, p->k_loc, nr - 1);
   for (int j = 0; j < p->nstaged && !b->failed; j++) {
-    kg_sstage *sh = kg_build_cache(b, KG_STEP_CACHE_READ, p->staged[j], "shared", st);
+    kg_sstage *sh = kg_builder_cache(b, KG_STEP_CACHE_READ, p->staged[j], "shared", st);
     if (!sh) return;
-    kg_build_compute_at(b, sh, st, ro[loc]);
+    kg_builder_compute_at(b, sh, st, ro[loc]);
     kg_gpu_cooperative_fetch(b, sh, m->tx, m->ty, val(c->pt, p->k_fetch[j], 1));
   }
 }
 
 /* Spatial loops fused onto blocks and threads (vectorized innermost when the knob says so). */
 static void simple(rctx *c, const stage_plan *p, kg_sstage *st) {
-  kg_build *b = &c->b;
+  kg_builder *b = &c->b;
   if (st->nax == 0) return;
-  kg_iter *f = kg_build_fuse_run(b, st, 0, st->nax), *in;
+  kg_iter *f = kg_builder_fuse_run(b, st, 0, st->nax), *in;
   int64_t v = val(c->pt, p->k_vector, 1), t = val(c->pt, p->k_threads, 1);
   if (v > 1) {
-    f = kg_build_split(b, st, f, v, &in);
-    kg_build_annotate(b, KG_STEP_VECTORIZE, st, in, KG_THREAD_NONE);
+    f = kg_builder_split(b, st, f, v, &in);
+    kg_builder_annotate(b, KG_STEP_VECTORIZE, st, in, KG_THREAD_NONE);
   }
   if (t > 1) {
-    f = kg_build_split(b, st, f, t, &in);
-    kg_build_annotate(b, KG_STEP_BIND, st, in, KG_THREAD_THREAD_X);
+    f = kg_builder_split(b, st, f, t, &in);
+    kg_builder_annotate(b, KG_STEP_BIND, st, in, KG_THREAD_THREAD_X);
   }
-  kg_build_annotate(b, KG_STEP_BIND, st, f, KG_THREAD_BLOCK_X);
+  kg_builder_annotate(b, KG_STEP_BIND, st, f, KG_THREAD_BLOCK_X);
 }
 
 /* A cross-thread reduction of st's (from its loop `from` on, fused) over t threads. */
 static void cross_reduce(rctx *c, kg_sstage *st, int from, int64_t t) {
-  kg_iter *in, *red = kg_build_fuse_run(&c->b, st, from, st->nleaves - from);
-  kg_build_split(&c->b, st, red, t, &in);
-  kg_build_annotate(&c->b, KG_STEP_BIND, st, in, KG_THREAD_THREAD_X);
+  kg_iter *in, *red = kg_builder_fuse_run(&c->b, st, from, st->nleaves - from);
+  kg_builder_split(&c->b, st, red, t, &in);
+  kg_builder_annotate(&c->b, KG_STEP_BIND, st, in, KG_THREAD_THREAD_X);
 }
 
 /* A reduction in its own kernel: a block per output element (spatial loops fused), cross-thread. */
 static void cross_own(rctx *c, const stage_plan *p, kg_sstage *st) {
   if (st->nax > 0)
-    kg_build_annotate(&c->b, KG_STEP_BIND, st, kg_build_fuse_run(&c->b, st, 0, st->nax), KG_THREAD_BLOCK_X);
+    kg_builder_annotate(&c->b, KG_STEP_BIND, st, kg_builder_fuse_run(&c->b, st, 0, st->nax), KG_THREAD_BLOCK_X);
   cross_reduce(c, st, st->nax > 0, val(c->pt, p->k_threads, 1));
 }
 
 /* A consumer of a reduction computed per block: its leading p->lead axes fused onto blockIdx.x, the others
  * fused, split into (a vector and) threadIdx.x. */
 static void row(rctx *c, const stage_plan *p, kg_sstage *st, mapped *m) {
-  kg_build *b = &c->b;
-  kg_iter *blk = kg_build_fuse_run(b, st, 0, p->lead), *f = kg_build_fuse_run(b, st, 1, st->nax - p->lead), *in;
+  kg_builder *b = &c->b;
+  kg_iter *blk = kg_builder_fuse_run(b, st, 0, p->lead), *f = kg_builder_fuse_run(b, st, 1, st->nax - p->lead), *in;
   int64_t v = val(c->pt, p->k_vector, 1);
   m->tx = val(c->pt, p->k_threads, 1);
   m->ty = 1;
   m->attach = blk;
   if (v > 1) {
-    f = kg_build_split(b, st, f, v, &in);
-    kg_build_annotate(b, KG_STEP_VECTORIZE, st, in, KG_THREAD_NONE);
+    f = kg_builder_split(b, st, f, v, &in);
+    kg_builder_annotate(b, KG_STEP_VECTORIZE, st, in, KG_THREAD_NONE);
   }
-  kg_build_split(b, st, f, m->tx, &in);
-  kg_build_annotate(b, KG_STEP_BIND, st, in, KG_THREAD_THREAD_X);
-  kg_build_annotate(b, KG_STEP_BIND, st, blk, KG_THREAD_BLOCK_X);
+  kg_builder_split(b, st, f, m->tx, &in);
+  kg_builder_annotate(b, KG_STEP_BIND, st, in, KG_THREAD_THREAD_X);
+  kg_builder_annotate(b, KG_STEP_BIND, st, blk, KG_THREAD_BLOCK_X);
 }
 
 /* Reduction st computed in shared memory at cons's block loop by cons's threads, its global copy inlined away. */
 static void cross_at(rctx *c, kg_sstage *st, const kg_sstage *cons, const mapped *m) {
-  kg_build *b = &c->b;
-  kg_sstage *sh = kg_build_cache(b, KG_STEP_CACHE_WRITE, st->name, "shared", NULL);
+  kg_builder *b = &c->b;
+  kg_sstage *sh = kg_builder_cache(b, KG_STEP_CACHE_WRITE, st->name, "shared", NULL);
   if (!sh) return;
-  kg_build_step(b, KG_STEP_COMPUTE_INLINE, st->name, NULL, 0, 0, 0, 0);
-  kg_build_compute_at(b, sh, cons, m->attach);
+  kg_builder_step(b, KG_STEP_COMPUTE_INLINE, st->name, NULL, 0, 0, 0, 0);
+  kg_builder_compute_at(b, sh, cons, m->attach);
   if (!b->failed) cross_reduce(c, sh, sh->nax, m->tx);
 }
 
@@ -333,15 +333,15 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
   const sketch_plan *pl = sk->data;
   rctx c;
   memset(&c, 0, sizeof c);
-  kg_build_init(&c.b, s);
+  kg_builder_init(&c.b, s);
   c.pt = pt;
   c.plan = pl;
   budget_of(&sk->space->limits, &c.budget);
   mapped maps[pl->n];
   memset(maps, 0, sizeof maps);
-  kg_build *b = &c.b;
+  kg_builder *b = &c.b;
   for (int i = 0; i < pl->n; i++)
-    if (pl->st[i].act == ACT_INLINE) kg_build_step(b, KG_STEP_COMPUTE_INLINE, pl->st[i].name, NULL, 0, 0, 0, 0);
+    if (pl->st[i].act == ACT_INLINE) kg_builder_step(b, KG_STEP_COMPUTE_INLINE, pl->st[i].name, NULL, 0, 0, 0, 0);
   /* from the outputs back, so that a consumer is mapped before the stages computed inside it */
   for (int i = pl->n - 1; i >= 0 && !b->failed; i--) {
     const stage_plan *p = &pl->st[i];
@@ -352,7 +352,7 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
       case ACT_SIMPLE: simple(&c, p, st); break;
       case ACT_TILE:
         if (p->local) {
-          kg_sstage *loc = kg_build_cache(b, KG_STEP_CACHE_WRITE, p->name, "local", NULL);
+          kg_sstage *loc = kg_builder_cache(b, KG_STEP_CACHE_WRITE, p->name, "local", NULL);
           if (!loc) break;
           tile_root(&c, p, st, &maps[i]);
           if (!b->failed) per_thread(&c, p, loc, st, &maps[i]);
