@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../base/intmath.h"
 #include "../base/strbuf.h"
 #include "../lower/bounds.h"
 #include "cexpr.h"
@@ -184,11 +185,6 @@ static int x_build(const kg_lowered *f, const kg_irexpr *e, kg_cuda_extent *out)
   return 0;
 }
 
-static int64_t fdiv64(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
 int64_t kg_cuda_extent_eval(const kg_cuda_extent *x, const int64_t *sizes) {
   int64_t st[KG_CUDA_X_STACK];
   int sp = 0;
@@ -214,7 +210,7 @@ int64_t kg_cuda_extent_eval(const kg_cuda_extent *x, const int64_t *sizes) {
       case KG_CUDA_X_FLOORDIV:
       case KG_CUDA_X_FLOORMOD:
         if (b == 0 || (a == INT64_MIN && b == -1)) return -1;
-        r = fdiv64(a, b);
+        r = kg_int_floordiv(a, b);
         if (s->op == KG_CUDA_X_FLOORMOD) r = a - r * b;
         break;
       case KG_CUDA_X_MIN: r = a < b ? a : b; break;

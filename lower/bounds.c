@@ -6,6 +6,7 @@
 #include "bounds.h"
 #include <assert.h>
 #include <string.h>
+#include "../base/intmath.h"
 
 /* ---- linear forms ---- */
 
@@ -170,10 +171,6 @@ kg_irexpr *kg_bounds_simplify(kg_arena *a, kg_irexpr *e, kg_irexpr *const *lets,
 
 /* ---- integer ranges ---- */
 
-static int64_t fdiv(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
 
 int kg_bounds_range(const kg_irexpr *e, const kg_var_ranges *r, int64_t *lo, int64_t *hi) {
   int64_t al, ah, bl, bh;
@@ -212,14 +209,14 @@ int kg_bounds_range(const kg_irexpr *e, const kg_var_ranges *r, int64_t *lo, int
         }
         case KG_OP_DIV:
           if (bl != bh || bl <= 0) return 0;
-          *lo = fdiv(al, bl);
-          *hi = fdiv(ah, bl);
+          *lo = kg_int_floordiv(al, bl);
+          *hi = kg_int_floordiv(ah, bl);
           return 1;
         case KG_OP_MOD:
           if (bl != bh || bl <= 0) return 0;
-          if (fdiv(al, bl) == fdiv(ah, bl)) {
-            *lo = al - fdiv(al, bl) * bl;
-            *hi = ah - fdiv(ah, bl) * bl;
+          if (kg_int_floordiv(al, bl) == kg_int_floordiv(ah, bl)) {
+            *lo = al - kg_int_floordiv(al, bl) * bl;
+            *hi = ah - kg_int_floordiv(ah, bl) * bl;
           } else {
             *lo = 0;
             *hi = bl - 1;
@@ -347,9 +344,9 @@ static ival ival_of(rctx *R, const kg_expr *e) {
         case KG_OP_DIV:
           if (!size_const(R, e->op.b, &c) || c <= 0) return ival_bad();
           if (lin_is_const(&x.min)) {
-            int64_t lo = fdiv(x.min.c, c), hi;
+            int64_t lo = kg_int_floordiv(x.min.c, c), hi;
             if (__builtin_add_overflow(x.min.c, x.ext - 1, &hi)) return ival_bad();
-            return ival_const(lo, fdiv(hi, c) - lo + 1);
+            return ival_const(lo, kg_int_floordiv(hi, c) - lo + 1);
           } else {
             kg_irexpr *m = kg_ir_binary(a, KG_OP_DIV, lin_to_ir(a, &x.min), kg_ir_int(a, c));
             return (ival){1, lin_atom(a, m), (x.ext - 1) / c + 2};
@@ -358,8 +355,8 @@ static ival ival_of(rctx *R, const kg_expr *e) {
           if (!size_const(R, e->op.b, &c) || c <= 0) return ival_bad();
           if (lin_is_const(&x.min)) {
             int64_t lo = x.min.c, hi;
-            if (!__builtin_add_overflow(lo, x.ext - 1, &hi) && fdiv(lo, c) == fdiv(hi, c))
-              return ival_const(lo - fdiv(lo, c) * c, x.ext);
+            if (!__builtin_add_overflow(lo, x.ext - 1, &hi) && kg_int_floordiv(lo, c) == kg_int_floordiv(hi, c))
+              return ival_const(lo - kg_int_floordiv(lo, c) * c, x.ext);
           }
           return ival_const(0, c);
         default: return ival_bad();

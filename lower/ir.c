@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include "../base/intmath.h"
 #include "../base/strbuf.h"
 
 static kg_irexpr *new_expr(kg_arena *a, kg_irexpr_kind k, kg_type ty) {
@@ -115,14 +116,6 @@ int kg_ir_const_upper(const kg_irexpr *e, int64_t *u) {
   return kx || ky;
 }
 
-static int64_t floordiv64(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-static int64_t floormod64(int64_t a, int64_t b) {
-  int64_t r = a % b;
-  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
 
 /* Folds c1 op c2 for INT constants; 0 when it cannot (overflow, division by zero). */
 static int fold_int(kg_op op, int64_t x, int64_t y, int64_t *r) {
@@ -132,11 +125,11 @@ static int fold_int(kg_op op, int64_t x, int64_t y, int64_t *r) {
     case KG_OP_MUL: return !__builtin_mul_overflow(x, y, r);
     case KG_OP_DIV:
       if (y == 0 || (x == INT64_MIN && y == -1)) return 0;
-      *r = floordiv64(x, y);
+      *r = kg_int_floordiv(x, y);
       return 1;
     case KG_OP_MOD:
       if (y == 0 || (x == INT64_MIN && y == -1)) return 0;
-      *r = floormod64(x, y);
+      *r = kg_int_floormod(x, y);
       return 1;
     case KG_OP_LT: *r = x < y; return 1;
     case KG_OP_LE: *r = x <= y; return 1;
@@ -498,12 +491,13 @@ int kg_ir_eval_sizes(const kg_lowered *f, const kg_irexpr *e, int64_t *v) {
         case KG_OP_MUL: *v = x * y; return 0;
         case KG_OP_DIV:
           if (y == 0) return -1;
-          *v = x / y - ((x % y != 0) && ((x < 0) != (y < 0)));
+          if (x == INT64_MIN && y == -1) return -1;
+          *v = kg_int_floordiv(x, y);
           return 0;
         case KG_OP_MOD:
           if (y == 0) return -1;
-          *v = x % y;
-          if (*v != 0 && ((*v < 0) != (y < 0))) *v += y;
+          if (x == INT64_MIN && y == -1) return -1;
+          *v = kg_int_floormod(x, y);
           return 0;
         default: return -1;
       }
