@@ -48,46 +48,44 @@ kg_irexpr *kg_ir_load(kg_arena *a, kg_buffer *b, kg_irexpr *index) {
   return e;
 }
 
-void kg_ir_mark_vars(const kg_irexpr *e, unsigned char *mark, int n) {
+int kg_ir_children(kg_irexpr *e, kg_irexpr **kids[KG_IR_MAX_CHILDREN]) {
   switch (e->kind) {
-    case KG_IRE_VAR:
-      if (e->var->id < n) mark[e->var->id] = 1;
-      break;
-    case KG_IRE_LOAD: kg_ir_mark_vars(e->load.index, mark, n); break;
+    case KG_IRE_LOAD: kids[0] = &e->load.index; return 1;
     case KG_IRE_BINARY:
-      kg_ir_mark_vars(e->bin.a, mark, n);
-      kg_ir_mark_vars(e->bin.b, mark, n);
-      break;
+      kids[0] = &e->bin.a;
+      kids[1] = &e->bin.b;
+      return 2;
     case KG_IRE_UNARY:
-    case KG_IRE_CAST: kg_ir_mark_vars(e->bin.a, mark, n); break;
+    case KG_IRE_CAST: kids[0] = &e->bin.a; return 1;
     case KG_IRE_CALL:
-      for (int i = 0; i < e->call.n; i++) kg_ir_mark_vars(e->call.args[i], mark, n);
-      break;
+      for (int i = 0; i < e->call.n && i < KG_IR_MAX_CHILDREN; i++) kids[i] = &e->call.args[i];
+      return e->call.n < KG_IR_MAX_CHILDREN ? e->call.n : KG_IR_MAX_CHILDREN;
     case KG_IRE_SELECT:
-      kg_ir_mark_vars(e->sel.c, mark, n);
-      kg_ir_mark_vars(e->sel.a, mark, n);
-      kg_ir_mark_vars(e->sel.b, mark, n);
-      break;
-    default: break;
+      kids[0] = &e->sel.c;
+      kids[1] = &e->sel.a;
+      kids[2] = &e->sel.b;
+      return 3;
+    default: return 0;
   }
 }
 
-int kg_ir_uses_marked(const kg_irexpr *e, const unsigned char *mark, int n) {
-  switch (e->kind) {
-    case KG_IRE_VAR: return e->var->id < n && mark[e->var->id];
-    case KG_IRE_LOAD: return kg_ir_uses_marked(e->load.index, mark, n);
-    case KG_IRE_BINARY: return kg_ir_uses_marked(e->bin.a, mark, n) || kg_ir_uses_marked(e->bin.b, mark, n);
-    case KG_IRE_UNARY:
-    case KG_IRE_CAST: return kg_ir_uses_marked(e->bin.a, mark, n);
-    case KG_IRE_CALL:
-      for (int i = 0; i < e->call.n; i++)
-        if (kg_ir_uses_marked(e->call.args[i], mark, n)) return 1;
-      return 0;
-    case KG_IRE_SELECT:
-      return kg_ir_uses_marked(e->sel.c, mark, n) || kg_ir_uses_marked(e->sel.a, mark, n) ||
-             kg_ir_uses_marked(e->sel.b, mark, n);
-    default: return 0;
+void kg_ir_mark_vars(const kg_irexpr *e, unsigned char *mark, int n) {
+  if (e->kind == KG_IRE_VAR) {
+    if (e->var->id < n) mark[e->var->id] = 1;
+    return;
   }
+  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
+  int nk = kg_ir_children((kg_irexpr *)e, kids);
+  for (int i = 0; i < nk; i++) kg_ir_mark_vars(*kids[i], mark, n);
+}
+
+int kg_ir_uses_marked(const kg_irexpr *e, const unsigned char *mark, int n) {
+  if (e->kind == KG_IRE_VAR) return e->var->id < n && mark[e->var->id];
+  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
+  int nk = kg_ir_children((kg_irexpr *)e, kids);
+  for (int i = 0; i < nk; i++)
+    if (kg_ir_uses_marked(*kids[i], mark, n)) return 1;
+  return 0;
 }
 
 int kg_ir_is_const(const kg_irexpr *e, int64_t *v) {

@@ -22,6 +22,11 @@ typedef struct kg_buffer {
                           expression over kg_lowered.size_vars; NULL otherwise (regions and parameters never) */
   int param_index;  /* >= 0 for parameters: inputs in order, then outputs in order; -1 otherwise */
   int is_input;     /* read-only parameter */
+  /* A register accumulator (lower/regacc.c): a LOCAL array small enough for registers that holds the elements of
+   * reg_acc_of a reduction updates, for the iterations of the loop named reg_acc_loop; 0 and NULL otherwise. */
+  int reg_acc;
+  const struct kg_buffer *reg_acc_of;
+  const char *reg_acc_loop;
 } kg_buffer;
 
 typedef struct kg_irvar {
@@ -182,6 +187,10 @@ kg_irstmt *kg_ir_allreduce(kg_arena *a, kg_buffer *b, kg_reducer red, kg_thread_
                            const char *stage_name, const char *loop_name);
 kg_irstmt *kg_ir_comment(kg_arena *a, const char *text);
 int kg_ir_is_const(const kg_irexpr *e, int64_t *v);
+/* The children of an expression node, as the addresses of the fields that hold them (so that a pass can replace
+ * them), in evaluation order: up to KG_IR_MAX_CHILDREN; returns their number (0 for constants and variables). */
+#define KG_IR_MAX_CHILDREN 3
+int kg_ir_children(kg_irexpr *e, kg_irexpr **kids[KG_IR_MAX_CHILDREN]);
 /* Sets mark[v->id] for every variable v (with id < n) that e uses. */
 void kg_ir_mark_vars(const kg_irexpr *e, unsigned char *mark, int n);
 /* Does e use a variable v (with id < n) whose mark[v->id] is set? */
@@ -200,6 +209,11 @@ int kg_ir_const_upper(const kg_irexpr *e, int64_t *u);
  * buffer or variable after one of them. */
 extern const char *const kg_reserved_macros[];
 extern const int kg_nreserved_macros;
+
+/* The IR verifier (verify.c): checks the invariants lowering guarantees and the printers rely on (scopes of
+ * variables and buffers, types, extents, storage scopes legal for the target, barriers every thread reaches; see
+ * the file comment). 0 when they hold, else -1 with a message in err naming the node and its problem. */
+int kg_ir_verify(const kg_lowered *f, char *err, size_t errlen);
 
 /* Pseudo-code dump of the IR (`kgen lower --dump ir`). */
 void kg_ir_print(struct kg_strbuf *b, const kg_lowered *f);

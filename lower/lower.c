@@ -1004,5 +1004,15 @@ kg_lowered *kg_lower(const kg_schedule *s, kg_target_kind target, kg_arena *a, c
   if (!L->failed && target == KG_TARGET_C) kg_lower_tighten(a, f->body, &L->ranges, L->nvars);
   f->n_buffers = L->nbuffers;
   f->n_vars = L->nvars;
-  return L->failed ? NULL : f;
+  if (L->failed) return NULL;
+#ifndef NDEBUG
+  /* One linear walk, small next to lowering itself: every build without NDEBUG (the default, and every test)
+   * checks what the passes made, so a broken invariant is a lowering error here instead of wrong code later. */
+  char verr[512];
+  if (kg_ir_verify(f, verr, sizeof verr) != 0) {
+    fail(L, "lower: internal error: %s", verr);
+    return NULL;
+  }
+#endif
+  return f;
 }
