@@ -10,17 +10,9 @@
 
 /* ---- linear forms ---- */
 
-typedef struct lterm {
-  kg_irexpr *atom;
-  int64_t coef;
-} lterm;
-
-typedef struct lin {
-  int ok;     /* 0: overflowed or not representable */
-  int64_t c;
-  lterm *t;
-  int n;
-} lin;
+/* kg_affine under its short local names */
+typedef kg_affine_term lterm;
+typedef kg_affine lin;
 
 static lin lin_const(int64_t c) { return (lin){1, c, NULL, 0}; }
 
@@ -161,6 +153,11 @@ static kg_irexpr *lin_to_ir(kg_arena *a, const lin *l) {
   }
   if (l->c != 0) return kg_ir_binary(a, KG_OP_ADD, r, kg_ir_int(a, l->c));
   return r;
+}
+
+kg_affine kg_bounds_affine(kg_arena *a, kg_irexpr *e, kg_irexpr *const *lets, int nlets) {
+  if (e->ty != KG_TY_INT) return (lin){0, 0, NULL, 0};
+  return lin_from_ir(a, e, lets, nlets);
 }
 
 kg_irexpr *kg_bounds_simplify(kg_arena *a, kg_irexpr *e, kg_irexpr *const *lets, int nlets) {

@@ -446,8 +446,13 @@ static void print_stmt(kg_strbuf *b, const kg_irstmt *s, int ind) {
       break;
     case KG_IRS_ALLOC:
       kg_strbuf_indent(b, ind);
-      kg_strbuf_printf(b, "alloc %s: f32[%lld] %s\n", s->alloc.buf->name, (long long)s->alloc.buf->size,
+      kg_strbuf_printf(b, "alloc %s: f32[%lld] %s", s->alloc.buf->name, (long long)s->alloc.buf->size,
                        kg_scope_names[s->alloc.buf->scope]);
+      if (s->alloc.buf->reg_acc)
+        kg_strbuf_printf(b, " register (accumulates %s around loop %s)",
+                         s->alloc.buf->reg_acc_of ? s->alloc.buf->reg_acc_of->name : "?",
+                         s->alloc.buf->reg_acc_loop ? s->alloc.buf->reg_acc_loop : "?");
+      kg_strbuf_putc(b, '\n');
       print_stmt(b, s->alloc.body, ind + 1);
       break;
     case KG_IRS_BARRIER:
