@@ -249,8 +249,12 @@ static void test_tighten(void) {
    * region guard (its rows beyond the tensor) becomes the bound of its perfect copy nest */
   o = expect_ok("tighten producer outside", KG_TEST_MATMUL, sz,
                 "cache_write C local\nsplit C j 8\ncompute_at C.local C j.o\nreorder C.local i k j\n");
-  /* no guard left: the only conditions choose the register accumulation's full-tile version (codegen/c.c) */
-  CHECK(guards(o.code) == count(o.code, ") { /* full tiles: constant extents */"));
+  /* no guard left: the only conditions choose the register accumulation's full-tile version (lower/regacc.c) */
+  CHECK(count(o.code, "/* full tiles: constant extents */") > 0);
+  CHECK(guards(o.code) == count(o.code, "/* full tiles: constant extents */"));
+  /* the IR holds the accumulation and its versioning, as printed */
+  CHECK_STR_CONTAINS(o.ir, "alloc kg_acc0: f32[8] local register (accumulates C_local around loop k)");
+  CHECK_STR_CONTAINS(o.ir, "if (min(8, (20 - (j_o * 8))) >= 8):");
   CHECK_STR_CONTAINS(o.code, "kg_n_j_i = kg_min64(8, 20 - j_o * 8);");
   CHECK_STR_CONTAINS(o.code, "kg_n_j = kg_min64(8, 20 - j_o * 8);");
   CHECK(count(o.code, "C_local_j =") == 0); /* the init's LET served only its guard: gone with it */
