@@ -184,12 +184,22 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       break;
     }
     case KG_IRS_FOR: put_loop_plain(g, s, ind); break;
-    case KG_IRS_IF:
+    case KG_IRS_IF: {
+      /* a one-line comment that opens the then branch (what it is for) goes on the if's line */
+      const kg_irstmt *then = s->cond.then, *note = NULL;
+      if (then->kind == KG_IRS_SEQ && then->seq.n && then->seq.items[0]->kind == KG_IRS_COMMENT &&
+          !strpbrk(then->seq.items[0]->text, "\n*/"))
+        note = then->seq.items[0];
       kg_strbuf_indent(b, ind);
       kg_strbuf_puts(b, "if (");
       put_expr(g, s->cond.cond);
-      kg_strbuf_puts(b, ") {\n");
-      put_block_items(g, s->cond.then, ind + 1);
+      if (note) {
+        kg_strbuf_printf(b, ") { /* %s */\n", note->text);
+        for (int i = 1; i < then->seq.n; i++) put_stmt(g, then->seq.items[i], ind + 1);
+      } else {
+        kg_strbuf_puts(b, ") {\n");
+        put_block_items(g, then, ind + 1);
+      }
       kg_strbuf_indent(b, ind);
       if (s->cond.otherwise) {
         kg_strbuf_puts(b, "} else {\n");
@@ -198,6 +208,7 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       }
       kg_strbuf_puts(b, "}\n");
       break;
+    }
     case KG_IRS_STORE:
       kg_strbuf_indent(b, ind);
       kg_strbuf_printf(b, "%s[", s->store.buf->name);

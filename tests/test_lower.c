@@ -250,8 +250,8 @@ static void test_tighten(void) {
   o = expect_ok("tighten producer outside", KG_TEST_MATMUL, sz,
                 "cache_write C local\nsplit C j 8\ncompute_at C.local C j.o\nreorder C.local i k j\n");
   /* no guard left: the only conditions choose the register accumulation's full-tile version (lower/regacc.c) */
-  CHECK(count(o.code, "/* full tiles: constant extents */") > 0);
-  CHECK(guards(o.code) == count(o.code, "/* full tiles: constant extents */"));
+  CHECK(count(o.code, ") { /* full tiles: constant extents */") > 0);
+  CHECK(guards(o.code) == count(o.code, ") { /* full tiles: constant extents */"));
   /* the IR holds the accumulation and its versioning, as printed */
   CHECK_STR_CONTAINS(o.ir, "alloc kg_acc0: f32[8] local register (accumulates C_local around loop k)");
   CHECK_STR_CONTAINS(o.ir, "if (min(8, (20 - (j_o * 8))) >= 8):");
