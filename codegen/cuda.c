@@ -303,24 +303,12 @@ int kg_cuda_program_grid(const kg_cuda_program *p, const int64_t *sizes, int64_t
 
 /* The dynamic size e uses (its index; the first one met), or -1 when none. */
 static int first_size(const kg_lowered *f, const kg_irexpr *e) {
+  if (e->kind == KG_IRE_VAR) return size_index(f, e->var);
   int k = -1;
-  switch (e->kind) {
-    case KG_IRE_VAR: return size_index(f, e->var);
-    case KG_IRE_LOAD: return first_size(f, e->load.index);
-    case KG_IRE_BINARY:
-      k = first_size(f, e->bin.a);
-      return k >= 0 ? k : first_size(f, e->bin.b);
-    case KG_IRE_UNARY:
-    case KG_IRE_CAST: return first_size(f, e->bin.a);
-    case KG_IRE_CALL:
-      for (int i = 0; i < e->call.n && k < 0; i++) k = first_size(f, e->call.args[i]);
-      return k;
-    case KG_IRE_SELECT:
-      k = first_size(f, e->sel.c);
-      if (k < 0) k = first_size(f, e->sel.a);
-      return k >= 0 ? k : first_size(f, e->sel.b);
-    default: return -1;
-  }
+  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
+  int nk = kg_ir_children((kg_irexpr *)e, kids);
+  for (int i = 0; i < nk && k < 0; i++) k = first_size(f, *kids[i]);
+  return k;
 }
 
 /* The value of e (over the dynamic sizes) at sizes; -1 when e is not such an expression or does not evaluate. */
@@ -336,24 +324,16 @@ static int64_t eval_at(const kg_lowered *f, const kg_irexpr *e, const int64_t *s
 
 static int uses_var(const cgen *g, const kg_irexpr *e, const kg_irvar *v, int depth) {
   if (depth > 64) return 1; /* conservative */
-  switch (e->kind) {
-    case KG_IRE_VAR:
-      if (e->var == v) return 1;
-      if (e->var->id < g->nvars && g->lets[e->var->id]) return uses_var(g, g->lets[e->var->id], v, depth + 1);
-      return 0;
-    case KG_IRE_LOAD: return uses_var(g, e->load.index, v, depth + 1);
-    case KG_IRE_BINARY: return uses_var(g, e->bin.a, v, depth + 1) || uses_var(g, e->bin.b, v, depth + 1);
-    case KG_IRE_UNARY:
-    case KG_IRE_CAST: return uses_var(g, e->bin.a, v, depth + 1);
-    case KG_IRE_CALL:
-      for (int i = 0; i < e->call.n; i++)
-        if (uses_var(g, e->call.args[i], v, depth + 1)) return 1;
-      return 0;
-    case KG_IRE_SELECT:
-      return uses_var(g, e->sel.c, v, depth + 1) || uses_var(g, e->sel.a, v, depth + 1) ||
-             uses_var(g, e->sel.b, v, depth + 1);
-    default: return 0;
+  if (e->kind == KG_IRE_VAR) {
+    if (e->var == v) return 1;
+    if (e->var->id < g->nvars && g->lets[e->var->id]) return uses_var(g, g->lets[e->var->id], v, depth + 1);
+    return 0;
   }
+  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
+  int nk = kg_ir_children((kg_irexpr *)e, kids);
+  for (int i = 0; i < nk; i++)
+    if (uses_var(g, *kids[i], v, depth + 1)) return 1;
+  return 0;
 }
 
 /* ---- expressions ---- */
@@ -403,27 +383,10 @@ static void note_int(cgen *g, int64_t v) {
 }
 
 static void scan_ints(cgen *g, const kg_irexpr *e) {
-  switch (e->kind) {
-    case KG_IRE_INT:
-      if (e->ty == KG_TY_INT) note_int(g, e->i);
-      break;
-    case KG_IRE_LOAD: scan_ints(g, e->load.index); break;
-    case KG_IRE_BINARY:
-      scan_ints(g, e->bin.a);
-      scan_ints(g, e->bin.b);
-      break;
-    case KG_IRE_UNARY:
-    case KG_IRE_CAST: scan_ints(g, e->bin.a); break;
-    case KG_IRE_CALL:
-      for (int i = 0; i < e->call.n; i++) scan_ints(g, e->call.args[i]);
-      break;
-    case KG_IRE_SELECT:
-      scan_ints(g, e->sel.c);
-      scan_ints(g, e->sel.a);
-      scan_ints(g, e->sel.b);
-      break;
-    default: break;
-  }
+  if (e->kind == KG_IRE_INT && e->ty == KG_TY_INT) note_int(g, e->i);
+  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
+  int nk = kg_ir_children((kg_irexpr *)e, kids);
+  for (int i = 0; i < nk; i++) scan_ints(g, *kids[i]);
 }
 
 /* Decides the index type over the whole function: int when every size, extent and constant stays within 2^30
@@ -612,43 +575,18 @@ static int writer_guard(cgen *g, const kg_irstmt *s, kg_strbuf *out) {
 
 /* ---- vectorized loops ---- */
 
-/* Walks a normalised sum: adds to *cv the coefficient of v; every other term must be a multiple of w. */
-static int lin_walk(cgen *g, const kg_irexpr *e, const kg_irvar *v, int64_t mult, int64_t w, int64_t *cv) {
-  int64_t c;
-  switch (e->kind) {
-    case KG_IRE_INT: return e->i * mult % w == 0;
-    case KG_IRE_BINARY:
-      if (e->bin.op == KG_OP_ADD) return lin_walk(g, e->bin.a, v, mult, w, cv) && lin_walk(g, e->bin.b, v, mult, w, cv);
-      if (e->bin.op == KG_OP_SUB)
-        return lin_walk(g, e->bin.a, v, mult, w, cv) && lin_walk(g, e->bin.b, v, -mult, w, cv);
-      if (e->bin.op == KG_OP_MUL) {
-        if (kg_ir_is_const(e->bin.b, &c) && llabs(c) < (1 << 30) && llabs(mult) < (1 << 30))
-          return lin_walk(g, e->bin.a, v, mult * c, w, cv);
-        if (kg_ir_is_const(e->bin.a, &c) && llabs(c) < (1 << 30) && llabs(mult) < (1 << 30))
-          return lin_walk(g, e->bin.b, v, mult * c, w, cv);
-      }
-      break;
-    case KG_IRE_UNARY:
-      if (e->bin.op == KG_OP_NEG) return lin_walk(g, e->bin.a, v, -mult, w, cv);
-      break;
-    case KG_IRE_VAR:
-      if (e->var == v) {
-        *cv += mult;
-        return 1;
-      }
-      break;
-    default: break;
-  }
-  /* an atom: it must not move with v, and its multiple must keep the alignment */
-  if (uses_var(g, e, v, 0)) return 0;
-  return mult % w == 0;
-}
-
-/* Is index = base + v with base a multiple of w? */
+/* Is index = base + v with base a multiple of w? Over the affine form of the index (LETs substituted): v's
+ * coefficient must be 1, and every other term, which must not move with v, and the constant multiples of w. */
 static int vector_index(cgen *g, const kg_irexpr *index, const kg_irvar *v, int64_t w) {
-  kg_irexpr *e = kg_bounds_simplify(&g->tmp, (kg_irexpr *)index, g->lets, g->nvars);
+  kg_affine l = kg_bounds_affine(&g->tmp, (kg_irexpr *)index, g->lets, g->nvars);
+  if (!l.ok || l.c % w != 0) return 0;
   int64_t cv = 0;
-  return lin_walk(g, e, v, 1, w, &cv) && cv == 1;
+  for (int i = 0; i < l.n; i++) {
+    const kg_irexpr *atom = l.t[i].atom;
+    if (atom->kind == KG_IRE_VAR && atom->var == v) cv += l.t[i].coef;
+    else if (uses_var(g, atom, v, 0) || l.t[i].coef % w != 0) return 0;
+  }
+  return cv == 1;
 }
 
 /* Collects the loads of value that move with v (each must be a vector access); 0 when some other part of

@@ -421,41 +421,24 @@ static void collect_reads(rctx *R, const kg_expr *e) {
         for (int d = 0; d < t->nax && d < e->read.n; d++)
           if (t->ax[d]->id >= 0 && t->ax[d]->id < R->nenv) R->env[t->ax[d]->id] = saved[d];
       }
-      for (int d = 0; d < e->read.n; d++) collect_reads(R, e->read.idx[d]);
       break;
     }
-    case KG_EXPR_UNARY: collect_reads(R, e->op.a); break;
-    case KG_EXPR_BINARY:
-      collect_reads(R, e->op.a);
-      collect_reads(R, e->op.b);
-      break;
-    case KG_EXPR_CALL:
-      for (int i = 0; i < e->call.n; i++) collect_reads(R, e->call.args[i]);
-      break;
     default: break;
   }
+  for (int i = 0; i < kg_expr_nchildren(e); i++) collect_reads(R, *kg_expr_child((kg_expr *)e, i));
 }
 
 /* Does e read the producer, directly or through inlined stages? */
 static int reads_producer(const kg_region_query *q, const kg_expr *e, int depth) {
   if (!e || depth > 64) return e != NULL;
-  switch (e->kind) {
-    case KG_EXPR_READ: {
-      const kg_sstage *t = stage_of(q, e->read.tensor);
-      if (t == q->producer) return 1;
-      if (t && t->attach == KG_ATTACH_INLINE && reads_producer(q, t->body, depth + 1)) return 1;
-      for (int d = 0; d < e->read.n; d++)
-        if (reads_producer(q, e->read.idx[d], depth + 1)) return 1;
-      return 0;
-    }
-    case KG_EXPR_UNARY: return reads_producer(q, e->op.a, depth + 1);
-    case KG_EXPR_BINARY: return reads_producer(q, e->op.a, depth + 1) || reads_producer(q, e->op.b, depth + 1);
-    case KG_EXPR_CALL:
-      for (int i = 0; i < e->call.n; i++)
-        if (reads_producer(q, e->call.args[i], depth + 1)) return 1;
-      return 0;
-    default: return 0;
+  if (e->kind == KG_EXPR_READ) {
+    const kg_sstage *t = stage_of(q, e->read.tensor);
+    if (t == q->producer) return 1;
+    if (t && t->attach == KG_ATTACH_INLINE && reads_producer(q, t->body, depth + 1)) return 1;
   }
+  for (int i = 0; i < kg_expr_nchildren(e); i++)
+    if (reads_producer(q, *kg_expr_child((kg_expr *)e, i), depth + 1)) return 1;
+  return 0;
 }
 
 static int is_relaxed(const kg_region_query *q, const kg_irvar *v) {

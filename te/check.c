@@ -562,17 +562,10 @@ static void find_bare(checker *c, const kg_expr *e, const kg_ivar *iv, bare_use 
         u->dim = d;
       }
     }
+    return; /* not into the indices: a bare use is an index itself */
+  default:
+    for (int i = 0; i < kg_expr_nchildren(e); i++) find_bare(c, *kg_expr_child((kg_expr *)e, i), iv, u, must_agree);
     return;
-  case KG_EXPR_UNARY: find_bare(c, e->op.a, iv, u, must_agree); return;
-  case KG_EXPR_BINARY:
-    find_bare(c, e->op.a, iv, u, must_agree);
-    find_bare(c, e->op.b, iv, u, must_agree);
-    return;
-  case KG_EXPR_CALL:
-    for (int i = 0; i < e->call.n; i++) find_bare(c, e->call.args[i], iv, u, must_agree);
-    return;
-  case KG_EXPR_REDUCE: find_bare(c, e->reduce.body, iv, u, must_agree); return;
-  default: return;
   }
 }
 
