@@ -23,6 +23,12 @@
  * unwritten (poisoned by the verifier, which ignores the status), so the failure is seen as a wrong answer
  * instead of a crash.
  *
+ * The IR is the code: transforms belong to lowering (tightened extents, register accumulators), and this file only
+ * decides how to write each node in C: a non-constant extent is computed once into a const before its loop
+ * (OpenMP's canonical form), loop kinds become pragmas (a vectorized loop whose body has loops gets none), a local
+ * allocation lives on the stack up to KG_C_STACK_BYTES and on the heap beyond, a SEQ opens a block only when it
+ * declares a LET, and a one-line comment that opens an if's then branch goes on the if's line.
+ *
  * Requires: a kg_lowered for KG_TARGET_C (no bound loops, no shared allocations: rejected with an error). */
 #include <stdarg.h>
 #include <stdio.h>
