@@ -14,7 +14,8 @@
  * - targets: on C no loop is bound to a thread tag, no allocation is shared, no cross-thread reduction; on CUDA
  *   allocations are shared or local (a shared one may sit inside thread loops: the printer declares it per block
  *   and the threads fill it together), a cross-thread reduction reduces a local one-element buffer across a
- *   threadIdx tag; no allocation is of global scope (global temporaries are f->temps);
+ *   threadIdx tag; no allocation is of global scope (global temporaries are f->temps); a register accumulator
+ *   (regacc.c) is a local allocation on the C target that names the buffer it accumulates;
  * - barriers and cross-thread reductions: every thread of the block must reach them, so none sits under an IF
  *   whose condition, or in a loop whose extent, depends on a threadIdx-bound loop variable (directly or through
  *   LETs). */
@@ -300,8 +301,8 @@ static void check_stmt(vctx *V, const kg_irstmt *s) {
       if (b->size < 1 || b->dyn_size) FAIL("size must be a positive constant");
       if (b->scope == KG_SCOPE_GLOBAL) FAIL("global scope (global temporaries are the function's temps)");
       if (b->scope == KG_SCOPE_SHARED && !cuda) FAIL("shared storage on the C target");
-      if (b->reg_acc && (b->scope != KG_SCOPE_LOCAL || !b->reg_acc_of))
-        FAIL("a register accumulator must be local and name the buffer it accumulates");
+      if (b->reg_acc && (b->scope != KG_SCOPE_LOCAL || !b->reg_acc_of || cuda))
+        FAIL("a register accumulator must be local, on the C target, and name the buffer it accumulates");
       V->buf_live[b->id] = 1;
       check_child(V, s->alloc.body, where);
       V->buf_live[b->id] = 0;

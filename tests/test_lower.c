@@ -584,6 +584,11 @@ static void test_verify(void) {
                 k->loop.body->loop.kind = KG_LOOP_SERIAL, k->loop.body->loop.tag = KG_THREAD_NONE;
     vexpect(&x, want[c], "barrier");
   }
+  /* a register accumulator that does not say what it accumulates */
+  vfix_init(&x, KG_TARGET_C);
+  x.T->reg_acc = 1;
+  kg_ir_seq_push(&x.a, x.body, kg_ir_alloc(&x.a, x.T, kg_ir_comment(&x.a, "x")));
+  vexpect(&x, "alloc T: a register accumulator must be local", "register accumulator");
   /* a cross-thread reduction of a buffer of more than one element */
   vfix_init(&x, KG_TARGET_CUDA);
   a = &x.a;
