@@ -5,14 +5,15 @@
  * the second pass prints. What the printer decides itself:
  * - a loop bound to a tag whose extent is below the launched extent is guarded (`if (threadIdx.x < E)`); a
  *   barrier or a cross-thread reduction under such a guard is rejected, since not every thread would reach it;
- * - a store to shared or global memory that no enclosing thread index distinguishes (its index does not use the
- *   variable of any enclosing loop bound to that tag) is made by the thread whose index is 0 along that tag;
- * - a vectorized loop of extent 2 or 4 whose body is one store becomes float2/float4 accesses when every access
+ * - a vectorized loop of extent 2 or 4 whose body is one store (or one single-writer guard around it) becomes float2/float4 accesses when every access
  *   that moves with the loop variable is base + v with base a multiple of the width (every buffer is 16-byte
  *   aligned: parameters and temporaries come from cuMemAlloc, arrays are declared __align__(16), dynamic shared
  *   offsets are multiples of 16 bytes); otherwise it is an unrolled scalar loop;
  * - a cross-thread reduction combines with xor shuffles when the threads it spans are a power of two within a
  *   warp, with shuffles then shared memory across warps when they are whole warps, else through shared memory.
+ * These depend on the launch shape this printer computes per kernel; a transform that does not is lowering's: the
+ * single writer of a store no thread index distinguishes (lower/writer.c) is an IF in the IR, printed on the
+ * store's line.
  *
  * The source includes no header: NVRTC compiles it as is, and the host compiler with runtime/cuda_emu.h
  * force-included (KG_EMULATE) compiles it for the emulator, which calls the `<kernel>__emu` entries.
@@ -343,6 +344,7 @@ static void fail_expr(void *ctx, const char *msg) { cfail(ctx, "codegen cuda: %s
 /* NVRTC without headers has neither INFINITY nor NAN (bit patterns instead) nor INT64_C; the helpers named here
  * are defined by the prelude below. */
 static const kg_cexpr_dialect cuda_dialect = {
+    .thread_index = 1,
     .nan = "__int_as_float(0x7fffffff)",
     .inf = "__int_as_float(0x7f800000)",
     .neg_inf = "(-__int_as_float(0x7f800000))",
@@ -553,24 +555,17 @@ static void put_items(cgen *g, const kg_irstmt *s, int ind) {
     put_stmt(g, s, ind);
 }
 
-/* The single-writer condition of a store (see the file comment), or 0 when every thread along every launched
- * tag writes its own element. Writes "(threadIdx.x == 0 && ...)" into b. */
-static int writer_guard(cgen *g, const kg_irstmt *s, kg_strbuf *out) {
-  const kg_buffer *buf = s->store.buf;
-  if (buf->scope == KG_SCOPE_LOCAL) return 0;
-  int n = 0;
-  for (int t = KG_THREAD_BLOCK_X; t <= KG_THREAD_THREAD_Z; t++) {
-    if (g->launch[t] <= 1) continue;
-    /* shared memory is per block */
-    if (kg_thread_tag_is_block((kg_thread_tag)t) && buf->scope == KG_SCOPE_SHARED) continue;
-    int distinguished = 0;
-    for (int i = 0; i < g->nbound && !distinguished; i++)
-      if (g->bound[i].tag == (kg_thread_tag)t && uses_var(g, s->store.index, g->bound[i].var, 0)) distinguished = 1;
-    if (distinguished) continue;
-    kg_strbuf_printf(out, "%s%s == 0", n ? " && " : "", kg_thread_tag_names[t]);
-    n++;
-  }
-  return n;
+/* A single-writer guard (lower/writer.c): IF without else around one store, whose condition is a conjunction of
+ * thread index == 0. Printed on the store's line, and inside a vectorized loop around its vector store. */
+static int thread_zero(const kg_irexpr *e) {
+  if (e->kind == KG_IRE_BINARY && e->bin.op == KG_OP_AND) return thread_zero(e->bin.a) && thread_zero(e->bin.b);
+  int64_t c;
+  return e->kind == KG_IRE_BINARY && e->bin.op == KG_OP_EQ && e->bin.a->kind == KG_IRE_THREAD &&
+         kg_ir_is_const(e->bin.b, &c) && c == 0;
+}
+
+static int is_writer_if(const kg_irstmt *s) {
+  return s->kind == KG_IRS_IF && !s->cond.otherwise && s->cond.then->kind == KG_IRS_STORE && thread_zero(s->cond.cond);
 }
 
 /* ---- vectorized loops ---- */
@@ -629,7 +624,7 @@ static int put_vector_loop(cgen *g, const kg_irstmt *s, int ind) {
   int64_t w;
   if (!kg_ir_is_const(s->loop.extent, &w) || (w != 2 && w != 4)) return 0;
   const kg_irvar *v = s->loop.var;
-  const kg_irstmt *body = s->loop.body, *store = NULL;
+  const kg_irstmt *body = s->loop.body, *store = NULL, *writer = NULL;
   const kg_irstmt *const *items = &body;
   int nitems = 1;
   if (body->kind == KG_IRS_SEQ) items = (const kg_irstmt *const *)body->seq.items, nitems = body->seq.n;
@@ -639,6 +634,11 @@ static int put_vector_loop(cgen *g, const kg_irstmt *s, int ind) {
     if (it->kind == KG_IRS_COMMENT) continue;
     if (it->kind == KG_IRS_STORE && !store) {
       store = it;
+      continue;
+    }
+    if (is_writer_if(it) && !store) {
+      writer = it;
+      store = it->cond.then;
       continue;
     }
     return 0;
@@ -660,16 +660,14 @@ static int put_vector_loop(cgen *g, const kg_irstmt *s, int ind) {
   kg_strbuf_printf(b, "const kg_idx %s = 0;\n", v->name);
   for (int i = 0; i < nitems; i++)
     if (items[i]->kind == KG_IRS_LET) put_let(g, items[i], ind + 1);
-  kg_strbuf guard;
-  kg_strbuf_init(&guard);
-  int ng = writer_guard(g, store, &guard);
   int in = ind + 1;
-  if (ng) {
+  if (writer) {
     kg_strbuf_indent(b, in);
-    kg_strbuf_printf(b, "if (%s) {\n", guard.s);
+    kg_strbuf_puts(b, "if (");
+    put_expr(g, writer->cond.cond);
+    kg_strbuf_puts(b, ") {\n");
     in++;
   }
-  kg_strbuf_free(&guard);
   for (int i = 0; i < nl; i++) {
     kg_strbuf_indent(b, in);
     kg_strbuf_printf(b, "const %s kg_vl%d_%d = *(const %s *)(%s + (", vt, id, i, vt, loads[i]->load.buf->name);
@@ -696,7 +694,7 @@ static int put_vector_loop(cgen *g, const kg_irstmt *s, int ind) {
   kg_strbuf_printf(b, "*(%s *)(%s + (", vt, store->store.buf->name);
   put_expr(g, store->store.index);
   kg_strbuf_printf(b, ")) = kg_vs%d;\n", id);
-  if (ng) {
+  if (writer) {
     kg_strbuf_indent(b, ind + 1);
     kg_strbuf_puts(b, "}\n");
   }
@@ -913,6 +911,11 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       kg_strbuf_indent(b, ind);
       kg_strbuf_puts(b, "if (");
       put_expr(g, s->cond.cond);
+      if (is_writer_if(s)) { /* a single writer: on the store's line */
+        kg_strbuf_puts(b, ") ");
+        put_stmt(g, s->cond.then, 0);
+        break;
+      }
       kg_strbuf_puts(b, ") {\n");
       g->nif++;
       put_items(g, s->cond.then, ind + 1);
@@ -926,12 +929,7 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       kg_strbuf_puts(b, "}\n");
       break;
     case KG_IRS_STORE: {
-      kg_strbuf guard;
-      kg_strbuf_init(&guard);
-      int ng = writer_guard(g, s, &guard);
       kg_strbuf_indent(b, ind);
-      if (ng) kg_strbuf_printf(b, "if (%s) ", guard.s);
-      kg_strbuf_free(&guard);
       kg_strbuf_printf(b, "%s[", s->store.buf->name);
       put_expr(g, s->store.index);
       kg_strbuf_puts(b, "] = ");

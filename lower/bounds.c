@@ -33,6 +33,7 @@ int kg_bounds_expr_equal(const kg_irexpr *x, const kg_irexpr *y) {
     case KG_IRE_INT: return x->i == y->i;
     case KG_IRE_FLOAT: return memcmp(&x->f, &y->f, sizeof x->f) == 0;
     case KG_IRE_VAR: return x->var == y->var;
+    case KG_IRE_THREAD: return x->tag == y->tag;
     case KG_IRE_LOAD:
       return x->load.buf == y->load.buf && kg_bounds_expr_equal(x->load.index, y->load.index);
     case KG_IRE_BINARY:

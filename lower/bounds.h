@@ -77,4 +77,6 @@ void kg_lower_tighten(kg_arena *a, kg_irstmt *body, const kg_var_ranges *ranges,
 /* regacc.c: on the C target, reductions into tiles accumulate in small local arrays that compilers keep in
  * registers (after tightening, whose ragged extents it versions). */
 void kg_lower_regacc(kg_arena *a, kg_lowered *f);
+/* writer.c: on the CUDA target, a store that no enclosing thread index distinguishes is made by one thread. */
+void kg_lower_writer(kg_arena *a, kg_lowered *f);
 #endif

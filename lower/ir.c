@@ -41,6 +41,12 @@ kg_irexpr *kg_ir_var(kg_arena *a, kg_irvar *v) {
   return e;
 }
 
+kg_irexpr *kg_ir_thread(kg_arena *a, kg_thread_tag tag) {
+  kg_irexpr *e = new_expr(a, KG_IRE_THREAD, KG_TY_INT);
+  e->tag = tag;
+  return e;
+}
+
 kg_irexpr *kg_ir_load(kg_arena *a, kg_buffer *b, kg_irexpr *index) {
   kg_irexpr *e = new_expr(a, KG_IRE_LOAD, KG_TY_F32);
   e->load.buf = b;
@@ -399,6 +405,7 @@ static void print_expr(kg_strbuf *b, const kg_irexpr *e) {
       print_expr(b, e->bin.a);
       kg_strbuf_putc(b, ')');
       break;
+    case KG_IRE_THREAD: kg_strbuf_puts(b, kg_thread_tag_names[e->tag]); break;
   }
 }
 

@@ -45,6 +45,8 @@ typedef enum {
   KG_IRE_CALL,   /* call.fn over call.args (SELECT never appears here: see KG_IRE_SELECT) */
   KG_IRE_SELECT, /* sel.c ? sel.a : sel.b, evaluating only the branch taken */
   KG_IRE_CAST,   /* bin.a (INT) converted to F32 */
+  KG_IRE_THREAD, /* the running thread's index along tag (blockIdx.x ... threadIdx.z), INT; CUDA only, where no
+                    loop bound to the tag need enclose it (lower/writer.c) */
 } kg_irexpr_kind;
 
 struct kg_irexpr {
@@ -55,6 +57,7 @@ struct kg_irexpr {
     int64_t i;
     double f;
     kg_irvar *var;
+    kg_thread_tag tag; /* THREAD */
     struct {
       kg_buffer *buf;
       kg_irexpr *index;
@@ -174,6 +177,7 @@ kg_irexpr *kg_ir_unary(kg_arena *a, kg_op op, kg_irexpr *x);
 kg_irexpr *kg_ir_call(kg_arena *a, kg_func fn, kg_irexpr **args, int n);
 kg_irexpr *kg_ir_select(kg_arena *a, kg_irexpr *c, kg_irexpr *x, kg_irexpr *y);
 kg_irexpr *kg_ir_cast_f32(kg_arena *a, kg_irexpr *x); /* no-op on F32 */
+kg_irexpr *kg_ir_thread(kg_arena *a, kg_thread_tag tag);
 kg_irstmt *kg_ir_seq(kg_arena *a);
 void kg_ir_seq_push(kg_arena *a, kg_irstmt *seq, kg_irstmt *item); /* a NULL item is ignored */
 kg_irstmt *kg_ir_for(kg_arena *a, kg_irvar *v, kg_irexpr *extent, kg_loop_kind kind, kg_thread_tag tag,

@@ -1009,6 +1009,7 @@ kg_lowered *kg_lower(const kg_schedule *s, kg_target_kind target, kg_arena *a, c
   if (L->failed) return NULL;
   /* after tightening, whose ragged extents it versions; the IR is then what the C printer prints */
   if (target == KG_TARGET_C) kg_lower_regacc(a, f);
+  if (target == KG_TARGET_CUDA) kg_lower_writer(a, f);
 #ifndef NDEBUG
   /* One linear walk, small next to lowering itself: every build without NDEBUG (the default, and every test)
    * checks what the passes made, so a broken invariant is a lowering error here instead of wrong code later. */

@@ -98,7 +98,18 @@ static int check_buf_id(vctx *V, const kg_buffer *b) {
   return 1;
 }
 
-static int thread_dependent(vctx *V, const kg_irexpr *e) { return kg_ir_uses_marked(e, V->thread_dep, V->nvars); }
+static int has_thread_index(const kg_irexpr *e) {
+  if (e->kind == KG_IRE_THREAD) return kg_thread_tag_is_thread(e->tag);
+  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
+  int n = kg_ir_children((kg_irexpr *)e, kids);
+  for (int i = 0; i < n; i++)
+    if (has_thread_index(*kids[i])) return 1;
+  return 0;
+}
+
+static int thread_dependent(vctx *V, const kg_irexpr *e) {
+  return kg_ir_uses_marked(e, V->thread_dep, V->nvars) || has_thread_index(e);
+}
 
 static void check_expr(vctx *V, const kg_irexpr *e, const char *role);
 
@@ -153,6 +164,11 @@ static void check_expr(vctx *V, const kg_irexpr *e, const char *role) {
     case KG_IRE_CAST:
       if (e->bin.a && e->bin.a->ty != KG_TY_INT) vfail(V, "cast of a non-INT operand");
       break;
+    case KG_IRE_THREAD:
+      if (V->f->target != KG_TARGET_CUDA) vfail(V, "a thread index (%s) outside CUDA", kg_thread_tag_names[e->tag]);
+      else if (!kg_thread_tag_is_thread(e->tag) && !kg_thread_tag_is_block(e->tag))
+        vfail(V, "thread index of tag %s", (unsigned)e->tag < KG_THREAD_COUNT ? kg_thread_tag_names[e->tag] : "?");
+      return;
     case KG_IRE_BINARY:
     case KG_IRE_UNARY: break;
     default: vfail(V, "expression of unknown kind %d", (int)e->kind); return;

@@ -368,6 +368,15 @@ static void test_cuda_ir(void) {
   CHECK_STR_CONTAINS(o.ir, "alloc A_local: f32[17] local");
   CHECK(count(o.ir, "barrier") == 0);
   outcome_free(&o);
+  /* a cross-thread reduction's result is stored by one thread, in the IR (lower/writer.c): the blockIdx loop
+   * distinguishes the rows, the threads do not; the other stages launch no thread and stay unguarded */
+  o = run_case(KG_TEST_SOFTMAX, "N=6 D=40", "split m j 32\nbind m i blockIdx.x\nbind m j.i threadIdx.x\n",
+               KG_TARGET_CUDA);
+  CHECKF(o.lowered, "%s", o.msg);
+  CHECK_STR_CONTAINS(o.ir, "allreduce max m_red[0] across threadIdx.x (32)  # m.j.i\n"
+                           "      if (threadIdx.x == 0):\n        m[i] = m_red[0]\n");
+  CHECK(count(o.ir, " == 0)") == 1);
+  outcome_free(&o);
 }
 
 /* The runner reports compiler errors and missing entry points as values, with the reason in the log. */
@@ -584,6 +593,23 @@ static void test_verify(void) {
                 k->loop.body->loop.kind = KG_LOOP_SERIAL, k->loop.body->loop.tag = KG_THREAD_NONE;
     vexpect(&x, want[c], "barrier");
   }
+  /* thread indices: only on CUDA, and a barrier under a condition on one is divergent */
+  vfix_init(&x, KG_TARGET_C);
+  kg_ir_seq_push(&x.a, x.body,
+                 kg_ir_store(&x.a, x.C, kg_ir_thread(&x.a, KG_THREAD_THREAD_X), kg_ir_float(&x.a, 1)));
+  vexpect(&x, "store to C: a thread index (threadIdx.x) outside CUDA", "thread index on C");
+  vfix_init(&x, KG_TARGET_CUDA);
+  a = &x.a;
+  kg_ir_seq_push(a, x.body,
+                 kg_ir_if(a, kg_ir_binary(a, KG_OP_EQ, kg_ir_thread(a, KG_THREAD_BLOCK_X), vi(&x, 0)), kg_ir_barrier(a),
+                          NULL));
+  vexpect(&x, NULL, "barrier under a blockIdx condition");
+  vfix_init(&x, KG_TARGET_CUDA);
+  a = &x.a;
+  kg_ir_seq_push(a, x.body,
+                 kg_ir_if(a, kg_ir_binary(a, KG_OP_EQ, kg_ir_thread(a, KG_THREAD_THREAD_Y), vi(&x, 0)),
+                          kg_ir_barrier(a), NULL));
+  vexpect(&x, "barrier: under a condition or loop extent that depends on a thread index", "barrier under threadIdx");
   /* a register accumulator that does not say what it accumulates */
   vfix_init(&x, KG_TARGET_C);
   x.T->reg_acc = 1;
