@@ -23,36 +23,29 @@
  * unwritten (poisoned by the verifier, which ignores the status), so the failure is seen as a wrong answer
  * instead of a crash.
  *
+ * The IR is the code: transforms belong to lowering (tightened extents, register accumulators), and this file only
+ * decides how to write each node in C: a non-constant extent is computed once into a const before its loop
+ * (OpenMP's canonical form), loop kinds become pragmas (a vectorized loop whose body has loops gets none), a local
+ * allocation lives on the stack up to KG_C_STACK_BYTES and on the heap beyond, a SEQ opens a block only when it
+ * declares a LET, and a one-line comment that opens an if's then branch goes on the if's line.
+ *
  * Requires: a kg_lowered for KG_TARGET_C (no bound loops, no shared allocations: rejected with an error). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../base/xalloc.h"
 #include "../base/strbuf.h"
-#include "../lower/bounds.h"
 #include "cexpr.h"
 #include "codegen.h"
 
 /* Local regions up to this many bytes live on the stack. */
 #define KG_C_STACK_BYTES (16 * 1024)
-/* The deepest nest of constant loops a register accumulation covers (see "register accumulation" below). */
-#define RACC_MAX_DEPTH 8
 
 typedef struct cgen {
   kg_strbuf b;
   char *err;
   size_t errlen;
   int failed;
-  int nvars;                     /* variable ids of the function are below this */
-  int nracc;                     /* register accumulators printed so far (their names) */
-  const kg_irstmt *racc_store;   /* while printing a register accumulation's value: its store */
-  char *racc_slot;               /* and the accumulator element that stands for the store's element */
-  /* while printing the full-tile version of a register accumulation (see put_racc_versioned): its nest's loops,
-   * printed with these constant extents instead of their own */
-  const kg_irstmt *full_loop[RACC_MAX_DEPTH];
-  int64_t full_ext[RACC_MAX_DEPTH];
-  int nfull;
 } cgen;
 
 static void cfail(cgen *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -85,10 +78,8 @@ static const kg_cexpr_dialect c_dialect = {
     .log = "kg_logf",
 };
 
-static int racc_load(void *ctx, kg_strbuf *b, const kg_irexpr *e);
-
 static void put_expr(cgen *g, const kg_irexpr *e) {
-  kg_cexpr_printer p = {.b = &g->b, .d = &c_dialect, .ctx = g, .load = racc_load, .fail = fail_expr};
+  kg_cexpr_printer p = {.b = &g->b, .d = &c_dialect, .ctx = g, .fail = fail_expr};
   kg_cexpr_put_expr(&p, e);
 }
 
@@ -138,9 +129,6 @@ static int put_for_head(cgen *g, const kg_irstmt *s, int ind) {
   }
   const char *v = s->loop.var->name;
   int is_const = kg_ir_is_const(s->loop.extent, &ext), has_upper = kg_ir_const_upper(s->loop.extent, &ext);
-  int is_full = 0;
-  for (int i = 0; i < g->nfull; i++)
-    if (g->full_loop[i] == s) is_full = is_const = has_upper = 1, ext = g->full_ext[i];
   if (!is_const) {
     /* a tightened extent, computed once before the loop (OpenMP's canonical form needs an invariant bound);
      * kg_n_<var> cannot clash: IR names never start with kg_ and loop variables are unique */
@@ -168,389 +156,11 @@ static int put_for_head(cgen *g, const kg_irstmt *s, int ind) {
   }
   kg_strbuf_indent(b, ind);
   kg_strbuf_printf(b, "for (int64_t %s = 0; %s < ", v, v);
-  if (is_full) kg_strbuf_printf(b, "%lld", (long long)ext);
-  else if (is_const) put_expr(g, s->loop.extent);
+  if (is_const) put_expr(g, s->loop.extent);
   else kg_strbuf_printf(b, "kg_n_%s", v);
   kg_strbuf_printf(b, "; %s++) { /* %s.%s */\n", v, s->loop.stage_name ? s->loop.stage_name : "?",
                    s->loop.loop_name ? s->loop.loop_name : "?");
   return 0;
-}
-
-/* ---- register accumulation ----
- * gcc keeps an accumulator in registers only when it is a small array indexed by constants once the inner loops
- * are unrolled; an accumulation into a larger buffer (a tile-sized local region, or an output) around which a
- * reduction loop runs is loaded and stored on every iteration, whatever the aliasing. So a loop L whose body is a
- * nest of constant loops around one store buf[idx] = f(buf[idx], ...), with idx independent of L and injective
- * in the nest's variables (an affine function of them with distinct values), is printed as
- *   float kg_accN[size];  nest: kg_accN[slot] = buf[idx];
- *   L { nest: kg_accN[slot] = f(kg_accN[slot], ...) }   nest: buf[idx] = kg_accN[slot];
- * where slot numbers the nest's iterations. Each element sees the same operations in the same order, so results
- * are bit-identical. L's body may also start with a chain of up to RACC_MAX_RED serial loops (more reduction
- * loops: c, r, s of a convolution around its register tile) that idx does not use; they stay inside L, and the
- * accumulator lives across all of them rather than being reloaded around the innermost one.
- *
- * A nest loop whose extent is min(F, E - rest) (the last tile of a split that does not divide its loop, or of any
- * split of a loop that follows a dynamic size, where which tile is last depends on the size at run time) is ragged
- * only in the last tile. Such a nest is printed twice: the register accumulation with the constant extents F when
- * every ragged extent reaches its bound (all tiles but the last), the plain loop otherwise; so a tile size that does
- * not divide the loop, or a size known only at run time, does not cost the register tiling. */
-#define RACC_MAX_SIZE 512
-#define RACC_MAX_RED 3
-
-typedef struct racc {
-  const kg_irstmt *loop, *store;
-  const kg_irstmt *nest[RACC_MAX_DEPTH]; /* the nest's loops, outermost first */
-  int depth;
-  int64_t ext[RACC_MAX_DEPTH];  /* constant extents (a ragged loop's bound) */
-  int ragged[RACC_MAX_DEPTH];   /* the extent is not constant: ext is its constant upper bound */
-  int nragged;
-  int64_t size;
-  const kg_irstmt *red[RACC_MAX_RED]; /* the serial loops between L and the nest, outermost first */
-  int nred, want_red;
-  unsigned char *dep; /* variables that depend on L's variable (LETs of the nest that use it) */
-  unsigned char *inner; /* variables declared inside L (LETs, loops), not yet in scope before it */
-} racc;
-
-/* Loads of buf in e whose index is not idx (idx NULL: every load of buf). */
-static int other_loads(const kg_irexpr *e, const kg_buffer *buf, const kg_irexpr *idx) {
-  if (!e) return 0;
-  switch (e->kind) {
-    case KG_IRE_LOAD:
-      if (e->load.buf == buf && !(idx && kg_bounds_expr_equal(e->load.index, idx))) return 1;
-      return other_loads(e->load.index, buf, idx);
-    case KG_IRE_BINARY: return other_loads(e->bin.a, buf, idx) || other_loads(e->bin.b, buf, idx);
-    case KG_IRE_UNARY:
-    case KG_IRE_CAST: return other_loads(e->bin.a, buf, idx);
-    case KG_IRE_CALL:
-      for (int i = 0; i < e->call.n; i++)
-        if (other_loads(e->call.args[i], buf, idx)) return 1;
-      return 0;
-    case KG_IRE_SELECT:
-      return other_loads(e->sel.c, buf, idx) || other_loads(e->sel.a, buf, idx) || other_loads(e->sel.b, buf, idx);
-    default: return 0;
-  }
-}
-
-static int has_load(const kg_irexpr *e) {
-  switch (e->kind) {
-    case KG_IRE_LOAD: return 1;
-    case KG_IRE_BINARY: return has_load(e->bin.a) || has_load(e->bin.b);
-    case KG_IRE_UNARY:
-    case KG_IRE_CAST: return has_load(e->bin.a);
-    case KG_IRE_CALL:
-      for (int i = 0; i < e->call.n; i++)
-        if (has_load(e->call.args[i])) return 1;
-      return 0;
-    case KG_IRE_SELECT: return has_load(e->sel.c) || has_load(e->sel.a) || has_load(e->sel.b);
-    default: return 0;
-  }
-}
-
-/* Linear form of e in the nest's variables: coef[k] for nest loop k; lin[v * RACC_MAX_DEPTH + k] holds the forms
- * of the nest's LETs (valid where linok[v]). 0 when e is not affine in them (terms free of them are ignored). */
-typedef struct racc_lin {
-  const racc *ra;
-  int64_t *lin;
-  unsigned char *linok, *nestdep; /* nestdep: nest loop variables and the LETs that use them */
-  int nvars;
-} racc_lin;
-
-static int lin_form(const racc_lin *L, const kg_irexpr *e, int64_t *coef) {
-  for (int k = 0; k < RACC_MAX_DEPTH; k++) coef[k] = 0;
-  switch (e->kind) {
-    case KG_IRE_INT: return 1;
-    case KG_IRE_VAR: {
-      int id = e->var->id;
-      for (int k = 0; k < L->ra->depth; k++)
-        if (L->ra->nest[k]->loop.var == e->var) {
-          coef[k] = 1;
-          return 1;
-        }
-      if (id < L->nvars && L->nestdep[id]) {
-        if (!L->linok[id]) return 0;
-        memcpy(coef, &L->lin[(size_t)id * RACC_MAX_DEPTH], sizeof(int64_t) * RACC_MAX_DEPTH);
-      }
-      return 1;
-    }
-    case KG_IRE_BINARY:
-      if (e->ty == KG_TY_INT && (e->bin.op == KG_OP_ADD || e->bin.op == KG_OP_SUB || e->bin.op == KG_OP_MUL)) {
-        int64_t ca[RACC_MAX_DEPTH], cb[RACC_MAX_DEPTH], c = 0;
-        if (!lin_form(L, e->bin.a, ca) || !lin_form(L, e->bin.b, cb)) return 0;
-        int za = 1, zb = 1;
-        for (int k = 0; k < RACC_MAX_DEPTH; k++) za &= ca[k] == 0, zb &= cb[k] == 0;
-        if (e->bin.op != KG_OP_MUL) {
-          for (int k = 0; k < RACC_MAX_DEPTH; k++) coef[k] = e->bin.op == KG_OP_ADD ? ca[k] + cb[k] : ca[k] - cb[k];
-          return 1;
-        }
-        if (za && zb) return 1;
-        if (za && kg_ir_is_const(e->bin.a, &c))
-          for (int k = 0; k < RACC_MAX_DEPTH; k++) coef[k] = c * cb[k];
-        else if (zb && kg_ir_is_const(e->bin.b, &c))
-          for (int k = 0; k < RACC_MAX_DEPTH; k++) coef[k] = c * ca[k];
-        else
-          return 0;
-        return 1;
-      }
-      /* fall through */
-    default:
-      return !kg_ir_uses_marked(e, L->nestdep, L->nvars);
-  }
-}
-
-static int cmp_i64(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return (x > y) - (x < y);
-}
-
-/* Is the store's index injective over the nest's iterations? */
-static int racc_injective(const racc *ra, const int64_t *coef) {
-  int64_t vals[RACC_MAX_SIZE];
-  for (int64_t n = 0; n < ra->size; n++) {
-    int64_t r = n, v = 0;
-    for (int k = ra->depth - 1; k >= 0; k--) {
-      v += coef[k] * (r % ra->ext[k]);
-      r /= ra->ext[k];
-    }
-    vals[n] = v;
-  }
-  qsort(vals, (size_t)ra->size, sizeof vals[0], cmp_i64);
-  for (int64_t n = 1; n < ra->size; n++)
-    if (vals[n] == vals[n - 1]) return 0;
-  return 1;
-}
-
-/* The items of a loop body: a SEQ's items, or the statement itself. */
-static int body_items(const kg_irstmt *s, const kg_irstmt *const **items) {
-  if (s->kind == KG_IRS_SEQ) {
-    *items = (const kg_irstmt *const *)s->seq.items;
-    return s->seq.n;
-  }
-  *items = NULL;
-  return 1;
-}
-
-/* May a nest loop with extent e be ragged (see above)? It must have a constant bound (*u) and be computable before
- * L: a tile that follows a dynamic size, or the last tile of a split that does not divide its loop (the bound
- * tighten.c makes of a guard). */
-static int racc_ragged_ok(cgen *g, const racc *ra, const kg_irexpr *e, int64_t *u) {
-  return kg_ir_const_upper(e, u) && !kg_ir_uses_marked(e, ra->inner, g->nvars) &&
-         !kg_ir_uses_marked(e, ra->dep, g->nvars);
-}
-
-/* Walks the nest under L: LETs and comments, then one constant (or ragged) loop or the store. Marks dependences as
- * it goes. 0 when the body is not such a nest. */
-static int racc_walk(cgen *g, racc *ra, racc_lin *L, const kg_irstmt *s) {
-  const kg_irstmt *const *items;
-  int n = body_items(s, &items);
-  for (int i = 0; i < n; i++) {
-    const kg_irstmt *x = items ? items[i] : s;
-    int last = i == n - 1;
-    switch (x->kind) {
-      case KG_IRS_COMMENT: break;
-      case KG_IRS_LET: {
-        int id = x->let.var->id;
-        if (id >= g->nvars || has_load(x->let.value)) return 0;
-        ra->inner[id] = 1;
-        if (kg_ir_uses_marked(x->let.value, ra->dep, g->nvars)) ra->dep[id] = 1;
-        if (kg_ir_uses_marked(x->let.value, L->nestdep, g->nvars)) {
-          L->nestdep[id] = 1;
-          L->linok[id] = (unsigned char)lin_form(L, x->let.value, &L->lin[(size_t)id * RACC_MAX_DEPTH]);
-        }
-        break;
-      }
-      case KG_IRS_FOR: {
-        int64_t ext;
-        if (ra->depth == 0 && ra->nred < ra->want_red) {
-          if (!last || x->loop.kind != KG_LOOP_SERIAL || x->loop.tag != KG_THREAD_NONE || x->loop.var->id >= g->nvars)
-            return 0;
-          ra->red[ra->nred++] = x;
-          ra->dep[x->loop.var->id] = ra->inner[x->loop.var->id] = 1;
-          return racc_walk(g, ra, L, x->loop.body);
-        }
-        int ragged = !kg_ir_is_const(x->loop.extent, &ext);
-        if (ragged && !racc_ragged_ok(g, ra, x->loop.extent, &ext)) return 0;
-        if (!last || ra->depth >= RACC_MAX_DEPTH || ext < 1 || x->loop.tag != KG_THREAD_NONE ||
-            !(x->loop.kind == KG_LOOP_SERIAL || x->loop.kind == KG_LOOP_UNROLLED || x->loop.kind == KG_LOOP_VECTORIZED))
-          return 0;
-        if (ra->size * ext > RACC_MAX_SIZE) return 0;
-        ra->size *= ext;
-        ra->ext[ra->depth] = ext;
-        ra->ragged[ra->depth] = ragged;
-        ra->nragged += ragged;
-        ra->nest[ra->depth++] = x;
-        if (x->loop.var->id >= g->nvars) return 0;
-        L->nestdep[x->loop.var->id] = ra->inner[x->loop.var->id] = 1;
-        return racc_walk(g, ra, L, x->loop.body);
-      }
-      case KG_IRS_STORE:
-        if (!last) return 0;
-        ra->store = x;
-        return 1;
-      default: return 0;
-    }
-  }
-  return 0;
-}
-
-static int racc_find(cgen *g, const kg_irstmt *loop, int want_red, racc *ra) {
-  memset(ra, 0, sizeof *ra);
-  ra->want_red = want_red;
-  if (!(loop->loop.kind == KG_LOOP_SERIAL || loop->loop.kind == KG_LOOP_UNROLLED) || loop->loop.tag != KG_THREAD_NONE ||
-      loop->loop.var->id >= g->nvars || !contains_loop(loop->loop.body))
-    return 0;
-  int64_t ext;
-  if (kg_ir_is_const(loop->loop.extent, &ext) && ext < 2) return 0;
-  ra->loop = loop;
-  ra->size = 1;
-  size_t nv = (size_t)g->nvars;
-  unsigned char *marks = kg_xrealloc(NULL, 4 * nv);
-  memset(marks, 0, 4 * nv);
-  int64_t *lin = kg_xrealloc(NULL, sizeof(int64_t) * RACC_MAX_DEPTH * nv);
-  racc_lin L = {ra, lin, marks + nv, marks + 2 * nv, g->nvars};
-  ra->dep = marks;
-  ra->inner = marks + 3 * nv;
-  ra->dep[loop->loop.var->id] = 1;
-  int ok = racc_walk(g, ra, &L, loop->loop.body) && ra->depth > 0 && ra->nred == want_red;
-  const kg_irstmt *st = ra->store;
-  int64_t coef[RACC_MAX_DEPTH];
-  ok = ok && !st->store.buf->is_input && st->store.buf->scope != KG_SCOPE_SHARED &&
-       !kg_ir_uses_marked(st->store.index, ra->dep, g->nvars) && !other_loads(st->store.index, st->store.buf, NULL) &&
-       !other_loads(st->store.value, st->store.buf, st->store.index) && lin_form(&L, st->store.index, coef) &&
-       racc_injective(ra, coef);
-  free(lin);
-  if (!ok) {
-    free(marks);
-    ra->dep = ra->inner = NULL;
-  }
-  return ok;
-}
-
-static int racc_load(void *ctx, kg_strbuf *b, const kg_irexpr *e) {
-  cgen *g = ctx;
-  if (!g->racc_store || e->load.buf != g->racc_store->store.buf ||
-      !kg_bounds_expr_equal(e->load.index, g->racc_store->store.index))
-    return 0;
-  kg_strbuf_puts(b, g->racc_slot);
-  return 1;
-}
-
-enum { RACC_LOAD, RACC_MAIN, RACC_STORE };
-
-static int racc_is_red(const racc *ra, const kg_irstmt *loop) {
-  for (int i = 0; i < ra->nred; i++)
-    if (ra->red[i] == loop) return 1;
-  return 0;
-}
-
-/* The body of ra's loop in one of the three forms: the accumulator loaded, updated, stored back. */
-static void put_racc_nest(cgen *g, const racc *ra, const kg_irstmt *s, int mode, int ind) {
-  kg_strbuf *b = &g->b;
-  const kg_irstmt *const *items;
-  int n = body_items(s, &items);
-  for (int i = 0; i < n && !g->failed; i++) {
-    const kg_irstmt *x = items ? items[i] : s;
-    switch (x->kind) {
-      case KG_IRS_LET:
-        if (mode == RACC_MAIN || !ra->dep[x->let.var->id]) put_stmt(g, x, ind);
-        break;
-      case KG_IRS_FOR:
-        if (mode != RACC_MAIN && racc_is_red(ra, x)) {
-          /* a reduction loop between L and the nest: only its body, in a scope of its own for the LETs */
-          kg_strbuf_indent(b, ind);
-          kg_strbuf_puts(b, "{\n");
-          put_racc_nest(g, ra, x->loop.body, mode, ind + 1);
-          kg_strbuf_indent(b, ind);
-          kg_strbuf_puts(b, "}\n");
-          break;
-        }
-        if (put_for_head(g, x, ind)) return;
-        put_racc_nest(g, ra, x->loop.body, mode, ind + 1);
-        kg_strbuf_indent(b, ind);
-        kg_strbuf_puts(b, "}\n");
-        break;
-      case KG_IRS_STORE:
-        kg_strbuf_indent(b, ind);
-        if (mode == RACC_STORE) {
-          kg_strbuf_printf(b, "%s[", x->store.buf->name);
-          put_expr(g, x->store.index);
-          kg_strbuf_printf(b, "] = %s;\n", g->racc_slot);
-        } else if (mode == RACC_LOAD) {
-          kg_strbuf_printf(b, "%s = %s[", g->racc_slot, x->store.buf->name);
-          put_expr(g, x->store.index);
-          kg_strbuf_puts(b, "];\n");
-        } else {
-          kg_strbuf_printf(b, "%s = ", g->racc_slot);
-          g->racc_store = x;
-          put_expr(g, x->store.value);
-          g->racc_store = NULL;
-          kg_strbuf_puts(b, ";\n");
-        }
-        break;
-      default: break; /* comments */
-    }
-  }
-}
-
-static void put_racc(cgen *g, racc *ra, int ind) {
-  kg_strbuf *b = &g->b;
-  int id = g->nracc++;
-  kg_strbuf slot;
-  kg_strbuf_init(&slot);
-  kg_strbuf_printf(&slot, "kg_acc%d[", id);
-  int64_t stride = 1;
-  for (int k = ra->depth - 1; k >= 0; k--) {
-    kg_strbuf_printf(&slot, "%s%s * %lld", k == ra->depth - 1 ? "" : " + ", ra->nest[k]->loop.var->name,
-                     (long long)stride);
-    stride *= ra->ext[k];
-  }
-  kg_strbuf_puts(&slot, "]");
-  char *saved = g->racc_slot;
-  g->racc_slot = kg_strbuf_take(&slot);
-  kg_strbuf_indent(b, ind);
-  kg_strbuf_printf(b, "{ /* kg_acc%d: %lld floats, register accumulator of %s around loop %s */\n", id,
-                   (long long)ra->size, ra->store->store.buf->name, ra->loop->loop.loop_name ? ra->loop->loop.loop_name : "?");
-  kg_strbuf_indent(b, ind + 1);
-  kg_strbuf_printf(b, "float kg_acc%d[%lld];\n", id, (long long)ra->size);
-  put_racc_nest(g, ra, ra->loop->loop.body, RACC_LOAD, ind + 1);
-  if (!put_for_head(g, ra->loop, ind + 1)) {
-    put_racc_nest(g, ra, ra->loop->loop.body, RACC_MAIN, ind + 2);
-    kg_strbuf_indent(b, ind + 1);
-    kg_strbuf_puts(b, "}\n");
-  }
-  put_racc_nest(g, ra, ra->loop->loop.body, RACC_STORE, ind + 1);
-  kg_strbuf_indent(b, ind);
-  kg_strbuf_puts(b, "}\n");
-  free(g->racc_slot);
-  g->racc_slot = saved;
-  free(ra->dep);
-}
-
-static void put_loop_plain(cgen *g, const kg_irstmt *s, int ind);
-
-/* A register accumulation with ragged nest loops (see above): the full-tile version under a check of their
- * extents, the plain loop s otherwise. */
-static void put_racc_versioned(cgen *g, racc *ra, const kg_irstmt *s, int ind) {
-  kg_strbuf *b = &g->b;
-  kg_strbuf_indent(b, ind);
-  kg_strbuf_puts(b, "if (");
-  int n = 0;
-  for (int k = 0; k < ra->depth; k++) {
-    if (!ra->ragged[k]) continue;
-    kg_strbuf_puts(b, n++ ? " && " : "");
-    put_expr(g, ra->nest[k]->loop.extent);
-    kg_strbuf_printf(b, " >= %lld", (long long)ra->ext[k]);
-    g->full_loop[n - 1] = ra->nest[k]; /* a nest holds at most RACC_MAX_DEPTH loops */
-    g->full_ext[n - 1] = ra->ext[k];
-  }
-  kg_strbuf_puts(b, ") { /* full tiles: constant extents */\n");
-  g->nfull = n; /* never nested: put_racc prints the nest's loops itself, none through put_stmt */
-  put_racc(g, ra, ind + 1);
-  g->nfull = 0;
-  kg_strbuf_indent(b, ind);
-  kg_strbuf_puts(b, "} else {\n");
-  put_loop_plain(g, s, ind + 1);
-  kg_strbuf_indent(b, ind);
-  kg_strbuf_puts(b, "}\n");
 }
 
 static void put_loop_plain(cgen *g, const kg_irstmt *s, int ind) {
@@ -579,21 +189,23 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       kg_strbuf_puts(b, "}\n");
       break;
     }
-    case KG_IRS_FOR: {
-      racc ra;
-      int found = 0;
-      for (int red = 0; red <= RACC_MAX_RED && !found; red++) found = racc_find(g, s, red, &ra);
-      if (found && ra.nragged) put_racc_versioned(g, &ra, s, ind);
-      else if (found) put_racc(g, &ra, ind);
-      else put_loop_plain(g, s, ind);
-      break;
-    }
-    case KG_IRS_IF:
+    case KG_IRS_FOR: put_loop_plain(g, s, ind); break;
+    case KG_IRS_IF: {
+      /* a one-line comment that opens the then branch (what it is for) goes on the if's line */
+      const kg_irstmt *then = s->cond.then, *note = NULL;
+      if (then->kind == KG_IRS_SEQ && then->seq.n && then->seq.items[0]->kind == KG_IRS_COMMENT &&
+          !strpbrk(then->seq.items[0]->text, "\n*/"))
+        note = then->seq.items[0];
       kg_strbuf_indent(b, ind);
       kg_strbuf_puts(b, "if (");
       put_expr(g, s->cond.cond);
-      kg_strbuf_puts(b, ") {\n");
-      put_block_items(g, s->cond.then, ind + 1);
+      if (note) {
+        kg_strbuf_printf(b, ") { /* %s */\n", note->text);
+        for (int i = 1; i < then->seq.n; i++) put_stmt(g, then->seq.items[i], ind + 1);
+      } else {
+        kg_strbuf_puts(b, ") {\n");
+        put_block_items(g, then, ind + 1);
+      }
       kg_strbuf_indent(b, ind);
       if (s->cond.otherwise) {
         kg_strbuf_puts(b, "} else {\n");
@@ -602,6 +214,7 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       }
       kg_strbuf_puts(b, "}\n");
       break;
+    }
     case KG_IRS_STORE:
       kg_strbuf_indent(b, ind);
       kg_strbuf_printf(b, "%s[", s->store.buf->name);
@@ -625,7 +238,11 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       long long n = (long long)(buf->size > 0 ? buf->size : 1);
       kg_strbuf_indent(b, ind);
       if ((uint64_t)n * sizeof(float) <= KG_C_STACK_BYTES) {
-        kg_strbuf_printf(b, "{ /* %s: %lld floats, %s */\n", buf->name, n, kg_scope_names[buf->scope]);
+        if (buf->reg_acc) /* lower/regacc.c */
+          kg_strbuf_printf(b, "{ /* %s: %lld floats, register accumulator of %s around loop %s */\n", buf->name, n,
+                           buf->reg_acc_of ? buf->reg_acc_of->name : "?", buf->reg_acc_loop ? buf->reg_acc_loop : "?");
+        else
+          kg_strbuf_printf(b, "{ /* %s: %lld floats, %s */\n", buf->name, n, kg_scope_names[buf->scope]);
         kg_strbuf_indent(b, ind + 1);
         kg_strbuf_printf(b, "float %s[%lld];\n", buf->name, n);
         put_block_items(g, s->alloc.body, ind + 1);
@@ -901,7 +518,6 @@ int kg_codegen_c_function(const kg_lowered *f, const char *fn_name, char **out, 
   memset(&g, 0, sizeof g);
   g.err = err;
   g.errlen = errlen;
-  g.nvars = f->n_vars;
   kg_strbuf_init(&g.b);
   *out = NULL;
   if (err && errlen) err[0] = 0;

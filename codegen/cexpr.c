@@ -130,6 +130,10 @@ void kg_cexpr_put_expr(const kg_cexpr_printer *p, const kg_irexpr *e) {
       break;
     case KG_IRE_FLOAT: kg_cexpr_put_float(d, b, e->f); break;
     case KG_IRE_VAR: kg_strbuf_puts(b, e->var->name ? e->var->name : "kg_unnamed"); break;
+    case KG_IRE_THREAD:
+      if (d->thread_index) kg_strbuf_puts(b, kg_thread_tag_names[e->tag]);
+      else if (p->fail) p->fail(p->ctx, "a thread index outside CUDA");
+      break;
     case KG_IRE_LOAD:
       if (p->load && p->load(p->ctx, b, e)) break;
       kg_strbuf_printf(b, "%s[", e->load.buf->name);

@@ -18,6 +18,7 @@ typedef struct kg_cexpr_dialect {
   const char *min_int;             /* helper for the integer minimum of tightened extents */
   const char *rsqrt;               /* the reciprocal square root */
   const char *exp, *log;           /* f32 exp and log (the other calls are spelled alike in both dialects) */
+  int thread_index;                /* KG_IRE_THREAD prints as its tag (threadIdx.x); else it is an error */
 } kg_cexpr_dialect;
 
 typedef struct kg_cexpr_printer {

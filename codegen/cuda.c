@@ -5,14 +5,15 @@
  * the second pass prints. What the printer decides itself:
  * - a loop bound to a tag whose extent is below the launched extent is guarded (`if (threadIdx.x < E)`); a
  *   barrier or a cross-thread reduction under such a guard is rejected, since not every thread would reach it;
- * - a store to shared or global memory that no enclosing thread index distinguishes (its index does not use the
- *   variable of any enclosing loop bound to that tag) is made by the thread whose index is 0 along that tag;
- * - a vectorized loop of extent 2 or 4 whose body is one store becomes float2/float4 accesses when every access
+ * - a vectorized loop of extent 2 or 4 whose body is one store (or one single-writer guard around it) becomes float2/float4 accesses when every access
  *   that moves with the loop variable is base + v with base a multiple of the width (every buffer is 16-byte
  *   aligned: parameters and temporaries come from cuMemAlloc, arrays are declared __align__(16), dynamic shared
  *   offsets are multiples of 16 bytes); otherwise it is an unrolled scalar loop;
  * - a cross-thread reduction combines with xor shuffles when the threads it spans are a power of two within a
  *   warp, with shuffles then shared memory across warps when they are whole warps, else through shared memory.
+ * These depend on the launch shape this printer computes per kernel; a transform that does not is lowering's: the
+ * single writer of a store no thread index distinguishes (lower/writer.c) is an IF in the IR, printed on the
+ * store's line.
  *
  * The source includes no header: NVRTC compiles it as is, and the host compiler with runtime/cuda_emu.h
  * force-included (KG_EMULATE) compiles it for the emulator, which calls the `<kernel>__emu` entries.
@@ -30,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../base/intmath.h"
 #include "../base/strbuf.h"
 #include "../lower/bounds.h"
 #include "cexpr.h"
@@ -184,11 +186,6 @@ static int x_build(const kg_lowered *f, const kg_irexpr *e, kg_cuda_extent *out)
   return 0;
 }
 
-static int64_t fdiv64(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
 int64_t kg_cuda_extent_eval(const kg_cuda_extent *x, const int64_t *sizes) {
   int64_t st[KG_CUDA_X_STACK];
   int sp = 0;
@@ -214,7 +211,7 @@ int64_t kg_cuda_extent_eval(const kg_cuda_extent *x, const int64_t *sizes) {
       case KG_CUDA_X_FLOORDIV:
       case KG_CUDA_X_FLOORMOD:
         if (b == 0 || (a == INT64_MIN && b == -1)) return -1;
-        r = fdiv64(a, b);
+        r = kg_int_floordiv(a, b);
         if (s->op == KG_CUDA_X_FLOORMOD) r = a - r * b;
         break;
       case KG_CUDA_X_MIN: r = a < b ? a : b; break;
@@ -307,24 +304,12 @@ int kg_cuda_program_grid(const kg_cuda_program *p, const int64_t *sizes, int64_t
 
 /* The dynamic size e uses (its index; the first one met), or -1 when none. */
 static int first_size(const kg_lowered *f, const kg_irexpr *e) {
+  if (e->kind == KG_IRE_VAR) return size_index(f, e->var);
   int k = -1;
-  switch (e->kind) {
-    case KG_IRE_VAR: return size_index(f, e->var);
-    case KG_IRE_LOAD: return first_size(f, e->load.index);
-    case KG_IRE_BINARY:
-      k = first_size(f, e->bin.a);
-      return k >= 0 ? k : first_size(f, e->bin.b);
-    case KG_IRE_UNARY:
-    case KG_IRE_CAST: return first_size(f, e->bin.a);
-    case KG_IRE_CALL:
-      for (int i = 0; i < e->call.n && k < 0; i++) k = first_size(f, e->call.args[i]);
-      return k;
-    case KG_IRE_SELECT:
-      k = first_size(f, e->sel.c);
-      if (k < 0) k = first_size(f, e->sel.a);
-      return k >= 0 ? k : first_size(f, e->sel.b);
-    default: return -1;
-  }
+  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
+  int nk = kg_ir_children((kg_irexpr *)e, kids);
+  for (int i = 0; i < nk && k < 0; i++) k = first_size(f, *kids[i]);
+  return k;
 }
 
 /* The value of e (over the dynamic sizes) at sizes; -1 when e is not such an expression or does not evaluate. */
@@ -340,24 +325,16 @@ static int64_t eval_at(const kg_lowered *f, const kg_irexpr *e, const int64_t *s
 
 static int uses_var(const cgen *g, const kg_irexpr *e, const kg_irvar *v, int depth) {
   if (depth > 64) return 1; /* conservative */
-  switch (e->kind) {
-    case KG_IRE_VAR:
-      if (e->var == v) return 1;
-      if (e->var->id < g->nvars && g->lets[e->var->id]) return uses_var(g, g->lets[e->var->id], v, depth + 1);
-      return 0;
-    case KG_IRE_LOAD: return uses_var(g, e->load.index, v, depth + 1);
-    case KG_IRE_BINARY: return uses_var(g, e->bin.a, v, depth + 1) || uses_var(g, e->bin.b, v, depth + 1);
-    case KG_IRE_UNARY:
-    case KG_IRE_CAST: return uses_var(g, e->bin.a, v, depth + 1);
-    case KG_IRE_CALL:
-      for (int i = 0; i < e->call.n; i++)
-        if (uses_var(g, e->call.args[i], v, depth + 1)) return 1;
-      return 0;
-    case KG_IRE_SELECT:
-      return uses_var(g, e->sel.c, v, depth + 1) || uses_var(g, e->sel.a, v, depth + 1) ||
-             uses_var(g, e->sel.b, v, depth + 1);
-    default: return 0;
+  if (e->kind == KG_IRE_VAR) {
+    if (e->var == v) return 1;
+    if (e->var->id < g->nvars && g->lets[e->var->id]) return uses_var(g, g->lets[e->var->id], v, depth + 1);
+    return 0;
   }
+  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
+  int nk = kg_ir_children((kg_irexpr *)e, kids);
+  for (int i = 0; i < nk; i++)
+    if (uses_var(g, *kids[i], v, depth + 1)) return 1;
+  return 0;
 }
 
 /* ---- expressions ---- */
@@ -367,6 +344,7 @@ static void fail_expr(void *ctx, const char *msg) { cfail(ctx, "codegen cuda: %s
 /* NVRTC without headers has neither INFINITY nor NAN (bit patterns instead) nor INT64_C; the helpers named here
  * are defined by the prelude below. */
 static const kg_cexpr_dialect cuda_dialect = {
+    .thread_index = 1,
     .nan = "__int_as_float(0x7fffffff)",
     .inf = "__int_as_float(0x7f800000)",
     .neg_inf = "(-__int_as_float(0x7f800000))",
@@ -407,27 +385,10 @@ static void note_int(cgen *g, int64_t v) {
 }
 
 static void scan_ints(cgen *g, const kg_irexpr *e) {
-  switch (e->kind) {
-    case KG_IRE_INT:
-      if (e->ty == KG_TY_INT) note_int(g, e->i);
-      break;
-    case KG_IRE_LOAD: scan_ints(g, e->load.index); break;
-    case KG_IRE_BINARY:
-      scan_ints(g, e->bin.a);
-      scan_ints(g, e->bin.b);
-      break;
-    case KG_IRE_UNARY:
-    case KG_IRE_CAST: scan_ints(g, e->bin.a); break;
-    case KG_IRE_CALL:
-      for (int i = 0; i < e->call.n; i++) scan_ints(g, e->call.args[i]);
-      break;
-    case KG_IRE_SELECT:
-      scan_ints(g, e->sel.c);
-      scan_ints(g, e->sel.a);
-      scan_ints(g, e->sel.b);
-      break;
-    default: break;
-  }
+  if (e->kind == KG_IRE_INT && e->ty == KG_TY_INT) note_int(g, e->i);
+  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
+  int nk = kg_ir_children((kg_irexpr *)e, kids);
+  for (int i = 0; i < nk; i++) scan_ints(g, *kids[i]);
 }
 
 /* Decides the index type over the whole function: int when every size, extent and constant stays within 2^30
@@ -594,65 +555,33 @@ static void put_items(cgen *g, const kg_irstmt *s, int ind) {
     put_stmt(g, s, ind);
 }
 
-/* The single-writer condition of a store (see the file comment), or 0 when every thread along every launched
- * tag writes its own element. Writes "(threadIdx.x == 0 && ...)" into b. */
-static int writer_guard(cgen *g, const kg_irstmt *s, kg_strbuf *out) {
-  const kg_buffer *buf = s->store.buf;
-  if (buf->scope == KG_SCOPE_LOCAL) return 0;
-  int n = 0;
-  for (int t = KG_THREAD_BLOCK_X; t <= KG_THREAD_THREAD_Z; t++) {
-    if (g->launch[t] <= 1) continue;
-    /* shared memory is per block */
-    if (kg_thread_tag_is_block((kg_thread_tag)t) && buf->scope == KG_SCOPE_SHARED) continue;
-    int distinguished = 0;
-    for (int i = 0; i < g->nbound && !distinguished; i++)
-      if (g->bound[i].tag == (kg_thread_tag)t && uses_var(g, s->store.index, g->bound[i].var, 0)) distinguished = 1;
-    if (distinguished) continue;
-    kg_strbuf_printf(out, "%s%s == 0", n ? " && " : "", kg_thread_tag_names[t]);
-    n++;
-  }
-  return n;
+/* A single-writer guard (lower/writer.c): IF without else around one store, whose condition is a conjunction of
+ * thread index == 0. Printed on the store's line, and inside a vectorized loop around its vector store. */
+static int thread_zero(const kg_irexpr *e) {
+  if (e->kind == KG_IRE_BINARY && e->bin.op == KG_OP_AND) return thread_zero(e->bin.a) && thread_zero(e->bin.b);
+  int64_t c;
+  return e->kind == KG_IRE_BINARY && e->bin.op == KG_OP_EQ && e->bin.a->kind == KG_IRE_THREAD &&
+         kg_ir_is_const(e->bin.b, &c) && c == 0;
+}
+
+static int is_writer_if(const kg_irstmt *s) {
+  return s->kind == KG_IRS_IF && !s->cond.otherwise && s->cond.then->kind == KG_IRS_STORE && thread_zero(s->cond.cond);
 }
 
 /* ---- vectorized loops ---- */
 
-/* Walks a normalised sum: adds to *cv the coefficient of v; every other term must be a multiple of w. */
-static int lin_walk(cgen *g, const kg_irexpr *e, const kg_irvar *v, int64_t mult, int64_t w, int64_t *cv) {
-  int64_t c;
-  switch (e->kind) {
-    case KG_IRE_INT: return e->i * mult % w == 0;
-    case KG_IRE_BINARY:
-      if (e->bin.op == KG_OP_ADD) return lin_walk(g, e->bin.a, v, mult, w, cv) && lin_walk(g, e->bin.b, v, mult, w, cv);
-      if (e->bin.op == KG_OP_SUB)
-        return lin_walk(g, e->bin.a, v, mult, w, cv) && lin_walk(g, e->bin.b, v, -mult, w, cv);
-      if (e->bin.op == KG_OP_MUL) {
-        if (kg_ir_is_const(e->bin.b, &c) && llabs(c) < (1 << 30) && llabs(mult) < (1 << 30))
-          return lin_walk(g, e->bin.a, v, mult * c, w, cv);
-        if (kg_ir_is_const(e->bin.a, &c) && llabs(c) < (1 << 30) && llabs(mult) < (1 << 30))
-          return lin_walk(g, e->bin.b, v, mult * c, w, cv);
-      }
-      break;
-    case KG_IRE_UNARY:
-      if (e->bin.op == KG_OP_NEG) return lin_walk(g, e->bin.a, v, -mult, w, cv);
-      break;
-    case KG_IRE_VAR:
-      if (e->var == v) {
-        *cv += mult;
-        return 1;
-      }
-      break;
-    default: break;
-  }
-  /* an atom: it must not move with v, and its multiple must keep the alignment */
-  if (uses_var(g, e, v, 0)) return 0;
-  return mult % w == 0;
-}
-
-/* Is index = base + v with base a multiple of w? */
+/* Is index = base + v with base a multiple of w? Over the affine form of the index (LETs substituted): v's
+ * coefficient must be 1, and every other term, which must not move with v, and the constant multiples of w. */
 static int vector_index(cgen *g, const kg_irexpr *index, const kg_irvar *v, int64_t w) {
-  kg_irexpr *e = kg_bounds_simplify(&g->tmp, (kg_irexpr *)index, g->lets, g->nvars);
+  kg_affine l = kg_bounds_affine(&g->tmp, (kg_irexpr *)index, g->lets, g->nvars);
+  if (!l.ok || l.c % w != 0) return 0;
   int64_t cv = 0;
-  return lin_walk(g, e, v, 1, w, &cv) && cv == 1;
+  for (int i = 0; i < l.n; i++) {
+    const kg_irexpr *atom = l.t[i].atom;
+    if (atom->kind == KG_IRE_VAR && atom->var == v) cv += l.t[i].coef;
+    else if (uses_var(g, atom, v, 0) || l.t[i].coef % w != 0) return 0;
+  }
+  return cv == 1;
 }
 
 /* Collects the loads of value that move with v (each must be a vector access); 0 when some other part of
@@ -695,7 +624,7 @@ static int put_vector_loop(cgen *g, const kg_irstmt *s, int ind) {
   int64_t w;
   if (!kg_ir_is_const(s->loop.extent, &w) || (w != 2 && w != 4)) return 0;
   const kg_irvar *v = s->loop.var;
-  const kg_irstmt *body = s->loop.body, *store = NULL;
+  const kg_irstmt *body = s->loop.body, *store = NULL, *writer = NULL;
   const kg_irstmt *const *items = &body;
   int nitems = 1;
   if (body->kind == KG_IRS_SEQ) items = (const kg_irstmt *const *)body->seq.items, nitems = body->seq.n;
@@ -705,6 +634,11 @@ static int put_vector_loop(cgen *g, const kg_irstmt *s, int ind) {
     if (it->kind == KG_IRS_COMMENT) continue;
     if (it->kind == KG_IRS_STORE && !store) {
       store = it;
+      continue;
+    }
+    if (is_writer_if(it) && !store) {
+      writer = it;
+      store = it->cond.then;
       continue;
     }
     return 0;
@@ -726,16 +660,14 @@ static int put_vector_loop(cgen *g, const kg_irstmt *s, int ind) {
   kg_strbuf_printf(b, "const kg_idx %s = 0;\n", v->name);
   for (int i = 0; i < nitems; i++)
     if (items[i]->kind == KG_IRS_LET) put_let(g, items[i], ind + 1);
-  kg_strbuf guard;
-  kg_strbuf_init(&guard);
-  int ng = writer_guard(g, store, &guard);
   int in = ind + 1;
-  if (ng) {
+  if (writer) {
     kg_strbuf_indent(b, in);
-    kg_strbuf_printf(b, "if (%s) {\n", guard.s);
+    kg_strbuf_puts(b, "if (");
+    put_expr(g, writer->cond.cond);
+    kg_strbuf_puts(b, ") {\n");
     in++;
   }
-  kg_strbuf_free(&guard);
   for (int i = 0; i < nl; i++) {
     kg_strbuf_indent(b, in);
     kg_strbuf_printf(b, "const %s kg_vl%d_%d = *(const %s *)(%s + (", vt, id, i, vt, loads[i]->load.buf->name);
@@ -762,7 +694,7 @@ static int put_vector_loop(cgen *g, const kg_irstmt *s, int ind) {
   kg_strbuf_printf(b, "*(%s *)(%s + (", vt, store->store.buf->name);
   put_expr(g, store->store.index);
   kg_strbuf_printf(b, ")) = kg_vs%d;\n", id);
-  if (ng) {
+  if (writer) {
     kg_strbuf_indent(b, ind + 1);
     kg_strbuf_puts(b, "}\n");
   }
@@ -979,6 +911,11 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       kg_strbuf_indent(b, ind);
       kg_strbuf_puts(b, "if (");
       put_expr(g, s->cond.cond);
+      if (is_writer_if(s)) { /* a single writer: on the store's line */
+        kg_strbuf_puts(b, ") ");
+        put_stmt(g, s->cond.then, 0);
+        break;
+      }
       kg_strbuf_puts(b, ") {\n");
       g->nif++;
       put_items(g, s->cond.then, ind + 1);
@@ -992,12 +929,7 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       kg_strbuf_puts(b, "}\n");
       break;
     case KG_IRS_STORE: {
-      kg_strbuf guard;
-      kg_strbuf_init(&guard);
-      int ng = writer_guard(g, s, &guard);
       kg_strbuf_indent(b, ind);
-      if (ng) kg_strbuf_printf(b, "if (%s) ", guard.s);
-      kg_strbuf_free(&guard);
       kg_strbuf_printf(b, "%s[", s->store.buf->name);
       put_expr(g, s->store.index);
       kg_strbuf_puts(b, "] = ");

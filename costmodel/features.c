@@ -189,17 +189,13 @@ static uint64_t expr_mask(const walker *w, const kg_irexpr *e) {
       if (!var_ok(w, e->var)) return 0;
       if (w->loopdepth[e->var->id] >= 0) return depth_bit(w->loopdepth[e->var->id]);
       return w->letmask[e->var->id];
-    case KG_IRE_LOAD: return expr_mask(w, e->load.index);
-    case KG_IRE_BINARY: return expr_mask(w, e->bin.a) | expr_mask(w, e->bin.b);
-    case KG_IRE_UNARY:
-    case KG_IRE_CAST: return expr_mask(w, e->bin.a);
-    case KG_IRE_SELECT: return expr_mask(w, e->sel.c) | expr_mask(w, e->sel.a) | expr_mask(w, e->sel.b);
-    case KG_IRE_CALL: {
+    default: {
       uint64_t m = 0;
-      for (int i = 0; i < e->call.n && i < 3; i++) m |= expr_mask(w, e->call.args[i]);
+      kg_irexpr **kids[KG_IR_MAX_CHILDREN];
+      int nk = kg_ir_children((kg_irexpr *)e, kids);
+      for (int i = 0; i < nk; i++) m |= expr_mask(w, *kids[i]);
       return m;
     }
-    default: return 0;
   }
 }
 
@@ -367,41 +363,22 @@ static void add_access(const walker *w, access *acc, int *n, const kg_buffer *bu
 }
 
 static void collect_loads(const walker *w, const kg_irexpr *e, access *acc, int *n) {
-  switch (e->kind) {
-    case KG_IRE_LOAD:
-      if (e->load.buf) add_access(w, acc, n, e->load.buf, e->load.index, 0);
-      return;
-    case KG_IRE_BINARY:
-      collect_loads(w, e->bin.a, acc, n);
-      collect_loads(w, e->bin.b, acc, n);
-      return;
-    case KG_IRE_UNARY:
-    case KG_IRE_CAST: collect_loads(w, e->bin.a, acc, n); return;
-    case KG_IRE_CALL:
-      for (int i = 0; i < e->call.n && i < 3; i++) collect_loads(w, e->call.args[i], acc, n);
-      return;
-    case KG_IRE_SELECT:
-      collect_loads(w, e->sel.c, acc, n);
-      collect_loads(w, e->sel.a, acc, n);
-      collect_loads(w, e->sel.b, acc, n);
-      return;
-    default: return;
+  if (e->kind == KG_IRE_LOAD) { /* not into the index: address arithmetic */
+    if (e->load.buf) add_access(w, acc, n, e->load.buf, e->load.index, 0);
+    return;
   }
+  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
+  int nk = kg_ir_children((kg_irexpr *)e, kids);
+  for (int i = 0; i < nk; i++) collect_loads(w, *kids[i], acc, n);
 }
 
 static int reads_buffer(const kg_irexpr *e, const kg_buffer *b) {
-  switch (e->kind) {
-    case KG_IRE_LOAD: return e->load.buf == b;
-    case KG_IRE_BINARY: return reads_buffer(e->bin.a, b) || reads_buffer(e->bin.b, b);
-    case KG_IRE_UNARY:
-    case KG_IRE_CAST: return reads_buffer(e->bin.a, b);
-    case KG_IRE_CALL:
-      for (int i = 0; i < e->call.n && i < 3; i++)
-        if (reads_buffer(e->call.args[i], b)) return 1;
-      return 0;
-    case KG_IRE_SELECT: return reads_buffer(e->sel.c, b) || reads_buffer(e->sel.a, b) || reads_buffer(e->sel.b, b);
-    default: return 0;
-  }
+  if (e->kind == KG_IRE_LOAD) return e->load.buf == b; /* not into the index, as collect_loads */
+  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
+  int nk = kg_ir_children((kg_irexpr *)e, kids);
+  for (int i = 0; i < nk; i++)
+    if (reads_buffer(*kids[i], b)) return 1;
+  return 0;
 }
 
 static double access_bytes(const access *x, double iters) {

@@ -8,51 +8,21 @@
 
 /* ---- reads and reuse ---- */
 
-/* Does e use index variable iv? */
-static int ivar_used(const kg_expr *e, const kg_ivar *iv) {
-  if (!e) return 0;
-  switch (e->kind) {
-    case KG_EXPR_IVAR: return e->var.iv == iv;
-    case KG_EXPR_READ:
-      for (int i = 0; i < e->read.n; i++)
-        if (ivar_used(e->read.idx[i], iv)) return 1;
-      return 0;
-    case KG_EXPR_UNARY:
-    case KG_EXPR_BINARY: return ivar_used(e->op.a, iv) || ivar_used(e->op.b, iv);
-    case KG_EXPR_CALL:
-      for (int i = 0; i < e->call.n; i++)
-        if (ivar_used(e->call.args[i], iv)) return 1;
-      return 0;
-    default: return 0;
-  }
-}
-
 void kg_gpu_collect_reads(const kg_sstage *st, const kg_expr *e, kg_tensor **t, int *reuse, int *n, int max) {
   if (!e) return;
-  switch (e->kind) {
-    case KG_EXPR_READ: {
-      int k = 0;
-      while (k < *n && t[k] != e->read.tensor) k++;
-      if (k == *n && *n < max && e->read.tensor) {
-        t[k] = e->read.tensor;
-        reuse[k] = 0;
-        (*n)++;
-      }
-      if (k < *n)
-        for (int a = 0; a < st->nax; a++) reuse[k] |= !ivar_used(e, st->ax[a]);
-      for (int i = 0; i < e->read.n; i++) kg_gpu_collect_reads(st, e->read.idx[i], t, reuse, n, max);
-      break;
+  if (e->kind == KG_EXPR_READ) {
+    int k = 0;
+    while (k < *n && t[k] != e->read.tensor) k++;
+    if (k == *n && *n < max && e->read.tensor) {
+      t[k] = e->read.tensor;
+      reuse[k] = 0;
+      (*n)++;
     }
-    case KG_EXPR_UNARY:
-    case KG_EXPR_BINARY:
-      kg_gpu_collect_reads(st, e->op.a, t, reuse, n, max);
-      kg_gpu_collect_reads(st, e->op.b, t, reuse, n, max);
-      break;
-    case KG_EXPR_CALL:
-      for (int i = 0; i < e->call.n; i++) kg_gpu_collect_reads(st, e->call.args[i], t, reuse, n, max);
-      break;
-    default: break;
+    if (k < *n)
+      for (int a = 0; a < st->nax; a++) reuse[k] |= !kg_expr_uses_ivar(e, st->ax[a]);
   }
+  int nk = kg_expr_nchildren(e);
+  for (int i = 0; i < nk; i++) kg_gpu_collect_reads(st, *kg_expr_child((kg_expr *)e, i), t, reuse, n, max);
 }
 
 int kg_gpu_has_reuse(const kg_sstage *st) {

@@ -83,25 +83,13 @@ static const char *pick_scope(draw_ctx *c) {
 /* Collects the tensors read directly by e (distinct, at most max). */
 static void collect_reads(const kg_expr *e, kg_tensor **out, int *n, int max) {
   if (!e) return;
-  switch (e->kind) {
-  case KG_EXPR_READ: {
+  if (e->kind == KG_EXPR_READ) {
     int seen = 0;
     for (int i = 0; i < *n; i++) seen |= out[i] == e->read.tensor;
     if (!seen && *n < max && e->read.tensor) out[(*n)++] = e->read.tensor;
-    for (int i = 0; i < e->read.n; i++) collect_reads(e->read.idx[i], out, n, max);
-    break;
   }
-  case KG_EXPR_UNARY:
-  case KG_EXPR_BINARY:
-    collect_reads(e->op.a, out, n, max);
-    collect_reads(e->op.b, out, n, max);
-    break;
-  case KG_EXPR_CALL:
-    for (int i = 0; i < e->call.n; i++) collect_reads(e->call.args[i], out, n, max);
-    break;
-  default:
-    break;
-  }
+  int nk = kg_expr_nchildren(e);
+  for (int i = 0; i < nk; i++) collect_reads(*kg_expr_child((kg_expr *)e, i), out, n, max);
 }
 
 /* Fills step with a random draw of the given kind; 0 when no candidate exists. */

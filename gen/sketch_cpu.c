@@ -46,16 +46,11 @@ typedef int (*read_pred)(const kg_expr *read, const void *a, const void *b);
 
 static const kg_expr *find_read(const kg_expr *e, read_pred pred, const void *a, const void *b) {
   if (!e) return NULL;
+  if (e->kind == KG_EXPR_READ) return pred(e, a, b) ? e : NULL; /* reads in indices do not count */
   const kg_expr *r = NULL;
-  switch (e->kind) {
-    case KG_EXPR_READ: return pred(e, a, b) ? e : NULL;
-    case KG_EXPR_UNARY:
-    case KG_EXPR_BINARY: return (r = find_read(e->op.a, pred, a, b)) ? r : find_read(e->op.b, pred, a, b);
-    case KG_EXPR_CALL:
-      for (int i = 0; i < e->call.n && !r; i++) r = find_read(e->call.args[i], pred, a, b);
-      return r;
-    default: return NULL;
-  }
+  int n = kg_expr_nchildren(e);
+  for (int i = 0; i < n && !r; i++) r = find_read(*kg_expr_child((kg_expr *)e, i), pred, a, b);
+  return r;
 }
 
 static int read_uses(const kg_expr *read, const kg_ivar *v) {

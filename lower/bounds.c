@@ -6,20 +6,13 @@
 #include "bounds.h"
 #include <assert.h>
 #include <string.h>
+#include "../base/intmath.h"
 
 /* ---- linear forms ---- */
 
-typedef struct lterm {
-  kg_irexpr *atom;
-  int64_t coef;
-} lterm;
-
-typedef struct lin {
-  int ok;     /* 0: overflowed or not representable */
-  int64_t c;
-  lterm *t;
-  int n;
-} lin;
+/* kg_affine under its short local names */
+typedef kg_affine_term lterm;
+typedef kg_affine lin;
 
 static lin lin_const(int64_t c) { return (lin){1, c, NULL, 0}; }
 
@@ -40,6 +33,7 @@ int kg_bounds_expr_equal(const kg_irexpr *x, const kg_irexpr *y) {
     case KG_IRE_INT: return x->i == y->i;
     case KG_IRE_FLOAT: return memcmp(&x->f, &y->f, sizeof x->f) == 0;
     case KG_IRE_VAR: return x->var == y->var;
+    case KG_IRE_THREAD: return x->tag == y->tag;
     case KG_IRE_LOAD:
       return x->load.buf == y->load.buf && kg_bounds_expr_equal(x->load.index, y->load.index);
     case KG_IRE_BINARY:
@@ -162,6 +156,11 @@ static kg_irexpr *lin_to_ir(kg_arena *a, const lin *l) {
   return r;
 }
 
+kg_affine kg_bounds_affine(kg_arena *a, kg_irexpr *e, kg_irexpr *const *lets, int nlets) {
+  if (e->ty != KG_TY_INT) return (lin){0, 0, NULL, 0};
+  return lin_from_ir(a, e, lets, nlets);
+}
+
 kg_irexpr *kg_bounds_simplify(kg_arena *a, kg_irexpr *e, kg_irexpr *const *lets, int nlets) {
   if (e->ty != KG_TY_INT) return e;
   lin l = lin_from_ir(a, e, lets, nlets);
@@ -170,10 +169,6 @@ kg_irexpr *kg_bounds_simplify(kg_arena *a, kg_irexpr *e, kg_irexpr *const *lets,
 
 /* ---- integer ranges ---- */
 
-static int64_t fdiv(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
 
 int kg_bounds_range(const kg_irexpr *e, const kg_var_ranges *r, int64_t *lo, int64_t *hi) {
   int64_t al, ah, bl, bh;
@@ -212,14 +207,14 @@ int kg_bounds_range(const kg_irexpr *e, const kg_var_ranges *r, int64_t *lo, int
         }
         case KG_OP_DIV:
           if (bl != bh || bl <= 0) return 0;
-          *lo = fdiv(al, bl);
-          *hi = fdiv(ah, bl);
+          *lo = kg_int_floordiv(al, bl);
+          *hi = kg_int_floordiv(ah, bl);
           return 1;
         case KG_OP_MOD:
           if (bl != bh || bl <= 0) return 0;
-          if (fdiv(al, bl) == fdiv(ah, bl)) {
-            *lo = al - fdiv(al, bl) * bl;
-            *hi = ah - fdiv(ah, bl) * bl;
+          if (kg_int_floordiv(al, bl) == kg_int_floordiv(ah, bl)) {
+            *lo = al - kg_int_floordiv(al, bl) * bl;
+            *hi = ah - kg_int_floordiv(ah, bl) * bl;
           } else {
             *lo = 0;
             *hi = bl - 1;
@@ -347,9 +342,9 @@ static ival ival_of(rctx *R, const kg_expr *e) {
         case KG_OP_DIV:
           if (!size_const(R, e->op.b, &c) || c <= 0) return ival_bad();
           if (lin_is_const(&x.min)) {
-            int64_t lo = fdiv(x.min.c, c), hi;
+            int64_t lo = kg_int_floordiv(x.min.c, c), hi;
             if (__builtin_add_overflow(x.min.c, x.ext - 1, &hi)) return ival_bad();
-            return ival_const(lo, fdiv(hi, c) - lo + 1);
+            return ival_const(lo, kg_int_floordiv(hi, c) - lo + 1);
           } else {
             kg_irexpr *m = kg_ir_binary(a, KG_OP_DIV, lin_to_ir(a, &x.min), kg_ir_int(a, c));
             return (ival){1, lin_atom(a, m), (x.ext - 1) / c + 2};
@@ -358,8 +353,8 @@ static ival ival_of(rctx *R, const kg_expr *e) {
           if (!size_const(R, e->op.b, &c) || c <= 0) return ival_bad();
           if (lin_is_const(&x.min)) {
             int64_t lo = x.min.c, hi;
-            if (!__builtin_add_overflow(lo, x.ext - 1, &hi) && fdiv(lo, c) == fdiv(hi, c))
-              return ival_const(lo - fdiv(lo, c) * c, x.ext);
+            if (!__builtin_add_overflow(lo, x.ext - 1, &hi) && kg_int_floordiv(lo, c) == kg_int_floordiv(hi, c))
+              return ival_const(lo - kg_int_floordiv(lo, c) * c, x.ext);
           }
           return ival_const(0, c);
         default: return ival_bad();
@@ -427,41 +422,24 @@ static void collect_reads(rctx *R, const kg_expr *e) {
         for (int d = 0; d < t->nax && d < e->read.n; d++)
           if (t->ax[d]->id >= 0 && t->ax[d]->id < R->nenv) R->env[t->ax[d]->id] = saved[d];
       }
-      for (int d = 0; d < e->read.n; d++) collect_reads(R, e->read.idx[d]);
       break;
     }
-    case KG_EXPR_UNARY: collect_reads(R, e->op.a); break;
-    case KG_EXPR_BINARY:
-      collect_reads(R, e->op.a);
-      collect_reads(R, e->op.b);
-      break;
-    case KG_EXPR_CALL:
-      for (int i = 0; i < e->call.n; i++) collect_reads(R, e->call.args[i]);
-      break;
     default: break;
   }
+  for (int i = 0; i < kg_expr_nchildren(e); i++) collect_reads(R, *kg_expr_child((kg_expr *)e, i));
 }
 
 /* Does e read the producer, directly or through inlined stages? */
 static int reads_producer(const kg_region_query *q, const kg_expr *e, int depth) {
   if (!e || depth > 64) return e != NULL;
-  switch (e->kind) {
-    case KG_EXPR_READ: {
-      const kg_sstage *t = stage_of(q, e->read.tensor);
-      if (t == q->producer) return 1;
-      if (t && t->attach == KG_ATTACH_INLINE && reads_producer(q, t->body, depth + 1)) return 1;
-      for (int d = 0; d < e->read.n; d++)
-        if (reads_producer(q, e->read.idx[d], depth + 1)) return 1;
-      return 0;
-    }
-    case KG_EXPR_UNARY: return reads_producer(q, e->op.a, depth + 1);
-    case KG_EXPR_BINARY: return reads_producer(q, e->op.a, depth + 1) || reads_producer(q, e->op.b, depth + 1);
-    case KG_EXPR_CALL:
-      for (int i = 0; i < e->call.n; i++)
-        if (reads_producer(q, e->call.args[i], depth + 1)) return 1;
-      return 0;
-    default: return 0;
+  if (e->kind == KG_EXPR_READ) {
+    const kg_sstage *t = stage_of(q, e->read.tensor);
+    if (t == q->producer) return 1;
+    if (t && t->attach == KG_ATTACH_INLINE && reads_producer(q, t->body, depth + 1)) return 1;
   }
+  for (int i = 0; i < kg_expr_nchildren(e); i++)
+    if (reads_producer(q, *kg_expr_child((kg_expr *)e, i), depth + 1)) return 1;
+  return 0;
 }
 
 static int is_relaxed(const kg_region_query *q, const kg_irvar *v) {

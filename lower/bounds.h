@@ -16,6 +16,23 @@ typedef struct kg_var_ranges {
   int cap;
 } kg_var_ranges;
 
+/* The affine form of an INT expression: the sum of coef * atom over its terms plus c, where an atom is a variable
+ * or a subexpression that is not affine (a floor division or modulo, with normalised operands; a select; a load),
+ * equal atoms merged and zero terms dropped. The one affine analysis of lowering and the printers: the normal form
+ * of kg_bounds_simplify, tightening's bounds, the register accumulator's slots (regacc.c), the CUDA printer's
+ * vector accesses. */
+typedef struct kg_affine_term {
+  kg_irexpr *atom;
+  int64_t coef;
+} kg_affine_term;
+typedef struct kg_affine {
+  int ok; /* 0: not an INT expression, or a coefficient overflowed */
+  int64_t c;
+  kg_affine_term *t;
+  int n;
+} kg_affine;
+/* When lets is non-NULL, variables with lets[id] != NULL (id < nlets) are replaced by their values first. */
+kg_affine kg_bounds_affine(kg_arena *a, kg_irexpr *e, kg_irexpr *const *lets, int nlets);
 /* Rebuilds an INT expression as a normalised sum (terms merged, constants folded). When lets is non-NULL,
  * variables with lets[id] != NULL (id < nlets) are replaced by their values first. */
 kg_irexpr *kg_bounds_simplify(kg_arena *a, kg_irexpr *e, kg_irexpr *const *lets, int nlets);
@@ -57,4 +74,9 @@ typedef struct kg_region_query {
 void kg_bounds_infer_region(const kg_region_query *q, kg_irexpr **min, int64_t *ext_out);
 /* tighten.c: on the C target, the guards of non-dividing splits in perfect nests become tighter loop extents. */
 void kg_lower_tighten(kg_arena *a, kg_irstmt *body, const kg_var_ranges *ranges, int nvars);
+/* regacc.c: on the C target, reductions into tiles accumulate in small local arrays that compilers keep in
+ * registers (after tightening, whose ragged extents it versions). */
+void kg_lower_regacc(kg_arena *a, kg_lowered *f);
+/* writer.c: on the CUDA target, a store that no enclosing thread index distinguishes is made by one thread. */
+void kg_lower_writer(kg_arena *a, kg_lowered *f);
 #endif

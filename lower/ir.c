@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include "../base/intmath.h"
 #include "../base/strbuf.h"
 
 static kg_irexpr *new_expr(kg_arena *a, kg_irexpr_kind k, kg_type ty) {
@@ -40,6 +41,12 @@ kg_irexpr *kg_ir_var(kg_arena *a, kg_irvar *v) {
   return e;
 }
 
+kg_irexpr *kg_ir_thread(kg_arena *a, kg_thread_tag tag) {
+  kg_irexpr *e = new_expr(a, KG_IRE_THREAD, KG_TY_INT);
+  e->tag = tag;
+  return e;
+}
+
 kg_irexpr *kg_ir_load(kg_arena *a, kg_buffer *b, kg_irexpr *index) {
   kg_irexpr *e = new_expr(a, KG_IRE_LOAD, KG_TY_F32);
   e->load.buf = b;
@@ -47,46 +54,44 @@ kg_irexpr *kg_ir_load(kg_arena *a, kg_buffer *b, kg_irexpr *index) {
   return e;
 }
 
-void kg_ir_mark_vars(const kg_irexpr *e, unsigned char *mark, int n) {
+int kg_ir_children(kg_irexpr *e, kg_irexpr **kids[KG_IR_MAX_CHILDREN]) {
   switch (e->kind) {
-    case KG_IRE_VAR:
-      if (e->var->id < n) mark[e->var->id] = 1;
-      break;
-    case KG_IRE_LOAD: kg_ir_mark_vars(e->load.index, mark, n); break;
+    case KG_IRE_LOAD: kids[0] = &e->load.index; return 1;
     case KG_IRE_BINARY:
-      kg_ir_mark_vars(e->bin.a, mark, n);
-      kg_ir_mark_vars(e->bin.b, mark, n);
-      break;
+      kids[0] = &e->bin.a;
+      kids[1] = &e->bin.b;
+      return 2;
     case KG_IRE_UNARY:
-    case KG_IRE_CAST: kg_ir_mark_vars(e->bin.a, mark, n); break;
+    case KG_IRE_CAST: kids[0] = &e->bin.a; return 1;
     case KG_IRE_CALL:
-      for (int i = 0; i < e->call.n; i++) kg_ir_mark_vars(e->call.args[i], mark, n);
-      break;
+      for (int i = 0; i < e->call.n && i < KG_IR_MAX_CHILDREN; i++) kids[i] = &e->call.args[i];
+      return e->call.n < KG_IR_MAX_CHILDREN ? e->call.n : KG_IR_MAX_CHILDREN;
     case KG_IRE_SELECT:
-      kg_ir_mark_vars(e->sel.c, mark, n);
-      kg_ir_mark_vars(e->sel.a, mark, n);
-      kg_ir_mark_vars(e->sel.b, mark, n);
-      break;
-    default: break;
+      kids[0] = &e->sel.c;
+      kids[1] = &e->sel.a;
+      kids[2] = &e->sel.b;
+      return 3;
+    default: return 0;
   }
 }
 
-int kg_ir_uses_marked(const kg_irexpr *e, const unsigned char *mark, int n) {
-  switch (e->kind) {
-    case KG_IRE_VAR: return e->var->id < n && mark[e->var->id];
-    case KG_IRE_LOAD: return kg_ir_uses_marked(e->load.index, mark, n);
-    case KG_IRE_BINARY: return kg_ir_uses_marked(e->bin.a, mark, n) || kg_ir_uses_marked(e->bin.b, mark, n);
-    case KG_IRE_UNARY:
-    case KG_IRE_CAST: return kg_ir_uses_marked(e->bin.a, mark, n);
-    case KG_IRE_CALL:
-      for (int i = 0; i < e->call.n; i++)
-        if (kg_ir_uses_marked(e->call.args[i], mark, n)) return 1;
-      return 0;
-    case KG_IRE_SELECT:
-      return kg_ir_uses_marked(e->sel.c, mark, n) || kg_ir_uses_marked(e->sel.a, mark, n) ||
-             kg_ir_uses_marked(e->sel.b, mark, n);
-    default: return 0;
+void kg_ir_mark_vars(const kg_irexpr *e, unsigned char *mark, int n) {
+  if (e->kind == KG_IRE_VAR) {
+    if (e->var->id < n) mark[e->var->id] = 1;
+    return;
   }
+  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
+  int nk = kg_ir_children((kg_irexpr *)e, kids);
+  for (int i = 0; i < nk; i++) kg_ir_mark_vars(*kids[i], mark, n);
+}
+
+int kg_ir_uses_marked(const kg_irexpr *e, const unsigned char *mark, int n) {
+  if (e->kind == KG_IRE_VAR) return e->var->id < n && mark[e->var->id];
+  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
+  int nk = kg_ir_children((kg_irexpr *)e, kids);
+  for (int i = 0; i < nk; i++)
+    if (kg_ir_uses_marked(*kids[i], mark, n)) return 1;
+  return 0;
 }
 
 int kg_ir_is_const(const kg_irexpr *e, int64_t *v) {
@@ -115,14 +120,6 @@ int kg_ir_const_upper(const kg_irexpr *e, int64_t *u) {
   return kx || ky;
 }
 
-static int64_t floordiv64(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-static int64_t floormod64(int64_t a, int64_t b) {
-  int64_t r = a % b;
-  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
 
 /* Folds c1 op c2 for INT constants; 0 when it cannot (overflow, division by zero). */
 static int fold_int(kg_op op, int64_t x, int64_t y, int64_t *r) {
@@ -132,11 +129,11 @@ static int fold_int(kg_op op, int64_t x, int64_t y, int64_t *r) {
     case KG_OP_MUL: return !__builtin_mul_overflow(x, y, r);
     case KG_OP_DIV:
       if (y == 0 || (x == INT64_MIN && y == -1)) return 0;
-      *r = floordiv64(x, y);
+      *r = kg_int_floordiv(x, y);
       return 1;
     case KG_OP_MOD:
       if (y == 0 || (x == INT64_MIN && y == -1)) return 0;
-      *r = floormod64(x, y);
+      *r = kg_int_floormod(x, y);
       return 1;
     case KG_OP_LT: *r = x < y; return 1;
     case KG_OP_LE: *r = x <= y; return 1;
@@ -408,6 +405,7 @@ static void print_expr(kg_strbuf *b, const kg_irexpr *e) {
       print_expr(b, e->bin.a);
       kg_strbuf_putc(b, ')');
       break;
+    case KG_IRE_THREAD: kg_strbuf_puts(b, kg_thread_tag_names[e->tag]); break;
   }
 }
 
@@ -455,8 +453,13 @@ static void print_stmt(kg_strbuf *b, const kg_irstmt *s, int ind) {
       break;
     case KG_IRS_ALLOC:
       kg_strbuf_indent(b, ind);
-      kg_strbuf_printf(b, "alloc %s: f32[%lld] %s\n", s->alloc.buf->name, (long long)s->alloc.buf->size,
+      kg_strbuf_printf(b, "alloc %s: f32[%lld] %s", s->alloc.buf->name, (long long)s->alloc.buf->size,
                        kg_scope_names[s->alloc.buf->scope]);
+      if (s->alloc.buf->reg_acc)
+        kg_strbuf_printf(b, " register (accumulates %s around loop %s)",
+                         s->alloc.buf->reg_acc_of ? s->alloc.buf->reg_acc_of->name : "?",
+                         s->alloc.buf->reg_acc_loop ? s->alloc.buf->reg_acc_loop : "?");
+      kg_strbuf_putc(b, '\n');
       print_stmt(b, s->alloc.body, ind + 1);
       break;
     case KG_IRS_BARRIER:
@@ -498,12 +501,13 @@ int kg_ir_eval_sizes(const kg_lowered *f, const kg_irexpr *e, int64_t *v) {
         case KG_OP_MUL: *v = x * y; return 0;
         case KG_OP_DIV:
           if (y == 0) return -1;
-          *v = x / y - ((x % y != 0) && ((x < 0) != (y < 0)));
+          if (x == INT64_MIN && y == -1) return -1;
+          *v = kg_int_floordiv(x, y);
           return 0;
         case KG_OP_MOD:
           if (y == 0) return -1;
-          *v = x % y;
-          if (*v != 0 && ((*v < 0) != (y < 0))) *v += y;
+          if (x == INT64_MIN && y == -1) return -1;
+          *v = kg_int_floormod(x, y);
           return 0;
         default: return -1;
       }

@@ -22,6 +22,11 @@ typedef struct kg_buffer {
                           expression over kg_lowered.size_vars; NULL otherwise (regions and parameters never) */
   int param_index;  /* >= 0 for parameters: inputs in order, then outputs in order; -1 otherwise */
   int is_input;     /* read-only parameter */
+  /* A register accumulator (lower/regacc.c): a LOCAL array small enough for registers that holds the elements of
+   * reg_acc_of a reduction updates, for the iterations of the loop named reg_acc_loop; 0 and NULL otherwise. */
+  int reg_acc;
+  const struct kg_buffer *reg_acc_of;
+  const char *reg_acc_loop;
 } kg_buffer;
 
 typedef struct kg_irvar {
@@ -40,6 +45,8 @@ typedef enum {
   KG_IRE_CALL,   /* call.fn over call.args (SELECT never appears here: see KG_IRE_SELECT) */
   KG_IRE_SELECT, /* sel.c ? sel.a : sel.b, evaluating only the branch taken */
   KG_IRE_CAST,   /* bin.a (INT) converted to F32 */
+  KG_IRE_THREAD, /* the running thread's index along tag (blockIdx.x ... threadIdx.z), INT; CUDA only, where no
+                    loop bound to the tag need enclose it (lower/writer.c) */
 } kg_irexpr_kind;
 
 struct kg_irexpr {
@@ -50,6 +57,7 @@ struct kg_irexpr {
     int64_t i;
     double f;
     kg_irvar *var;
+    kg_thread_tag tag; /* THREAD */
     struct {
       kg_buffer *buf;
       kg_irexpr *index;
@@ -169,6 +177,7 @@ kg_irexpr *kg_ir_unary(kg_arena *a, kg_op op, kg_irexpr *x);
 kg_irexpr *kg_ir_call(kg_arena *a, kg_func fn, kg_irexpr **args, int n);
 kg_irexpr *kg_ir_select(kg_arena *a, kg_irexpr *c, kg_irexpr *x, kg_irexpr *y);
 kg_irexpr *kg_ir_cast_f32(kg_arena *a, kg_irexpr *x); /* no-op on F32 */
+kg_irexpr *kg_ir_thread(kg_arena *a, kg_thread_tag tag);
 kg_irstmt *kg_ir_seq(kg_arena *a);
 void kg_ir_seq_push(kg_arena *a, kg_irstmt *seq, kg_irstmt *item); /* a NULL item is ignored */
 kg_irstmt *kg_ir_for(kg_arena *a, kg_irvar *v, kg_irexpr *extent, kg_loop_kind kind, kg_thread_tag tag,
@@ -182,6 +191,10 @@ kg_irstmt *kg_ir_allreduce(kg_arena *a, kg_buffer *b, kg_reducer red, kg_thread_
                            const char *stage_name, const char *loop_name);
 kg_irstmt *kg_ir_comment(kg_arena *a, const char *text);
 int kg_ir_is_const(const kg_irexpr *e, int64_t *v);
+/* The children of an expression node, as the addresses of the fields that hold them (so that a pass can replace
+ * them), in evaluation order: up to KG_IR_MAX_CHILDREN; returns their number (0 for constants and variables). */
+#define KG_IR_MAX_CHILDREN 3
+int kg_ir_children(kg_irexpr *e, kg_irexpr **kids[KG_IR_MAX_CHILDREN]);
 /* Sets mark[v->id] for every variable v (with id < n) that e uses. */
 void kg_ir_mark_vars(const kg_irexpr *e, unsigned char *mark, int n);
 /* Does e use a variable v (with id < n) whose mark[v->id] is set? */
@@ -200,6 +213,11 @@ int kg_ir_const_upper(const kg_irexpr *e, int64_t *u);
  * buffer or variable after one of them. */
 extern const char *const kg_reserved_macros[];
 extern const int kg_nreserved_macros;
+
+/* The IR verifier (verify.c): checks the invariants lowering guarantees and the printers rely on (scopes of
+ * variables and buffers, types, extents, storage scopes legal for the target, barriers every thread reaches; see
+ * the file comment). 0 when they hold, else -1 with a message in err naming the node and its problem. */
+int kg_ir_verify(const kg_lowered *f, char *err, size_t errlen);
 
 /* Pseudo-code dump of the IR (`kgen lower --dump ir`). */
 void kg_ir_print(struct kg_strbuf *b, const kg_lowered *f);

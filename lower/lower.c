@@ -5,7 +5,9 @@
  * first; at each loop the stages computed there are emitted first (region inferred by bounds.c, buffer allocated
  * around the loop's body), and the innermost body holds the root-axis LETs, the guard and the store. Reductions
  * get their init before the outermost reduction loop, inside copies of the spatial loops that follow it. On the C
- * target, tighten.c then turns the guards of perfect nests into tighter loop extents.
+ * target, tighten.c then turns the guards of perfect nests into tighter loop extents, and regacc.c turns reductions
+ * into tiles into register accumulations (small local arrays), so that the IR is the code the C printer prints.
+ * Unless NDEBUG, verify.c then checks the invariants the printers rely on.
  *
  * On the CUDA target: the loop variables of the enclosing threadIdx-bound loops are relaxed in the region of a
  * shared-scope stage (it is computed for every thread of the block, so its size and origin do not depend on the
@@ -1004,5 +1006,18 @@ kg_lowered *kg_lower(const kg_schedule *s, kg_target_kind target, kg_arena *a, c
   if (!L->failed && target == KG_TARGET_C) kg_lower_tighten(a, f->body, &L->ranges, L->nvars);
   f->n_buffers = L->nbuffers;
   f->n_vars = L->nvars;
-  return L->failed ? NULL : f;
+  if (L->failed) return NULL;
+  /* after tightening, whose ragged extents it versions; the IR is then what the C printer prints */
+  if (target == KG_TARGET_C) kg_lower_regacc(a, f);
+  if (target == KG_TARGET_CUDA) kg_lower_writer(a, f);
+#ifndef NDEBUG
+  /* One linear walk, small next to lowering itself: every build without NDEBUG (the default, and every test)
+   * checks what the passes made, so a broken invariant is a lowering error here instead of wrong code later. */
+  char verr[512];
+  if (kg_ir_verify(f, verr, sizeof verr) != 0) {
+    fail(L, "lower: internal error: %s", verr);
+    return NULL;
+  }
+#endif
+  return f;
 }

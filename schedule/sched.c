@@ -153,24 +153,11 @@ kg_tensor *kg_sched_find_tensor(const kg_schedule *s, const char *name) {
 
 int kg_sched_expr_reads(const kg_expr *e, const kg_tensor *t) {
   if (!e) return 0;
-  switch (e->kind) {
-  case KG_EXPR_READ:
-    if (e->read.tensor == t) return 1;
-    for (int i = 0; i < e->read.n; i++)
-      if (kg_sched_expr_reads(e->read.idx[i], t)) return 1;
-    return 0;
-  case KG_EXPR_UNARY:
-  case KG_EXPR_BINARY:
-    return kg_sched_expr_reads(e->op.a, t) || kg_sched_expr_reads(e->op.b, t);
-  case KG_EXPR_CALL:
-    for (int i = 0; i < e->call.n; i++)
-      if (kg_sched_expr_reads(e->call.args[i], t)) return 1;
-    return 0;
-  case KG_EXPR_REDUCE: /* stages contain none; looked through for safety */
-    return kg_sched_expr_reads(e->reduce.body, t);
-  default:
-    return 0;
-  }
+  if (e->kind == KG_EXPR_READ && e->read.tensor == t) return 1;
+  int n = kg_expr_nchildren(e);
+  for (int i = 0; i < n; i++)
+    if (kg_sched_expr_reads(*kg_expr_child((kg_expr *)e, i), t)) return 1;
+  return 0;
 }
 
 int kg_sched_is_inlined(const kg_sstage *st, const kg_sched_hyp *h) {

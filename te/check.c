@@ -26,6 +26,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include "../base/intmath.h"
 #include "../base/strbuf.h"
 #include "te.h"
 
@@ -151,16 +152,6 @@ static int64_t sat_mul(int64_t x, int64_t y) {
 static int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
 /* Integer / and % of indices and sizes round toward minus infinity (floor), as the reference evaluator does:
  * (i - 1) % N wraps around. Requires y != 0 and not (x == INT64_MIN && y == -1). */
-static int64_t floor_div(int64_t x, int64_t y) {
-  int64_t q = x / y;
-  if ((x % y != 0) && ((x < 0) != (y < 0))) q--;
-  return q;
-}
-static int64_t floor_mod(int64_t x, int64_t y) {
-  int64_t r = x % y;
-  if (r != 0 && ((r < 0) != (y < 0))) r += y;
-  return r;
-}
 static int64_t max64(int64_t x, int64_t y) { return x > y ? x : y; }
 
 /* ---- sizes ---- */
@@ -224,7 +215,7 @@ static int64_t eval_size(checker *c, const kg_expr *e) {
     case KG_OP_MOD:
       if (y == 0) fail(c, e->pos, "division by zero in the size expression %s", expr_text(c, e));
       if (x == INT64_MIN && y == -1) ovf = 1;
-      else r = e->op.op == KG_OP_DIV ? floor_div(x, y) : floor_mod(x, y);
+      else r = e->op.op == KG_OP_DIV ? kg_int_floordiv(x, y) : kg_int_floormod(x, y);
       break;
     default: fail(c, e->pos, "not a size expression");
     }
@@ -571,17 +562,10 @@ static void find_bare(checker *c, const kg_expr *e, const kg_ivar *iv, bare_use 
         u->dim = d;
       }
     }
+    return; /* not into the indices: a bare use is an index itself */
+  default:
+    for (int i = 0; i < kg_expr_nchildren(e); i++) find_bare(c, *kg_expr_child((kg_expr *)e, i), iv, u, must_agree);
     return;
-  case KG_EXPR_UNARY: find_bare(c, e->op.a, iv, u, must_agree); return;
-  case KG_EXPR_BINARY:
-    find_bare(c, e->op.a, iv, u, must_agree);
-    find_bare(c, e->op.b, iv, u, must_agree);
-    return;
-  case KG_EXPR_CALL:
-    for (int i = 0; i < e->call.n; i++) find_bare(c, e->call.args[i], iv, u, must_agree);
-    return;
-  case KG_EXPR_REDUCE: find_bare(c, e->reduce.body, iv, u, must_agree); return;
-  default: return;
   }
 }
 
@@ -649,12 +633,12 @@ static ival ival_bin(checker *c, const kg_expr *e, ival x, ival y) {
       r.hi = INT64_MAX;
     } else if (e->op.op == KG_OP_DIV) {
       /* Floor division by a positive divisor is monotone in each argument: the corners bound it. */
-      int64_t q1 = floor_div(x.lo, y.lo), q2 = floor_div(x.lo, y.hi), q3 = floor_div(x.hi, y.lo), q4 = floor_div(x.hi, y.hi);
+      int64_t q1 = kg_int_floordiv(x.lo, y.lo), q2 = kg_int_floordiv(x.lo, y.hi), q3 = kg_int_floordiv(x.hi, y.lo), q4 = kg_int_floordiv(x.hi, y.hi);
       r.lo = min64(min64(q1, q2), min64(q3, q4));
       r.hi = max64(max64(q1, q2), max64(q3, q4));
-    } else if (y.lo == y.hi && floor_div(x.lo, y.lo) == floor_div(x.hi, y.lo)) {
-      r.lo = floor_mod(x.lo, y.lo); /* no wrap-around inside [x.lo, x.hi] */
-      r.hi = floor_mod(x.hi, y.lo);
+    } else if (y.lo == y.hi && kg_int_floordiv(x.lo, y.lo) == kg_int_floordiv(x.hi, y.lo)) {
+      r.lo = kg_int_floormod(x.lo, y.lo); /* no wrap-around inside [x.lo, x.hi] */
+      r.hi = kg_int_floormod(x.hi, y.lo);
     } else {
       r.lo = 0; /* floor modulo by a positive divisor lies in [0, divisor) */
       r.hi = y.hi - 1;
@@ -795,7 +779,7 @@ static void set_range(checker *c, int id, ival r) {
   c->rng[id] = r;
 }
 
-static int64_t ceil_div(int64_t x, int64_t y) { return -floor_div(-x, y); } /* requires x > INT64_MIN */
+static int64_t ceil_div(int64_t x, int64_t y) { return -kg_int_floordiv(-x, y); } /* requires x > INT64_MIN */
 
 static kg_op negate_cmp(kg_op op) {
   switch (op) {
@@ -825,14 +809,14 @@ static void narrow_lin(checker *c, const lin *l, kg_op op) {
     if ((op == KG_OP_LT || op == KG_OP_LE || op == KG_OP_EQ) && lo_ok) has_u = 1, U = -R.lo - (op == KG_OP_LT);
     if ((op == KG_OP_GT || op == KG_OP_GE || op == KG_OP_EQ) && hi_ok) has_l = 1, L = -R.hi + (op == KG_OP_GT);
     if (has_u) {
-      if (a > 0) r.hi = min64(r.hi, floor_div(U, a));
+      if (a > 0) r.hi = min64(r.hi, kg_int_floordiv(U, a));
       else r.lo = max64(r.lo, ceil_div(U, a));
     }
     if (has_l) {
       if (a > 0) r.lo = max64(r.lo, ceil_div(L, a));
-      else r.hi = min64(r.hi, floor_div(L, a));
+      else r.hi = min64(r.hi, kg_int_floordiv(L, a));
     }
-    if (op == KG_OP_NE && R.lo == R.hi && lo_ok && floor_mod(-R.lo, a) == 0) {
+    if (op == KG_OP_NE && R.lo == R.hi && lo_ok && kg_int_floormod(-R.lo, a) == 0) {
       int64_t x = -R.lo / a; /* the one value v cannot take: trims an end of v's range */
       if (x == r.lo) r.lo = sat_add(r.lo, 1);
       else if (x == r.hi) r.hi = sat_sub(r.hi, 1);

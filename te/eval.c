@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../base/intmath.h"
 #include "te.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -126,16 +127,12 @@ static int64_t int_wrap_mul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a
 
 static int64_t int_floor_div(int64_t a, int64_t b) {
   if (b == 0 || (b == -1 && a == INT64_MIN)) return 0; /* the checker rules these out for indices */
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
-  return q;
+  return kg_int_floordiv(a, b);
 }
 
 static int64_t int_floor_mod(int64_t a, int64_t b) {
   if (b == 0 || b == -1) return 0;
-  int64_t r = a % b;
-  if (r != 0 && ((r < 0) != (b < 0))) r += b;
-  return r;
+  return kg_int_floormod(a, b);
 }
 
 /* The language's max and min (docs/language.md): a NaN operand gives NaN, and -0 orders below +0. Both are

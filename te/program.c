@@ -79,20 +79,32 @@ kg_tensor *kg_program_find_tensor(const kg_program *p, const char *name) {
   return NULL;
 }
 
-int kg_expr_uses_ivar(const kg_expr *e, const kg_ivar *iv) {
+int kg_expr_nchildren(const kg_expr *e) {
   switch (e->kind) {
-  case KG_EXPR_IVAR: return e->var.iv == iv;
-  case KG_EXPR_UNARY: return kg_expr_uses_ivar(e->op.a, iv);
-  case KG_EXPR_BINARY: return kg_expr_uses_ivar(e->op.a, iv) || kg_expr_uses_ivar(e->op.b, iv);
-  case KG_EXPR_READ:
-    for (int i = 0; i < e->read.n; i++)
-      if (kg_expr_uses_ivar(e->read.idx[i], iv)) return 1;
-    return 0;
-  case KG_EXPR_CALL:
-    for (int i = 0; i < e->call.n; i++)
-      if (kg_expr_uses_ivar(e->call.args[i], iv)) return 1;
-    return 0;
-  case KG_EXPR_REDUCE: return kg_expr_uses_ivar(e->reduce.body, iv);
+  case KG_EXPR_UNARY: return e->op.a ? 1 : 0;
+  case KG_EXPR_BINARY: return 2;
+  case KG_EXPR_READ: return e->read.n;
+  case KG_EXPR_CALL: return e->call.n;
+  case KG_EXPR_REDUCE: return e->reduce.body ? 1 : 0;
   default: return 0;
   }
+}
+
+kg_expr **kg_expr_child(kg_expr *e, int i) {
+  switch (e->kind) {
+  case KG_EXPR_UNARY: return &e->op.a;
+  case KG_EXPR_BINARY: return i == 0 ? &e->op.a : &e->op.b;
+  case KG_EXPR_READ: return &e->read.idx[i];
+  case KG_EXPR_CALL: return &e->call.args[i];
+  case KG_EXPR_REDUCE: return &e->reduce.body;
+  default: return NULL;
+  }
+}
+
+int kg_expr_uses_ivar(const kg_expr *e, const kg_ivar *iv) {
+  if (e->kind == KG_EXPR_IVAR) return e->var.iv == iv;
+  int n = kg_expr_nchildren(e);
+  for (int i = 0; i < n; i++)
+    if (kg_expr_uses_ivar(*kg_expr_child((kg_expr *)e, i), iv)) return 1;
+  return 0;
 }

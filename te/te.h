@@ -269,6 +269,11 @@ int64_t kg_tensor_numel(const kg_tensor *t);
 kg_tensor *kg_program_find_tensor(const kg_program *p, const char *name);
 /* Whether e mentions iv anywhere (indices, arguments, nested reduction bodies) (program.c). */
 int kg_expr_uses_ivar(const kg_expr *e, const kg_ivar *iv);
+/* The children of e in evaluation order (operands, a read's indices, a call's arguments, a reduction's body):
+ * kg_expr_nchildren of them, the i-th at *kg_expr_child(e, i) (an address, so that a rewriter can replace it).
+ * A reduction's variable ranges are not children: they belong to its variables. */
+int kg_expr_nchildren(const kg_expr *e);
+kg_expr **kg_expr_child(kg_expr *e, int i);
 
 /* Canonical text of the checked program (used by `kgen check` and for workload identity later): one line per
  * stage, names and literals normalised, no comments or whitespace variation. Caller frees. */

@@ -70,6 +70,7 @@ static result gen(const kg_program *p, const char *trace) {
     kg_arena la;
     kg_arena_init(&la);
     kg_lowered *f = kg_lower(s, KG_TARGET_CUDA, &la, err, sizeof err);
+    if (f && kg_ir_verify(f, err, sizeof err) != 0) f = NULL; /* as a lowering failure, with its message */
     if (!f) {
       snprintf(r.msg, sizeof r.msg, "%s", err);
     } else {

@@ -90,6 +90,7 @@ static int print_cuda(const example *e, const kg_schedule *s, kg_cuda_program *c
   char err[2048];
   kg_lowered *lw = kg_lower(s, KG_TARGET_CUDA, &la, err, sizeof err);
   CHECKF(lw != NULL, "%s (%s): lower: %s", e->sched, what, err);
+  if (lw) CHECKF(kg_ir_verify(lw, err, sizeof err) == 0, "%s (%s): %s", e->sched, what, err);
   int ok = 0;
   if (lw) {
     ok = kg_codegen_cuda(lw, "kgen", cp, err, sizeof err) == 0;

@@ -173,6 +173,7 @@ static kg_lowered *lower_text(kg_program *p, const char *trace, kg_target_kind t
     }
   }
   kg_lowered *f = kg_lower(s, target, a, err, errlen);
+  if (f && kg_ir_verify(f, err, errlen) != 0) f = NULL; /* a broken invariant fails as lowering does */
   if (nlive < 64) live[nlive++] = s;
   else kg_schedule_free(s);
   return f;

@@ -189,6 +189,7 @@ static int kernel_build(kernel *k, const kg_schedule *s, const char *what, char 
     kg_arena_free(&a);
     return 0;
   }
+  CHECKF(kg_ir_verify(f, err, sizeof err) == 0, "%s: %s", what, err);
   CHECKF(f->nsize_vars >= 1 && f->nsize_vars <= MAX_DYN, "%s: %d dynamic sizes in the lowered function", what,
          f->nsize_vars);
   int rc = -1;

@@ -156,6 +156,7 @@ static int job_print(job *j, const kg_schedule *s, int *cg_rc, char *err, size_t
   kg_lowered *f = kg_lower(s, KG_TARGET_CUDA, &a, err, errlen);
   int rc = 0;
   if (f) {
+    CHECKF(kg_ir_verify(f, err, errlen) == 0, "%s: %s", j->what, err);
     CHECKF(f->nsize_vars == 1, "%s: %d dynamic sizes in the lowered function", j->what, f->nsize_vars);
     *cg_rc = kg_codegen_cuda(f, "kgen", &j->cp, err, errlen);
     if (*cg_rc == 0) {

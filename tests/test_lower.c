@@ -62,6 +62,11 @@ static outcome run_case(const char *src, const char *sizes, const char *trace_te
     kg_arena_free(&a);
     goto out;
   }
+  if (kg_ir_verify(f, err, sizeof err) != 0) {
+    snprintf(o.msg, sizeof o.msg, "%s", err);
+    kg_arena_free(&a);
+    goto out;
+  }
   o.lowered = 1;
   kg_strbuf b;
   kg_strbuf_init(&b);
@@ -244,8 +249,12 @@ static void test_tighten(void) {
    * region guard (its rows beyond the tensor) becomes the bound of its perfect copy nest */
   o = expect_ok("tighten producer outside", KG_TEST_MATMUL, sz,
                 "cache_write C local\nsplit C j 8\ncompute_at C.local C j.o\nreorder C.local i k j\n");
-  /* no guard left: the only conditions choose the register accumulation's full-tile version (codegen/c.c) */
+  /* no guard left: the only conditions choose the register accumulation's full-tile version (lower/regacc.c) */
+  CHECK(count(o.code, ") { /* full tiles: constant extents */") > 0);
   CHECK(guards(o.code) == count(o.code, ") { /* full tiles: constant extents */"));
+  /* the IR holds the accumulation and its versioning, as printed */
+  CHECK_STR_CONTAINS(o.ir, "alloc kg_acc0: f32[8] local register (accumulates C_local around loop k)");
+  CHECK_STR_CONTAINS(o.ir, "if (min(8, (20 - (j_o * 8))) >= 8):");
   CHECK_STR_CONTAINS(o.code, "kg_n_j_i = kg_min64(8, 20 - j_o * 8);");
   CHECK_STR_CONTAINS(o.code, "kg_n_j = kg_min64(8, 20 - j_o * 8);");
   CHECK(count(o.code, "C_local_j =") == 0); /* the init's LET served only its guard: gone with it */
@@ -359,6 +368,15 @@ static void test_cuda_ir(void) {
   CHECK_STR_CONTAINS(o.ir, "alloc A_local: f32[17] local");
   CHECK(count(o.ir, "barrier") == 0);
   outcome_free(&o);
+  /* a cross-thread reduction's result is stored by one thread, in the IR (lower/writer.c): the blockIdx loop
+   * distinguishes the rows, the threads do not; the other stages launch no thread and stay unguarded */
+  o = run_case(KG_TEST_SOFTMAX, "N=6 D=40", "split m j 32\nbind m i blockIdx.x\nbind m j.i threadIdx.x\n",
+               KG_TARGET_CUDA);
+  CHECKF(o.lowered, "%s", o.msg);
+  CHECK_STR_CONTAINS(o.ir, "allreduce max m_red[0] across threadIdx.x (32)  # m.j.i\n"
+                           "      if (threadIdx.x == 0):\n        m[i] = m_red[0]\n");
+  CHECK(count(o.ir, " == 0)") == 1);
+  outcome_free(&o);
 }
 
 /* The runner reports compiler errors and missing entry points as values, with the reason in the log. */
@@ -379,6 +397,246 @@ static void test_cpu_runner(void) {
   kg_cpu_module_free(&m);
 }
 
+/* ---- the IR verifier: hand-built IR, one broken invariant at a time ---- */
+
+typedef struct vfix {
+  kg_arena a;
+  kg_lowered f;
+  kg_buffer *A, *C, *T;
+  kg_irvar *v[6];
+  kg_irstmt *body; /* f.body's only item (the kernel) */
+} vfix;
+
+static kg_buffer *vbuf(vfix *x, const char *name, kg_scope scope, int64_t size, int param) {
+  kg_buffer *b = KG_NEW(&x->a, kg_buffer);
+  b->name = name;
+  b->id = x->f.n_buffers++;
+  b->scope = scope;
+  b->size = size;
+  b->param_index = param;
+  return b;
+}
+
+/* A valid function over A (input, 8) and C (output, 8), a local buffer T (8), variables i j k t u w (unused
+ * until a case uses them); body: for i in [0, 8): C[i] = A[i]. */
+static void vfix_init(vfix *x, kg_target_kind target) {
+  memset(x, 0, sizeof *x);
+  kg_arena_init(&x->a);
+  kg_arena *a = &x->a;
+  x->f.name = "v";
+  x->f.target = target;
+  x->A = vbuf(x, "A", KG_SCOPE_GLOBAL, 8, 0);
+  x->A->is_input = 1;
+  x->C = vbuf(x, "C", KG_SCOPE_GLOBAL, 8, 1);
+  x->T = vbuf(x, "T", KG_SCOPE_LOCAL, 8, -1);
+  x->f.params = KG_NEW_ARRAY(a, kg_buffer *, 2);
+  x->f.params[0] = x->A;
+  x->f.params[1] = x->C;
+  x->f.nparams = 2;
+  static const char *const names[6] = {"i", "j", "k", "t", "u", "w"};
+  for (int n = 0; n < 6; n++) {
+    x->v[n] = KG_NEW(a, kg_irvar);
+    x->v[n]->name = names[n];
+    x->v[n]->id = x->f.n_vars++;
+  }
+  x->body = kg_ir_seq(a);
+  x->f.body = kg_ir_seq(a);
+  kg_ir_seq_push(a, x->f.body, x->body);
+}
+
+static kg_irexpr *vv(vfix *x, int n) { return kg_ir_var(&x->a, x->v[n]); }
+static kg_irexpr *vi(vfix *x, int64_t c) { return kg_ir_int(&x->a, c); }
+static kg_irstmt *vcopy(vfix *x, int n) { /* C[v] = A[v] */
+  return kg_ir_store(&x->a, x->C, vv(x, n), kg_ir_load(&x->a, x->A, vv(x, n)));
+}
+static kg_irstmt *vloop(vfix *x, int n, int64_t ext, kg_thread_tag tag, kg_irstmt *body) {
+  return kg_ir_for(&x->a, x->v[n], vi(x, ext), tag == KG_THREAD_NONE ? KG_LOOP_SERIAL : KG_LOOP_BOUND, tag,
+                   x->v[n]->name, "C", body);
+}
+
+/* Verifies x; want NULL: it must pass, else it must fail with a message containing want. */
+static void vexpect(vfix *x, const char *want, const char *what) {
+  char err[512] = "";
+  int rc = kg_ir_verify(&x->f, err, sizeof err);
+  if (!want) {
+    CHECKF(rc == 0, "%s: verifier rejected valid IR: %s", what, err);
+  } else {
+    CHECKF(rc == -1, "%s: verifier accepted it", what);
+    CHECKF(strstr(err, want) != NULL, "%s: message \"%s\" lacks \"%s\"", what, err, want);
+  }
+  kg_arena_free(&x->a);
+}
+
+static void test_verify(void) {
+  vfix x;
+  kg_arena *a;
+  /* the base case and the C target's valid local allocation pass */
+  vfix_init(&x, KG_TARGET_C);
+  kg_ir_seq_push(&x.a, x.body, vloop(&x, 0, 8, KG_THREAD_NONE, vcopy(&x, 0)));
+  vexpect(&x, NULL, "valid");
+  vfix_init(&x, KG_TARGET_C);
+  a = &x.a;
+  {
+    kg_irstmt *in = kg_ir_seq(a);
+    kg_ir_seq_push(a, in, kg_ir_store(a, x.T, vv(&x, 0), kg_ir_float(a, 0)));
+    kg_ir_seq_push(a, in, kg_ir_store(a, x.C, vv(&x, 0), kg_ir_load(a, x.T, vv(&x, 0))));
+    kg_ir_seq_push(a, x.body, kg_ir_alloc(a, x.T, vloop(&x, 0, 8, KG_THREAD_NONE, in)));
+  }
+  vexpect(&x, NULL, "valid alloc");
+
+  /* a variable no loop or LET defines */
+  vfix_init(&x, KG_TARGET_C);
+  kg_ir_seq_push(&x.a, x.body, vloop(&x, 0, 8, KG_THREAD_NONE, vcopy(&x, 1)));
+  vexpect(&x, "variable j used outside its scope", "undefined variable");
+  /* a LET is visible only after it, and only up to the end of its SEQ */
+  vfix_init(&x, KG_TARGET_C);
+  a = &x.a;
+  {
+    kg_irstmt *in = kg_ir_seq(a);
+    kg_ir_seq_push(a, in, vcopy(&x, 3));
+    kg_ir_seq_push(a, in, kg_ir_let(a, x.v[3], vv(&x, 0)));
+    kg_ir_seq_push(a, x.body, vloop(&x, 0, 8, KG_THREAD_NONE, in));
+  }
+  vexpect(&x, "store to C: variable t used outside its scope", "use before LET");
+  vfix_init(&x, KG_TARGET_C);
+  a = &x.a;
+  {
+    kg_irstmt *in = kg_ir_seq(a), *inner = kg_ir_seq(a);
+    kg_ir_seq_push(a, inner, kg_ir_let(a, x.v[3], vv(&x, 0)));
+    kg_ir_seq_push(a, in, inner);
+    kg_ir_seq_push(a, in, vcopy(&x, 3));
+    kg_ir_seq_push(a, x.body, vloop(&x, 0, 8, KG_THREAD_NONE, in));
+  }
+  vexpect(&x, "variable t used outside its scope", "LET after its SEQ");
+  /* a loop variable after its loop */
+  vfix_init(&x, KG_TARGET_C);
+  kg_ir_seq_push(&x.a, x.body, vloop(&x, 0, 8, KG_THREAD_NONE, vcopy(&x, 0)));
+  kg_ir_seq_push(&x.a, x.body, vcopy(&x, 0));
+  vexpect(&x, "variable i used outside its scope", "loop variable after the loop");
+  /* the same variable defined inside its own loop */
+  vfix_init(&x, KG_TARGET_C);
+  kg_ir_seq_push(&x.a, x.body, vloop(&x, 0, 8, KG_THREAD_NONE, vloop(&x, 0, 2, KG_THREAD_NONE, vcopy(&x, 0))));
+  vexpect(&x, "loop variable i defined again while in scope", "shadowing");
+  /* an extent that uses its own loop variable */
+  vfix_init(&x, KG_TARGET_C);
+  x.body->seq.n = 0;
+  kg_ir_seq_push(&x.a, x.body,
+                 kg_ir_for(&x.a, x.v[0], vv(&x, 0), KG_LOOP_SERIAL, KG_THREAD_NONE, "i", "C", vcopy(&x, 0)));
+  vexpect(&x, "loop i (stage C, variable i): variable i used outside its scope (in extent)", "extent uses the loop");
+  /* constant extents are positive */
+  vfix_init(&x, KG_TARGET_C);
+  kg_ir_seq_push(&x.a, x.body, vloop(&x, 0, 0, KG_THREAD_NONE, vcopy(&x, 0)));
+  vexpect(&x, "loop i (stage C, variable i): constant extent 0", "zero extent");
+  /* a local buffer read after its allocation ends */
+  vfix_init(&x, KG_TARGET_C);
+  a = &x.a;
+  kg_ir_seq_push(a, x.body, kg_ir_alloc(a, x.T, kg_ir_store(a, x.T, vi(&x, 0), kg_ir_float(a, 1))));
+  kg_ir_seq_push(a, x.body, kg_ir_store(a, x.C, vi(&x, 0), kg_ir_load(a, x.T, vi(&x, 0))));
+  vexpect(&x, "store to C: load of buffer T outside its allocation", "load after the allocation");
+  /* an allocation inside itself */
+  vfix_init(&x, KG_TARGET_C);
+  a = &x.a;
+  kg_ir_seq_push(a, x.body, kg_ir_alloc(a, x.T, kg_ir_alloc(a, x.T, kg_ir_comment(a, "x"))));
+  vexpect(&x, "allocated again inside its own scope", "nested allocation");
+  /* inputs are read-only */
+  vfix_init(&x, KG_TARGET_C);
+  kg_ir_seq_push(&x.a, x.body, kg_ir_store(&x.a, x.A, vi(&x, 0), kg_ir_float(&x.a, 1)));
+  vexpect(&x, "store to A: store to the input A", "store to an input");
+  /* constant indices inside the buffer */
+  vfix_init(&x, KG_TARGET_C);
+  kg_ir_seq_push(&x.a, x.body, kg_ir_store(&x.a, x.C, vi(&x, 8), kg_ir_float(&x.a, 1)));
+  vexpect(&x, "store of buffer C at constant index 8, outside [0, 8)", "index out of range");
+  /* types: an F32 index, an INT condition */
+  vfix_init(&x, KG_TARGET_C);
+  kg_ir_seq_push(&x.a, x.body, kg_ir_store(&x.a, x.C, kg_ir_float(&x.a, 1), kg_ir_float(&x.a, 1)));
+  vexpect(&x, "index is not INT", "float index");
+  vfix_init(&x, KG_TARGET_C);
+  kg_ir_seq_push(&x.a, x.body,
+                 vloop(&x, 0, 8, KG_THREAD_NONE, kg_ir_if(&x.a, vv(&x, 0), vcopy(&x, 0), NULL)));
+  vexpect(&x, "if: condition is not BOOL", "INT condition");
+  /* storage scopes: no shared storage or bound loop on C, no global allocation anywhere */
+  vfix_init(&x, KG_TARGET_C);
+  x.T->scope = KG_SCOPE_SHARED;
+  kg_ir_seq_push(&x.a, x.body, kg_ir_alloc(&x.a, x.T, kg_ir_comment(&x.a, "x")));
+  vexpect(&x, "alloc T: shared storage on the C target", "shared on C");
+  vfix_init(&x, KG_TARGET_C);
+  kg_ir_seq_push(&x.a, x.body, vloop(&x, 0, 8, KG_THREAD_THREAD_X, vcopy(&x, 0)));
+  vexpect(&x, "bound to threadIdx.x on the C target", "bound loop on C");
+  vfix_init(&x, KG_TARGET_CUDA);
+  x.T->scope = KG_SCOPE_GLOBAL;
+  kg_ir_seq_push(&x.a, x.body, kg_ir_alloc(&x.a, x.T, kg_ir_comment(&x.a, "x")));
+  vexpect(&x, "alloc T: global scope", "global allocation");
+  /* barriers: fine under a blockIdx condition, not under a threadIdx one (directly or through a LET), nor in a
+   * loop whose extent follows a thread index, nor on the C target */
+  for (int c = 0; c < 5; c++) {
+    vfix_init(&x, c == 4 ? KG_TARGET_C : KG_TARGET_CUDA);
+    a = &x.a;
+    x.T->scope = KG_SCOPE_SHARED;
+    kg_irstmt *in = kg_ir_seq(a);
+    kg_irexpr *cond = kg_ir_binary(a, KG_OP_LT, vv(&x, c == 0 ? 0 : 1), vi(&x, 4));
+    if (c == 2) {
+      kg_ir_seq_push(a, in, kg_ir_let(a, x.v[3], kg_ir_binary(a, KG_OP_MUL, vv(&x, 1), vi(&x, 2))));
+      cond = kg_ir_binary(a, KG_OP_LT, vv(&x, 3), vi(&x, 4));
+    }
+    if (c == 3)
+      kg_ir_seq_push(a, in, kg_ir_for(a, x.v[2], kg_ir_binary(a, KG_OP_ADD, vv(&x, 1), vi(&x, 1)), KG_LOOP_SERIAL,
+                                      KG_THREAD_NONE, "k", "C", kg_ir_barrier(a)));
+    else
+      kg_ir_seq_push(a, in, kg_ir_if(a, cond, kg_ir_barrier(a), NULL));
+    kg_ir_seq_push(a, in, kg_ir_store(a, x.C, vv(&x, 1), kg_ir_float(a, 0)));
+    kg_irstmt *k = vloop(&x, 0, 2, KG_THREAD_BLOCK_X, vloop(&x, 1, 4, KG_THREAD_THREAD_X, in));
+    kg_ir_seq_push(a, x.body, k);
+    static const char *const want[5] = {NULL, "barrier: under a condition or loop extent that depends on a thread",
+                                        "barrier: under a condition", "barrier: under a condition",
+                                        "only the CUDA target"};
+    if (c == 4) k->loop.kind = KG_LOOP_SERIAL, k->loop.tag = KG_THREAD_NONE,
+                k->loop.body->loop.kind = KG_LOOP_SERIAL, k->loop.body->loop.tag = KG_THREAD_NONE;
+    vexpect(&x, want[c], "barrier");
+  }
+  /* thread indices: only on CUDA, and a barrier under a condition on one is divergent */
+  vfix_init(&x, KG_TARGET_C);
+  kg_ir_seq_push(&x.a, x.body,
+                 kg_ir_store(&x.a, x.C, kg_ir_thread(&x.a, KG_THREAD_THREAD_X), kg_ir_float(&x.a, 1)));
+  vexpect(&x, "store to C: a thread index (threadIdx.x) outside CUDA", "thread index on C");
+  vfix_init(&x, KG_TARGET_CUDA);
+  a = &x.a;
+  kg_ir_seq_push(a, x.body,
+                 kg_ir_if(a, kg_ir_binary(a, KG_OP_EQ, kg_ir_thread(a, KG_THREAD_BLOCK_X), vi(&x, 0)), kg_ir_barrier(a),
+                          NULL));
+  vexpect(&x, NULL, "barrier under a blockIdx condition");
+  vfix_init(&x, KG_TARGET_CUDA);
+  a = &x.a;
+  kg_ir_seq_push(a, x.body,
+                 kg_ir_if(a, kg_ir_binary(a, KG_OP_EQ, kg_ir_thread(a, KG_THREAD_THREAD_Y), vi(&x, 0)),
+                          kg_ir_barrier(a), NULL));
+  vexpect(&x, "barrier: under a condition or loop extent that depends on a thread index", "barrier under threadIdx");
+  /* a register accumulator that does not say what it accumulates */
+  vfix_init(&x, KG_TARGET_C);
+  x.T->reg_acc = 1;
+  kg_ir_seq_push(&x.a, x.body, kg_ir_alloc(&x.a, x.T, kg_ir_comment(&x.a, "x")));
+  vexpect(&x, "alloc T: a register accumulator must be local", "register accumulator");
+  /* a cross-thread reduction of a buffer of more than one element */
+  vfix_init(&x, KG_TARGET_CUDA);
+  a = &x.a;
+  kg_ir_seq_push(a, x.body,
+                 kg_ir_alloc(a, x.T, vloop(&x, 1, 4, KG_THREAD_THREAD_X,
+                                           kg_ir_allreduce(a, x.T, KG_RED_SUM, KG_THREAD_THREAD_X, 4, "C", "k"))));
+  vexpect(&x, "allreduce of T (stage C, loop k): reduces T, not a local one-element buffer", "allreduce size");
+  /* ids and names */
+  vfix_init(&x, KG_TARGET_C);
+  x.v[1]->name = "i";
+  kg_ir_seq_push(&x.a, x.body, vloop(&x, 0, 8, KG_THREAD_NONE, vloop(&x, 1, 1, KG_THREAD_NONE, vcopy(&x, 1))));
+  vexpect(&x, "two variables are named i", "duplicate variable names");
+  vfix_init(&x, KG_TARGET_C);
+  x.f.n_vars = 1;
+  kg_ir_seq_push(&x.a, x.body, vloop(&x, 1, 8, KG_THREAD_NONE, vcopy(&x, 1)));
+  vexpect(&x, "variable j has id 1 outside [0, 1)", "variable id");
+  vfix_init(&x, KG_TARGET_C);
+  x.C->name = "A";
+  kg_ir_seq_push(&x.a, x.body, vloop(&x, 0, 8, KG_THREAD_NONE, vcopy(&x, 0)));
+  vexpect(&x, "two buffers are named A", "duplicate buffer names");
+}
+
 int main(int argc, char **argv) {
   verbose = argc > 1 && !strcmp(argv[1], "-v");
   test_matmul();
@@ -389,5 +647,6 @@ int main(int argc, char **argv) {
   test_errors();
   test_cuda_ir();
   test_cpu_runner();
+  test_verify();
   TEST_END();
 }

@@ -218,6 +218,7 @@ static void run_cuda(nancase *c, kg_schedule *s, const char *what) {
   kg_arena la;
   kg_arena_init(&la);
   kg_lowered *lw = kg_lower(s, KG_TARGET_CUDA, &la, err, sizeof err);
+  if (lw && kg_ir_verify(lw, err, sizeof err) != 0) lw = NULL; /* reported below with the message */
   kg_cuda_program cp;
   int printed = lw && kg_codegen_cuda(lw, "kgen", &cp, err, sizeof err) == 0;
   kg_arena_free(&la);
