@@ -40,7 +40,7 @@ int main(void) {
              err, trace, again);
       if (built) {
         char verr[1024];
-        CHECKF(kg_ir_verify(pl.ir, verr, sizeof verr) == 0, "%s seed %llu: %s\ntrace:\n%s\nreproduce: %s", path,
+        CHECKF(kg_ir_verify(pl.b.front.ir, verr, sizeof verr) == 0, "%s seed %llu: %s\ntrace:\n%s\nreproduce: %s", path,
                (unsigned long long)seed, verr, trace, again);
         kg_verify_result v = kg_pipeline_verify(&pl, p, &wl.d, 1e-4);
         CHECKF(v.ok, "%s seed %llu: %s max_rel_err=%g\ntrace:\n%s\nreproduce: %s", path, (unsigned long long)seed,
