@@ -32,10 +32,10 @@ MODULES = base te schedule lower codegen tlog runtime costmodel gen search repla
 LIB_SRC = $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
 # The CUDA emulation header, embedded in libkgen as the string kg_cuda_emu_header (runtime/emu.h).
-EMU_HEADER_C = $(BUILD)/gen/cuda_emu_header.c
+EMU_HEADER_C = $(BUILD)/generated/cuda_emu_header.c
 LIB_OBJ += $(EMU_HEADER_C:.c=.o)
 # The macro names of the headers generated code includes, which lowering must not use as names.
-RESERVED_C = $(BUILD)/gen/reserved_macros.c
+RESERVED_C = $(BUILD)/generated/reserved_macros.c
 LIB_OBJ += $(RESERVED_C:.c=.o)
 CLI_SRC = $(wildcard cli/*.c)
 CLI_OBJ = $(CLI_SRC:%.c=$(BUILD)/%.o)

@@ -15,8 +15,8 @@ CC=${FUZZ_CC:-clang}
 # The whole library (the log reader needs the status and step tables of tlog/ and schedule/), the Makefile's
 # module list, with the
 # Makefile's generated sources: run `make` once first.
-[ -f "$root/build/gen/cuda_emu_header.c" ] || make -C "$root" >/dev/null
-srcs="$root/tests/fuzz_$name.c $root/build/gen/cuda_emu_header.c $root/build/gen/reserved_macros.c"
+[ -f "$root/build/generated/cuda_emu_header.c" ] || make -C "$root" >/dev/null
+srcs="$root/tests/fuzz_$name.c $root/build/generated/cuda_emu_header.c $root/build/generated/reserved_macros.c"
 for m in $(sed -n 's/^MODULES = //p' "$root/Makefile"); do
   for f in "$root/$m"/*.c; do srcs="$srcs $f"; done
 done
