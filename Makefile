@@ -303,10 +303,11 @@ test-unit: $(BUILD)/examples/check_c
 
 # Peer measurements for the GPU comparison (cuBLAS SGEMM, device-to-device copy); builds without CUDA headers
 # and, with no device, prints "skipped: <reason>".
+# BENCH_BIN is defined before the rule that names it: make expands a rule's prerequisites when it reads the rule.
+BENCH_BIN = $(BUILD)/bench/gpu_peers $(BUILD)/bench/sketch_sample $(BUILD)/bench/dynamic_shapes
 .PHONY: bench-tools
 bench-tools: $(BENCH_BIN)
 all: bench-tools
-BENCH_BIN = $(BUILD)/bench/gpu_peers $(BUILD)/bench/sketch_sample $(BUILD)/bench/dynamic_shapes
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libkgen.a
 	@mkdir -p $(dir $@)
 	$(LINK) -o $@ $< $(BUILD)/libkgen.a $(KG_LDLIBS) $(LDLIBS)

@@ -10,6 +10,12 @@ command -v make > /dev/null || { echo "skip: no make"; exit 0; }
 make -np -f Makefile BUILD="$T/b" 2> /dev/null > "$T/db"
 grep -qx '.DEFAULT_GOAL := all' "$T/db" || { echo "FAIL: a bare make does not build 'all':"; grep DEFAULT_GOAL "$T/db"; fail=1; }
 grep -qE "^all: .*$T/b/kgen" "$T/db" || { echo "FAIL: 'all' does not build kgen"; fail=1; }
+# Every bench tool (bench/*.c) is built by `all`, through bench-tools: the bench scripts and their tests run them.
+grep -qE "^all: .*bench-tools" "$T/db" || { echo "FAIL: 'all' does not build the bench tools"; fail=1; }
+for c in bench/*.c; do
+  t=$(basename "$c" .c)
+  grep -qE "^bench-tools: .*$T/b/bench/$t( |\$)" "$T/db" || { echo "FAIL: bench-tools does not build $T/b/bench/$t"; fail=1; }
+done
 grep -qE "^test-unit: .*$T/b/\.test-deps-ok" "$T/db" || { echo "FAIL: make test does not install the tests' packages"; fail=1; }
 grep -qE "^check: .*$T/b/\.test-deps-ok" "$T/db" || { echo "FAIL: make check does not install the tests' packages"; fail=1; }
 
