@@ -187,7 +187,8 @@ static kg_sstage *first_reader(const kg_schedule *s, const kg_sstage *st);
  * that many consecutive rows and the par knob says whether the rows run in parallel at all (small problems lose to
  * the fork); its parts knob, above 1, splits each row's reduction among that many parallel tasks instead (for few
  * long rows): x.rf at root, its rows and parts fused into one parallel loop, x combining the parts. Part p holds
- * the lanes p*lanes*acc.. of every chunk of parts*lanes*acc columns, whole cache lines for 16 lanes and more.
+ * columns p*lanes*acc.. (lanes*acc of them) of every chunk of parts*lanes*acc columns: whole cache lines when
+ * lanes*acc is a multiple of 16 floats.
  * Requires x's loops untransformed. */
 static void inner_reduce(rz *z, kg_sstage *x) {
   int64_t lanes = knob(z, x->name, "lanes", 1), acc = knob(z, x->name, "acc", 1), parts = knob(z, x->name, "parts", 1);
