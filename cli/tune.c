@@ -48,6 +48,9 @@ static void print_summary(const kg_tune_task *tasks, const kg_tune_report *rep, 
     kg_format_seconds(d, sizeof d, r->default_s);
     kg_format_seconds(b, sizeof b, r->best_s);
     printf("%s on %s:\n", tasks[i].label, target);
+    if (r->space_points)
+      printf("  search space: %llu points in %d sketch%s\n", (unsigned long long)r->space_points, r->space_sketches,
+             r->space_sketches == 1 ? "" : "es");
     printf("  trials: %d this run (%d failed), %d from the log\n", r->trials, r->failed, r->loaded);
     if (r->exhausted)
       printf("  search space exhausted: no schedule left that was not measured (%d in all)\n", r->trials + r->loaded);

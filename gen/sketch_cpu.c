@@ -15,6 +15,10 @@
  *     the innermost reduction into vector lanes of partial results (a serial float sum does not vectorize);
  *   - elementwise: inlined into their readers when not outputs (or, by a CHOICE knob, kept at root); at root:
  *     outer spatial loops fused for parallelism, the innermost split by a VECTOR knob and vectorized.
+ *   - inner-axis reductions (a light reduction whose innermost reduction axis walks a read's innermost dimension:
+ *     row sums, softmax's max and sum, norms) also get cpu/inner: the reduction rfactored into acc independent
+ *     chains of vector lanes (the latency of each add hidden), combined by the stage itself; at root, rows per
+ *     parallel task, parallel or not, or each row's reduction split into parallel parts for few long rows;
  * cpu/simple (parallel + vectorize, producers inlined where legal) exists for every program and always realizes.
  * Register tiles (ri rows x rj columns: whole vectors, or a short axis whole) are rejected when their accumulators
  * would not fit in the vector registers; cache tiles are counted in register tiles (ti, tj: powers of two), so a
@@ -95,7 +99,19 @@ static const kg_tensor *vector_operand(const kg_expr *e, const kg_ivar *row, con
   return r ? r->read.tensor : NULL;
 }
 
-typedef enum { SK_SIMPLE, SK_TILE_CW, SK_TILE_RK, SK_ROWS } sketch_kind;
+typedef enum { SK_SIMPLE, SK_TILE_CW, SK_TILE_RK, SK_ROWS, SK_INNER } sketch_kind;
+
+/* a read whose last index (the innermost dimension in memory) uses the reduction axis a */
+static int pred_inner(const kg_expr *read, const void *a, const void *b) {
+  (void)b;
+  return read->read.n > 0 && kg_expr_uses_ivar(read->read.idx[read->read.n - 1], a);
+}
+
+/* A light reduction whose innermost reduction axis walks the innermost dimension of a tensor it reads (row sums,
+ * softmax's max and sum, norms): its partial results can be vector lanes over contiguous memory. */
+static int inner_reduction(const kg_sstage *st) {
+  return classify(st) == CLS_LIGHT && find_read(st->body, pred_inner, st->rax[st->nrax - 1], NULL) != NULL;
+}
 
 /* A realization: the point's knob values, applied through the generators' builder (a failed step fails it). */
 typedef struct rz {
@@ -160,6 +176,75 @@ static kg_sstage *rfactor_lanes(rz *z, kg_sstage *x) {
   if (n == rf->nleaves) kg_builder_reorder(&z->b, rf, ord, n);
   kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, rf, rf->roots[rf->nax - 1], KG_THREAD_NONE);
   return z->b.failed ? NULL : rf;
+}
+
+static kg_sstage *first_reader(const kg_schedule *s, const kg_sstage *st);
+
+/* cpu/inner: x's innermost reduction rfactored into lanes x acc partial results (stage x.rf, computed at x's
+ * innermost row loop), their loop split into acc chains (unrolled by the unroll knob) of lanes-wide vectors: acc
+ * independent vector accumulations hide the latency of each add, and x's serial loop over them is the
+ * horizontal combine. When x stays at root (an output, or an unfused space) the rows knob gives each parallel task
+ * that many consecutive rows and the par knob says whether the rows run in parallel at all (small problems lose to
+ * the fork); its parts knob, above 1, splits each row's reduction among that many parallel tasks instead (for few
+ * long rows): x.rf at root, its rows and parts fused into one parallel loop, x combining the parts. Part p holds
+ * columns p*lanes*acc.. (lanes*acc of them) of every chunk of parts*lanes*acc columns: whole cache lines when
+ * lanes*acc is a multiple of 16 floats.
+ * Requires x's loops untransformed. */
+static void inner_reduce(rz *z, kg_sstage *x) {
+  int64_t lanes = knob(z, x->name, "lanes", 1), acc = knob(z, x->name, "acc", 1), parts = knob(z, x->name, "parts", 1);
+  int64_t rext = x->roots[x->nax + x->nrax - 1]->extent, f = lanes * acc * parts;
+  kg_sstage *rf = NULL;
+  kg_iter *part = NULL;
+  if (f >= 2 && rext >= f &&
+      kg_builder_try(&z->b, KG_STEP_RFACTOR, x->name, &x->roots[x->nax + x->nrax - 1]->name, 1, f, 0, 1) == 0) {
+    char nm[256];
+    snprintf(nm, sizeof nm, "%s.rf", x->name);
+    rf = kg_schedule_find_stage(z->b.s, nm);
+  }
+  if (rf && rf->nax >= 1) {
+    kg_iter *lane = rf->roots[rf->nax - 1], *chain = NULL;
+    if (parts > 1) part = kg_builder_split(&z->b, rf, lane, lanes * acc, &lane);
+    if (acc > 1 && lanes > 1) chain = kg_builder_split(&z->b, rf, lane, lanes, &lane);
+    kg_iter *ord[KG_STEP_MAX_NAMES];
+    int n = 0;
+    for (int a = 0; a < rf->nax - 1 && n < KG_STEP_MAX_NAMES; a++) ord[n++] = rf->roots[a];
+    if (part && n < KG_STEP_MAX_NAMES) ord[n++] = part;
+    for (int r = 0; r < rf->nrax && n < KG_STEP_MAX_NAMES; r++) ord[n++] = rf->roots[rf->nax + r];
+    if (chain && n < KG_STEP_MAX_NAMES) ord[n++] = chain;
+    if (n < KG_STEP_MAX_NAMES) ord[n++] = lane;
+    if (z->b.failed) return;
+    if (n != rf->nleaves) {
+      kg_builder_fail(&z->b, "stage %s: unexpected loops", rf->name);
+      return;
+    }
+    kg_builder_reorder(&z->b, rf, ord, n);
+    if (chain && knob(z, x->name, "unroll", 0)) kg_builder_annotate(&z->b, KG_STEP_UNROLL, rf, chain, KG_THREAD_NONE);
+    kg_builder_annotate(&z->b, lanes > 1 ? KG_STEP_VECTORIZE : KG_STEP_UNROLL, rf, lane, KG_THREAD_NONE);
+    if (part) {
+      kg_iter *p = kg_builder_fuse_run(&z->b, rf, 0, rf->nax);
+      kg_builder_annotate(&z->b, KG_STEP_PARALLEL, rf, p, KG_THREAD_NONE);
+    }
+  } else {
+    rf = NULL;
+  }
+  if (z->b.failed) return;
+  kg_sstage *cons = !x->is_output && !z->sk->space->unfused ? first_reader(z->b.s, x) : NULL;
+  if (cons && cons->attach == KG_ATTACH_ROOT && cons->nleaves > 0 && cons->leaves[0]->kind == KG_LOOP_PARALLEL &&
+      !kg_builder_try(&z->b, KG_STEP_COMPUTE_AT, x->name, (const char *[]){cons->name, cons->leaves[0]->name}, 2, 0, 0,
+                      0)) {
+    if (rf) kg_builder_compute_at(&z->b, rf, x, x->leaves[0]);
+    return;
+  }
+  if (x->nax == 0) return; /* a reduction to one value: no rows to spread */
+  /* at root: the spatial loops fused into one row loop, split into tasks of rows rows */
+  kg_iter *row = x->leaves[0];
+  for (int a = 1; a < x->nax && !z->b.failed; a++) row = kg_builder_fuse(&z->b, x, row, x->leaves[1]);
+  if (!row || z->b.failed) return;
+  kg_iter *in = row;
+  int64_t rows = knob(z, x->name, "rows", 1);
+  if (rows > 1 && row->extent > rows) row = kg_builder_split(&z->b, x, row, rows, &in);
+  if (knob(z, x->name, "par", 1)) kg_builder_annotate(&z->b, KG_STEP_PARALLEL, x, row, KG_THREAD_NONE);
+  if (rf && !part) kg_builder_compute_at(&z->b, rf, x, in);
 }
 
 /* The first stage after st that reads it directly and is not inlined (stages are in execution order). */
@@ -323,6 +408,10 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
       tile_heavy(&z, x, kind);
       continue;
     }
+    if (kind == SK_INNER && inner_reduction(x)) {
+      inner_reduce(&z, x);
+      continue;
+    }
     kg_sstage *rf = c == CLS_LIGHT && kind != SK_SIMPLE ? rfactor_lanes(&z, x) : NULL;
     if (c == CLS_LIGHT && !x->is_output && kind != SK_SIMPLE && !unfused) {
       kg_sstage *cons = first_reader(s, x);
@@ -347,6 +436,12 @@ static const int64_t vec_values[] = {1, 4, 8, 16, 32, 64};
 static const int64_t reg_row_values[] = {1, 2, 3, 4, 6, 8, 12, 16};
 static const int64_t tile_mult_values[] = {1, 2, 4, 8, 16, 32, 64};
 static const int64_t rfactor_values[] = {1, 16, 32};
+/* cpu/inner: vector lanes of the partial results (1: scalar chains; 32: two AVX-512 vectors per chain), the
+ * independent accumulation chains, rows per parallel task, parallel parts of one row's reduction */
+static const int64_t lane_values[] = {1, 4, 8, 16, 32};
+static const int64_t acc_values[] = {1, 2, 3, 4, 6, 8};
+static const int64_t rows_values[] = {1, 2, 4, 8, 16, 32, 64};
+static const int64_t parts_values[] = {1, 2, 4, 8, 16};
 
 /* Powers of two from lo up to min(extent, cap), and min(extent, cap) itself. */
 static int pow2_values(int64_t extent, int64_t lo, int64_t cap, int64_t *out) {
@@ -423,6 +518,34 @@ static void add_heavy_knobs(kg_sketch *sk, const kg_sstage *h, sketch_kind kind)
   }
 }
 
+/* The cpu/inner knobs of an inner-axis reduction: lanes and acc within its innermost reduction's extent; rows and
+ * par only where it stays at root (an output, or an unfused space), a non-output being computed at its
+ * consumer's rows. */
+static void add_inner_knobs(kg_sketch *sk, const kg_sstage *x) {
+  int64_t rext = x->roots[x->nax + x->nrax - 1]->extent, v[KG_KNOB_MAX_VALUES];
+  int n = 0;
+  for (size_t k = 0; k < sizeof lane_values / sizeof lane_values[0]; k++)
+    if (lane_values[k] <= rext) v[n++] = lane_values[k];
+  add_knob(sk, KG_KNOB_VECTOR, x->name, "lanes", v, n);
+  n = 0;
+  for (size_t k = 0; k < sizeof acc_values / sizeof acc_values[0]; k++)
+    if (acc_values[k] <= rext) v[n++] = acc_values[k];
+  add_knob(sk, KG_KNOB_TILE, x->name, "acc", v, n);
+  add_knob(sk, KG_KNOB_CHOICE, x->name, "unroll", (const int64_t[]){0, 1}, 2);
+  if (x->nax == 0 || !(x->is_output || sk->space->unfused)) return;
+  int64_t rows = 1;
+  for (int a = 0; a < x->nax; a++) rows *= x->roots[a]->extent;
+  n = 0;
+  for (size_t k = 0; k < sizeof rows_values / sizeof rows_values[0]; k++)
+    if (rows_values[k] == 1 || rows_values[k] < rows) v[n++] = rows_values[k];
+  add_knob(sk, KG_KNOB_TILE, x->name, "rows", v, n);
+  add_knob(sk, KG_KNOB_CHOICE, x->name, "par", (const int64_t[]){0, 1}, 2);
+  n = 0;
+  for (size_t k = 0; k < sizeof parts_values / sizeof parts_values[0]; k++)
+    if (parts_values[k] == 1 || parts_values[k] * 4 <= rext) v[n++] = parts_values[k];
+  add_knob(sk, KG_KNOB_TILE, x->name, "parts", v, n);
+}
+
 static void add_sketch(kg_space *sp, const kg_schedule *s, const char *name, sketch_kind kind) {
   kg_sketch *sk = kg_space_add_sketch(sp, name, realize, (void *)(intptr_t)kind);
   if (!sk) return;
@@ -433,6 +556,10 @@ static void add_sketch(kg_space *sp, const kg_schedule *s, const char *name, ske
       add_knob(sk, KG_KNOB_CHOICE, x->name, "root", (const int64_t[]){0, 1}, 2);
     if (c == CLS_HEAVY && (kind == SK_TILE_CW || kind == SK_TILE_RK)) add_heavy_knobs(sk, x, kind);
     else add_vec_knob(sk, x);
+    if (kind == SK_INNER && inner_reduction(x)) {
+      add_inner_knobs(sk, x);
+      continue;
+    }
     if (c == CLS_LIGHT && kind != SK_SIMPLE) {
       int64_t v[8];
       int n = 0;
@@ -446,11 +573,12 @@ static void add_sketch(kg_space *sp, const kg_schedule *s, const char *name, ske
 
 int kg_sketches_cpu(kg_space *sp) {
   kg_schedule *s = kg_schedule_new(sp->prog);
-  int before = sp->nsketches, heavy = 0, light = 0;
+  int before = sp->nsketches, heavy = 0, light = 0, inner = 0;
   for (int i = 0; i < s->nstages; i++) {
     stage_class c = classify(s->stages[i]);
     heavy |= c == CLS_HEAVY;
     light |= c == CLS_LIGHT && !s->stages[i]->is_output;
+    inner |= inner_reduction(s->stages[i]);
   }
   add_sketch(sp, s, "cpu/simple", SK_SIMPLE);
   if (heavy) {
@@ -458,6 +586,7 @@ int kg_sketches_cpu(kg_space *sp) {
     add_sketch(sp, s, "cpu/tile-rk", SK_TILE_RK);
   }
   if (light) add_sketch(sp, s, "cpu/rows", SK_ROWS);
+  if (inner) add_sketch(sp, s, "cpu/inner", SK_INNER);
   kg_schedule_free(s);
   return sp->nsketches - before;
 }

@@ -103,6 +103,19 @@ int kg_space_tile_values(int64_t extent, int64_t cap, int64_t *out) {
   return n;
 }
 
+uint64_t kg_space_size(const kg_space *sp) {
+  uint64_t total = 0;
+  for (int i = 0; i < sp->nsketches; i++) {
+    uint64_t n = 1;
+    for (int k = 0; k < sp->sketches[i].nknobs; k++) {
+      uint64_t v = (uint64_t)sp->sketches[i].knobs[k].nvalues;
+      n = n > UINT64_MAX / v ? UINT64_MAX : n * v;
+    }
+    total = total > UINT64_MAX - n ? UINT64_MAX : total + n;
+  }
+  return total;
+}
+
 void kg_space_sample(const kg_space *sp, int sketch, uint64_t *rng, kg_point *out) {
   assert(sketch >= 0 && sketch < sp->nsketches);
   const kg_sketch *sk = &sp->sketches[sketch];

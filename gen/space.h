@@ -100,6 +100,10 @@ int kg_sketch_add_knob(kg_sketch *sk, kg_knob_kind kind, const char *name, const
  * values up to min(extent, cap). Returns how many were written to out (at most KG_KNOB_MAX_VALUES). */
 int kg_space_tile_values(int64_t extent, int64_t cap, int64_t *out);
 
+/* How many points sp holds: over its sketches, the sum of the products of their knobs' value counts, saturating at
+ * UINT64_MAX. Distinct points may realize the same schedule (a knob that another knob's value makes moot), so this
+ * bounds the number of distinct schedules from above. */
+uint64_t kg_space_size(const kg_space *sp);
 /* A uniformly random value for every knob of sketch (rng: a splitmix64 state). */
 void kg_space_sample(const kg_space *sp, int sketch, uint64_t *rng, kg_point *out);
 /* Whether every value of pt belongs to its knob. */

@@ -642,6 +642,10 @@ out:
     tr->default_s = tk->default_s;
     tr->best_s = tk->best_s;
     tr->exhausted = tk->exhausted;
+    if (tk->sp) {
+      tr->space_points = kg_space_size(tk->sp);
+      tr->space_sketches = tk->sp->nsketches;
+    }
     if (tk->best_s > 0) {
       tr->best_gflops = kg_program_flops(tk->t->prog) / tk->best_s * 1e-9;
       tr->best_gbps = kg_program_bytes(tk->t->prog) / tk->best_s * 1e-9;

@@ -69,6 +69,8 @@ typedef struct kg_tune_task_result {
   double best_gflops, best_gbps;
   kg_trace best_trace;     /* the best record's trace */
   const char *best_sketch; /* its sketch (NULL when it came from a log record without one) */
+  uint64_t space_points;   /* the size of its search space (kg_space_size): points over all its sketches */
+  int space_sketches;      /* the sketches of that space */
   int exhausted;           /* the search found no schedule left to measure (every distinct one it can reach
                             * was measured) before the budget ran out */
 } kg_tune_task_result;

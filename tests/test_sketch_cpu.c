@@ -160,6 +160,59 @@ static void check_heavy_knobs(const char *text, const char *sizes, const char *s
   kg_program_free(p);
 }
 
+/* cpu/inner of program text at sizes: npoints random points, every one realizes (no knob combination is illegal)
+ * and verifies against the reference; steps: what some realized point of it holds. */
+static void check_inner(const char *text, const char *sizes, int npoints, const char *const *steps, int nsteps) {
+  kg_test_workload w;
+  memset(&w, 0, sizeof w);
+  w.p = kg_test_load_sizes(text, sizes);
+  CHECKF(w.p != NULL, "inner %s: does not load", sizes);
+  if (!w.p) return;
+  kg_data_init(&w.d, w.p, KG_TEST_DATA_SEED);
+  kg_data_reference(&w.d, w.p, KG_TEST_DATA_SEED);
+  kg_space *sp = kg_space_new(w.p, KG_TARGET_C, NULL);
+  int si = kg_space_find_sketch(sp, "cpu/inner");
+  CHECKF(si >= 0, "%s %s: no cpu/inner sketch", w.p->def->name, sizes);
+  uint64_t rng = 4242;
+  char err[1024], what[256];
+  int *found = calloc((size_t)nsteps + 1, sizeof *found);
+  for (int d = 0; si >= 0 && d < npoints; d++) {
+    kg_point pt;
+    kg_space_sample(sp, si, &rng, &pt);
+    kg_schedule *s = kg_space_realize(sp, &pt, err, sizeof err);
+    snprintf(what, sizeof what, "%s %s cpu/inner point %d", w.p->def->name, sizes, d);
+    CHECKF(s != NULL, "%s: %s", what, err);
+    if (!s) continue;
+    check_runs(&w, s, what);
+    char *t = kg_trace_to_text(&s->trace);
+    for (int k = 0; k < nsteps; k++) found[k] |= strstr(t, steps[k]) != NULL;
+    free(t);
+    kg_schedule_free(s);
+  }
+  for (int k = 0; si >= 0 && k < nsteps; k++)
+    CHECKF(found[k], "%s %s cpu/inner: no point has '%s'", w.p->def->name, sizes, steps[k]);
+  free(found);
+  kg_space_free(sp);
+  kg_test_workload_free(&w);
+}
+
+/* kg_space_size of program text at sizes, and that of its sketch name alone */
+static uint64_t space_size(const char *text, const char *sizes, const char *name, uint64_t *sketch_points) {
+  kg_program *p = kg_test_load_sizes(text, sizes);
+  if (!p) return 0;
+  kg_space *sp = kg_space_new(p, KG_TARGET_C, NULL);
+  uint64_t n = kg_space_size(sp);
+  int si = kg_space_find_sketch(sp, name);
+  *sketch_points = 0;
+  if (si >= 0) {
+    *sketch_points = 1;
+    for (int k = 0; k < sp->sketches[si].nknobs; k++) *sketch_points *= (uint64_t)sp->sketches[si].knobs[k].nvalues;
+  }
+  kg_space_free(sp);
+  kg_program_free(p);
+  return n;
+}
+
 /* The C code of program text at sizes under the given trace (NULL when it does not build). */
 static char *c_source(const char *text, const char *sizes, const char *trace) {
   kg_program *p = kg_test_load_sizes(text, sizes);
@@ -213,6 +266,35 @@ int main(void) {
   static const char *const rf[] = {"rfactor Y.r0 j2", "compute_at Y.r0.rf Y.r0", "vectorize Y.r0.rf j2.i",
                                    "rfactor m j"};
   CHECK(sketch_has(KG_TEST_SOFTMAX, "N=16 D=64", "cpu/rows", rf, 4));
+
+  /* inner-axis reductions: vector lanes in acc chains, rows per parallel task, or a row's reduction split into
+   * parallel parts for few long rows; every sampled point runs correctly */
+  char *rr = kg_test_read_file("te/lib/reduce_rows.te", NULL);
+  CHECK(rr != NULL);
+  if (rr) {
+    static const char *const rows_steps[] = {"rfactor Y j", "compute_at Y.rf Y i.i", "unroll Y.rf j.i.o",
+                                             "vectorize Y.rf j.i.i", "parallel Y i.o"};
+    check_inner(rr, "N=37 D=41", 8 * npoints, rows_steps, 5);
+    static const char *const parts_steps[] = {"parallel Y.rf i*j.i.o", "vectorize Y.rf j.i.i.i"};
+    check_inner(rr, "N=3 D=300", 8 * npoints, parts_steps, 2);
+    /* the space's size: cpu/simple (no knob) and cpu/inner: lanes {1,4,8,16,32} x acc {1,2,3,4,6,8} x unroll 2 x
+     * rows {1,2,4,8,16,32} x par 2 x parts {1,2,4,8} */
+    uint64_t inner = 0;
+    uint64_t n = space_size(rr, "N=37 D=41", "cpu/inner", &inner);
+    CHECKF(n == 2881 && inner == 2880, "reduce_rows N=37 D=41: %llu points, cpu/inner %llu", (unsigned long long)n,
+           (unsigned long long)inner);
+    free(rr);
+  }
+  /* softmax: its max and sum get lanes, acc and unroll (computed at the consumer's rows: no rows knob), the
+   * elementwise stages their own knobs as in cpu/rows */
+  uint64_t simple_points = 0, rows_points = 0, inner_points = 0;
+  uint64_t total = space_size(KG_TEST_SOFTMAX, "N=16 D=64", "cpu/rows", &rows_points);
+  space_size(KG_TEST_SOFTMAX, "N=16 D=64", "cpu/inner", &inner_points);
+  space_size(KG_TEST_SOFTMAX, "N=16 D=64", "cpu/simple", &simple_points);
+  CHECKF(rows_points > 0 && total == simple_points + rows_points + inner_points &&
+             inner_points == rows_points / (3 * 3) * 60 * 60,
+         "softmax N=16 D=64: %llu points: cpu/simple %llu, cpu/rows %llu, cpu/inner %llu", (unsigned long long)total,
+         (unsigned long long)simple_points, (unsigned long long)rows_points, (unsigned long long)inner_points);
 
   check_heavy_knobs(KG_TEST_MATMUL, "M=64 N=64 K=64", "C", 64, 64);
   check_heavy_knobs(KG_TEST_MATMUL, "M=24 N=56 K=8", "C", 24, 56);
