@@ -83,19 +83,6 @@ static void put_expr(cgen *g, const kg_irexpr *e) {
   kg_cexpr_put_expr(&p, e);
 }
 
-static int contains_loop(const kg_irstmt *s) {
-  switch (s->kind) {
-    case KG_IRS_FOR: return 1;
-    case KG_IRS_SEQ:
-      for (int i = 0; i < s->seq.n; i++)
-        if (contains_loop(s->seq.items[i])) return 1;
-      return 0;
-    case KG_IRS_IF: return contains_loop(s->cond.then) || (s->cond.otherwise && contains_loop(s->cond.otherwise));
-    case KG_IRS_ALLOC: return contains_loop(s->alloc.body);
-    default: return 0;
-  }
-}
-
 static void put_stmt(cgen *g, const kg_irstmt *s, int ind);
 
 /* The statements of s without braces of their own (the caller opened a block). */
@@ -140,7 +127,7 @@ static int put_for_head(cgen *g, const kg_irstmt *s, int ind) {
   switch (s->loop.kind) {
     case KG_LOOP_PARALLEL: put_omp(b, ind, "parallel for"); break;
     case KG_LOOP_VECTORIZED:
-      if (contains_loop(s->loop.body)) {
+      if (kg_ir_contains_loop(s->loop.body)) {
         kg_strbuf_indent(b, ind);
         kg_strbuf_puts(b, "/* vectorize: not applied, the body has loops */\n");
       } else {

@@ -534,3 +534,16 @@ void kg_ir_print(kg_strbuf *b, const kg_lowered *f) {
   }
   print_stmt(b, f->body, 1);
 }
+
+int kg_ir_contains_loop(const kg_irstmt *s) {
+  switch (s->kind) {
+    case KG_IRS_FOR: return 1;
+    case KG_IRS_SEQ:
+      for (int i = 0; i < s->seq.n; i++)
+        if (kg_ir_contains_loop(s->seq.items[i])) return 1;
+      return 0;
+    case KG_IRS_IF: return kg_ir_contains_loop(s->cond.then) || (s->cond.otherwise && kg_ir_contains_loop(s->cond.otherwise));
+    case KG_IRS_ALLOC: return kg_ir_contains_loop(s->alloc.body);
+    default: return 0;
+  }
+}

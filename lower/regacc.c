@@ -58,19 +58,6 @@ typedef struct racc {
   unsigned char *inner; /* variables declared inside L (LETs, loops), not yet in scope before it */
 } racc;
 
-static int contains_loop(const kg_irstmt *s) {
-  switch (s->kind) {
-    case KG_IRS_FOR: return 1;
-    case KG_IRS_SEQ:
-      for (int i = 0; i < s->seq.n; i++)
-        if (contains_loop(s->seq.items[i])) return 1;
-      return 0;
-    case KG_IRS_IF: return contains_loop(s->cond.then) || (s->cond.otherwise && contains_loop(s->cond.otherwise));
-    case KG_IRS_ALLOC: return contains_loop(s->alloc.body);
-    default: return 0;
-  }
-}
-
 /* Loads of buf in e whose index is not idx (idx NULL: every load of buf). */
 static int other_loads(const kg_irexpr *e, const kg_buffer *buf, const kg_irexpr *idx) {
   if (e->kind == KG_IRE_LOAD && e->load.buf == buf && !(idx && kg_bounds_expr_equal(e->load.index, idx))) return 1;
@@ -212,7 +199,7 @@ static int racc_find(const rctx *R, const kg_irstmt *loop, int want_red, racc *r
   memset(ra, 0, sizeof *ra);
   ra->want_red = want_red;
   if (!(loop->loop.kind == KG_LOOP_SERIAL || loop->loop.kind == KG_LOOP_UNROLLED) || loop->loop.tag != KG_THREAD_NONE ||
-      loop->loop.var->id >= R->nvars || !contains_loop(loop->loop.body))
+      loop->loop.var->id >= R->nvars || !kg_ir_contains_loop(loop->loop.body))
     return 0;
   int64_t ext;
   if (kg_ir_is_const(loop->loop.extent, &ext) && ext < 2) return 0;
