@@ -3,14 +3,13 @@
  * Per kernel, the launch shape is lowering's (f->launch, lower/launch.c); a first pass (analyze) finds the shared
  * arrays (the shared-scope regions plus the scratch of cross-thread reductions) and checks the limits; the second
  * pass prints. Lowering's launch guards (an IF on the thread index around a loop bound to a tag, narrower than the
- * launch) print as `if ((int)threadIdx.x < E) {` in place of the loop's block. What the printer decides itself:
- * - a vectorized loop of extent 2 or 4 whose body is one store (or one single-writer guard around it) becomes float2/float4 accesses when every access
- *   that moves with the loop variable is base + v with base a multiple of the width (every buffer is 16-byte
- *   aligned: parameters and temporaries come from cuMemAlloc, arrays are declared __align__(16), dynamic shared
- *   offsets are multiples of 16 bytes); otherwise it is an unrolled scalar loop;
- * - a cross-thread reduction combines with xor shuffles when the threads it spans are a power of two within a
- *   warp, with shuffles then shared memory across warps when they are whole warps, else through shared memory.
- * The single writer of a store no thread index distinguishes (lower/writer.c) is an IF in the IR, printed on the
+ * launch) print as `if ((int)threadIdx.x < E) {` in place of the loop's block; cross-thread reductions combine as
+ * lowering decided from the launch shape (kg_allreduce_how: xor shuffles, shuffles then shared memory across warps,
+ * or shared memory). What the printer still decides itself: a vectorized loop of extent 2 or 4 whose body is one
+ * store (or one single-writer guard around it) becomes float2/float4 accesses when every access that moves with the
+ * loop variable is base + v with base a multiple of the width (every buffer is 16-byte aligned: parameters and
+ * temporaries come from cuMemAlloc, arrays are declared __align__(16), dynamic shared offsets are multiples of 16
+ * bytes); otherwise it is an unrolled scalar loop. The single writer of a store no thread index distinguishes (lower/writer.c) is an IF in the IR, printed on the
  * store's line.
  *
  * The source includes no header: NVRTC compiles it as is, and the host compiler with runtime/cuda_emu.h
@@ -40,12 +39,9 @@
 #define KG_CUDA_MAX_DEPTH 256
 #define KG_CUDA_X_STACK 64    /* evaluation stack of an extent program */
 
-/* How a cross-thread reduction combines. */
-typedef enum { RED_NONE, RED_WARP, RED_WARPS, RED_SHARED } red_kind;
-
 typedef struct redinfo {
   const kg_irstmt *s;
-  red_kind kind;
+  kg_allreduce_how kind; /* lowering's (lower/launch.c) */
   int64_t elems; /* shared scratch, floats */
   int64_t offset;
   int id;
@@ -509,7 +505,7 @@ static void analyze(cgen *g, const kg_irstmt *s) {
     case KG_IRS_ALLREDUCE:
       {
         int id = g->nred;
-        KG_PUSH(&g->tmp, g->red, g->nred, g->capred, ((redinfo){s, RED_NONE, 0, 0, id}));
+        KG_PUSH(&g->tmp, g->red, g->nred, g->capred, ((redinfo){s, s->allreduce.how, s->allreduce.scratch, 0, id}));
       }
       break;
     default: break;
@@ -518,21 +514,6 @@ static void analyze(cgen *g, const kg_irstmt *s) {
 
 static int64_t block_threads(const cgen *g) {
   return g->launch[KG_THREAD_THREAD_X] * g->launch[KG_THREAD_THREAD_Y] * g->launch[KG_THREAD_THREAD_Z];
-}
-
-static int pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
-
-static void plan_reductions(cgen *g) {
-  int64_t bx = g->launch[KG_THREAD_THREAD_X], nt = block_threads(g);
-  for (int i = 0; i < g->nred; i++) {
-    redinfo *r = &g->red[i];
-    kg_thread_tag t = r->s->allreduce.tag;
-    int64_t e = g->launch[t];
-    if (e <= 1) r->kind = RED_NONE, r->elems = 0;
-    else if (t == KG_THREAD_THREAD_X && pow2(bx) && bx <= 32) r->kind = RED_WARP, r->elems = 0;
-    else if (t == KG_THREAD_THREAD_X && bx % 32 == 0) r->kind = RED_WARPS, r->elems = nt / 32;
-    else r->kind = RED_SHARED, r->elems = nt;
-  }
 }
 
 /* ---- statements ---- */
@@ -749,10 +730,11 @@ static void put_allreduce(cgen *g, const kg_irstmt *s, int ind) {
   int in = ind + 1;
   const char *lin = "(int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z))";
   switch (r->kind) {
-    case RED_NONE: break;
-    case RED_WARP:
-    case RED_WARPS: {
-      int64_t span = r->kind == RED_WARP ? bx : 32;
+    case KG_ALLREDUCE_UNPLANNED:
+    case KG_ALLREDUCE_NONE: break;
+    case KG_ALLREDUCE_WARP:
+    case KG_ALLREDUCE_WARPS: {
+      int64_t span = r->kind == KG_ALLREDUCE_WARP ? bx : 32;
       kg_strbuf_indent(b, in);
       if (nt % 32 == 0) {
         kg_strbuf_puts(b, "const unsigned kg_mask = 0xffffffffu;\n");
@@ -768,7 +750,7 @@ static void put_allreduce(cgen *g, const kg_irstmt *s, int ind) {
         snprintf(x, sizeof x, "__shfl_xor_sync(kg_mask, %s, %lld, 32)", acc, (long long)off);
         put_combine(g, s->allreduce.red, acc, x);
       }
-      if (r->kind == RED_WARP) break;
+      if (r->kind == KG_ALLREDUCE_WARP) break;
       /* whole warps along x: lane 0 of each publishes its warp's value, then everyone combines them */
       int64_t nw = bx / 32;
       kg_strbuf_indent(b, in);
@@ -788,7 +770,7 @@ static void put_allreduce(cgen *g, const kg_irstmt *s, int ind) {
       kg_strbuf_puts(b, "__syncthreads();\n");
       break;
     }
-    case RED_SHARED: {
+    case KG_ALLREDUCE_SHARED: {
       /* any shape: every thread publishes its partial, then combines those of its group in one order */
       kg_strbuf_indent(b, in);
       kg_strbuf_printf(b, "kg_red%d[%s] = %s;\n", r->id, lin, acc);
@@ -1070,7 +1052,11 @@ static int put_kernel(cgen *g, const kg_irstmt *item, int k, const char *prefix,
     return -1;
   }
   if (check_launch(g)) return -1;
-  plan_reductions(g);
+  for (int i = 0; i < g->nred; i++)
+    if (g->red[i].kind == KG_ALLREDUCE_UNPLANNED) {
+      cfail(g, "codegen cuda: kernel %s: internal: a cross-thread reduction without a strategy", name);
+      return -1;
+    }
   int64_t total = 0;
   for (int i = 0; i < g->nsh; i++) {
     g->sh[i].offset = total;

@@ -310,6 +310,9 @@ kg_irstmt *kg_ir_alloc(kg_arena *a, kg_buffer *b, kg_irstmt *body) {
 
 kg_irstmt *kg_ir_barrier(kg_arena *a) { return new_stmt(a, KG_IRS_BARRIER); }
 
+const char *const kg_allreduce_how_names[] = {"unplanned", "one thread", "warp shuffles",
+                                              "warp shuffles then shared memory", "shared memory"};
+
 kg_irstmt *kg_ir_allreduce(kg_arena *a, kg_buffer *b, kg_reducer red, kg_thread_tag tag, int64_t extent,
                            const char *stage_name, const char *loop_name) {
   kg_irstmt *s = new_stmt(a, KG_IRS_ALLREDUCE);
@@ -468,8 +471,10 @@ static void print_stmt(kg_strbuf *b, const kg_irstmt *s, int ind) {
       break;
     case KG_IRS_ALLREDUCE:
       kg_strbuf_indent(b, ind);
-      kg_strbuf_printf(b, "allreduce %s %s[0] across %s (%lld)  # %s.%s\n", kg_reducer_names[s->allreduce.red],
+      kg_strbuf_printf(b, "allreduce %s %s[0] across %s (%lld%s%s)  # %s.%s\n", kg_reducer_names[s->allreduce.red],
                        s->allreduce.buf->name, kg_thread_tag_names[s->allreduce.tag], (long long)s->allreduce.extent,
+                       s->allreduce.how != KG_ALLREDUCE_UNPLANNED ? ", " : "",
+                       s->allreduce.how != KG_ALLREDUCE_UNPLANNED ? kg_allreduce_how_names[s->allreduce.how] : "",
                        s->allreduce.stage_name ? s->allreduce.stage_name : "?",
                        s->allreduce.loop_name ? s->allreduce.loop_name : "?");
       break;

@@ -77,6 +77,19 @@ struct kg_irexpr {
   };
 };
 
+/* How a cross-thread reduction combines (lower/launch.c decides it from the kernel's launch shape): xor warp
+ * shuffles when the threads it spans are a power of two within a warp; shuffles, then shared memory across warps,
+ * when they are whole warps along threadIdx.x; else through shared memory; nothing when its tag launches one
+ * thread. */
+typedef enum {
+  KG_ALLREDUCE_UNPLANNED, /* not decided: the kernel's launch shape is unknown or beyond the launch limits */
+  KG_ALLREDUCE_NONE,
+  KG_ALLREDUCE_WARP,
+  KG_ALLREDUCE_WARPS,
+  KG_ALLREDUCE_SHARED,
+} kg_allreduce_how;
+extern const char *const kg_allreduce_how_names[];
+
 typedef enum {
   KG_IRS_SEQ,     /* seq.items[0..n) in order */
   KG_IRS_FOR,     /* for (var = 0; var < extent; var++) body, with kind and tag; loop_name is the schedule's
@@ -135,6 +148,8 @@ struct kg_irstmt {
       int64_t extent;         /* extent of the reduction loop bound to tag (threads past it hold the identity) */
       const char *stage_name; /* for messages */
       const char *loop_name;
+      kg_allreduce_how how;   /* CUDA, from the launch shape (lower/launch.c) */
+      int64_t scratch;        /* the floats of shared memory it combines through (WARPS, SHARED), else 0 */
     } allreduce;
     const char *text;
   };

@@ -11,6 +11,9 @@
  * A dynamic extent is guarded unless it is its tag's only one and no constant extent bound to the tag exceeds it
  * anywhere in the sizes' range (extents grow with the sizes, so the value at the lo decides).
  *
+ * Each cross-thread reduction gets its strategy from the launch shape (kg_allreduce_how: warp shuffles, shuffles
+ * then shared memory, or shared memory, with the scratch it needs), which the printer follows.
+ *
  * A barrier or a cross-thread reduction under a guarded threadIdx loop would not be reached by every thread of the
  * block: lowering refuses it. A guarded blockIdx loop skips whole blocks, which is uniform within a block.
  *
@@ -109,6 +112,20 @@ static void check_uniform(lctx *C, const char *what) {
         (long long)ext, (long long)C->l->ext[g->loop.tag]);
 }
 
+static int pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
+
+/* The reduction's strategy, from the launch (see kg_allreduce_how). */
+static void plan_allreduce(const kg_launch *l, kg_irstmt *s) {
+  kg_thread_tag t = s->allreduce.tag;
+  int64_t bx = l->ext[KG_THREAD_THREAD_X];
+  int64_t nt = bx * l->ext[KG_THREAD_THREAD_Y] * l->ext[KG_THREAD_THREAD_Z];
+  s->allreduce.scratch = 0;
+  if (l->ext[t] <= 1) s->allreduce.how = KG_ALLREDUCE_NONE;
+  else if (t == KG_THREAD_THREAD_X && pow2(bx) && bx <= 32) s->allreduce.how = KG_ALLREDUCE_WARP;
+  else if (t == KG_THREAD_THREAD_X && bx % 32 == 0) s->allreduce.how = KG_ALLREDUCE_WARPS, s->allreduce.scratch = nt / 32;
+  else s->allreduce.how = KG_ALLREDUCE_SHARED, s->allreduce.scratch = nt;
+}
+
 static void guard_stmt(lctx *C, kg_irstmt **slot) {
   kg_irstmt *s = *slot;
   if (C->failed) return;
@@ -145,6 +162,7 @@ static void guard_stmt(lctx *C, kg_irstmt **slot) {
     case KG_IRS_ALLOC: guard_stmt(C, &s->alloc.body); break;
     case KG_IRS_BARRIER: check_uniform(C, "a barrier (__syncthreads around a shared stage)"); break;
     case KG_IRS_ALLREDUCE: {
+      plan_allreduce(l, s);
       char what[256];
       snprintf(what, sizeof what, "the cross-thread reduction of stage %s over loop %s",
                nm(s->allreduce.stage_name), nm(s->allreduce.loop_name));

@@ -21,7 +21,8 @@
  *   LETs) or on a threadIdx (KG_IRE_THREAD: the single-writer and launch guards);
  * - launch shapes (CUDA, lower/launch.c): one per kernel; in a kernel whose shape is known and within the launch
  *   limits, a loop bound to a block or thread tag with a constant extent below the tag's launched extent is the
- *   loop of a launch guard (threads past its extent skip it). */
+ *   loop of a launch guard (threads past its extent skip it), and every cross-thread reduction has a strategy
+ *   (shared scratch exactly for the strategies that combine through shared memory). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -346,6 +347,13 @@ static void check_stmt(vctx *V, const kg_irstmt *s) {
       if (!kg_thread_tag_is_thread(s->allreduce.tag)) FAIL("across %s, not a threadIdx tag",
                                                                   kg_thread_tag_names[s->allreduce.tag]);
       if (s->allreduce.extent < 1) FAIL("extent %lld", (long long)s->allreduce.extent);
+      if (V->launch && V->launch->ok && kg_launch_within_limits(V->launch) &&
+          s->allreduce.how == KG_ALLREDUCE_UNPLANNED)
+        FAIL("no strategy, in a kernel whose launch shape is known");
+      if ((s->allreduce.scratch > 0) !=
+          (s->allreduce.how == KG_ALLREDUCE_WARPS || s->allreduce.how == KG_ALLREDUCE_SHARED))
+        FAIL("%lld floats of scratch for %s", (long long)s->allreduce.scratch,
+             kg_allreduce_how_names[s->allreduce.how]);
       check_uniform(V);
       return;
     }

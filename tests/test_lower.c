@@ -374,7 +374,7 @@ static void test_cuda_ir(void) {
   o = run_case(KG_TEST_SOFTMAX, "N=6 D=40", "split m j 32\nbind m i blockIdx.x\nbind m j.i threadIdx.x\n",
                KG_TARGET_CUDA);
   CHECKF(o.lowered, "%s", o.msg);
-  CHECK_STR_CONTAINS(o.ir, "allreduce max m_red[0] across threadIdx.x (32)  # m.j.i\n"
+  CHECK_STR_CONTAINS(o.ir, "allreduce max m_red[0] across threadIdx.x (32, warp shuffles)  # m.j.i\n"
                            "      if (threadIdx.x == 0):\n        m[i] = m_red[0]\n");
   CHECK(count(o.ir, " == 0)") == 1);
   outcome_free(&o);
