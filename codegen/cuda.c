@@ -1,18 +1,15 @@
 /* The CUDA printer: a lowered function as one CUDA C translation unit with one kernel per root stage.
  *
- * Per kernel, a first pass (analyze) finds the launch shape (per tag, the largest extent bound to it), the
- * shared arrays (the shared-scope regions plus the scratch of cross-thread reductions) and checks the limits;
- * the second pass prints. What the printer decides itself:
- * - a loop bound to a tag whose extent is below the launched extent is guarded (`if (threadIdx.x < E)`); a
- *   barrier or a cross-thread reduction under such a guard is rejected, since not every thread would reach it;
- * - a vectorized loop of extent 2 or 4 whose body is one store (or one single-writer guard around it) becomes float2/float4 accesses when every access
- *   that moves with the loop variable is base + v with base a multiple of the width (every buffer is 16-byte
- *   aligned: parameters and temporaries come from cuMemAlloc, arrays are declared __align__(16), dynamic shared
- *   offsets are multiples of 16 bytes); otherwise it is an unrolled scalar loop;
- * - a cross-thread reduction combines with xor shuffles when the threads it spans are a power of two within a
- *   warp, with shuffles then shared memory across warps when they are whole warps, else through shared memory.
- * These depend on the launch shape this printer computes per kernel; a transform that does not is lowering's: the
- * single writer of a store no thread index distinguishes (lower/writer.c) is an IF in the IR, printed on the
+ * Per kernel, the launch shape is lowering's (f->launch, lower/launch.c); a first pass (analyze) finds the shared
+ * arrays (the shared-scope regions plus the scratch of cross-thread reductions) and checks the limits; the second
+ * pass prints. Lowering's launch guards (an IF on the thread index around a loop bound to a tag, narrower than the
+ * launch) print as `if ((int)threadIdx.x < E) {` in place of the loop's block; cross-thread reductions combine as
+ * lowering decided from the launch shape (kg_allreduce_how: xor shuffles, shuffles then shared memory across warps,
+ * or shared memory). What the printer still decides itself: a vectorized loop of extent 2 or 4 whose body is one
+ * store (or one single-writer guard around it) becomes float2/float4 accesses when every access that moves with the
+ * loop variable is base + v with base a multiple of the width (every buffer is 16-byte aligned: parameters and
+ * temporaries come from cuMemAlloc, arrays are declared __align__(16), dynamic shared offsets are multiples of 16
+ * bytes); otherwise it is an unrolled scalar loop. The single writer of a store no thread index distinguishes (lower/writer.c) is an IF in the IR, printed on the
  * store's line.
  *
  * The source includes no header: NVRTC compiles it as is, and the host compiler with runtime/cuda_emu.h
@@ -26,7 +23,7 @@
  * grow with the sizes: lowering makes them of sizes, constants, sums, products and ceiling divisions).
  *
  * Requires: a kg_lowered for KG_TARGET_CUDA (loop extents constant or over the dynamic sizes only, allocations
- * only of shared or local scope). */
+ * only of shared or local scope), with its launch shapes (f->launch). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,15 +37,11 @@
 #define KG_CUDA_STATIC_SHARED_MAX (48 * 1024)
 #define KG_CUDA_LOCAL_MAX (64 * 1024) /* bytes of register arrays per thread */
 #define KG_CUDA_MAX_DEPTH 256
-#define KG_CUDA_MAX_XS 8      /* distinct dynamic extents bound to one block tag in one kernel */
 #define KG_CUDA_X_STACK 64    /* evaluation stack of an extent program */
-
-/* How a cross-thread reduction combines. */
-typedef enum { RED_NONE, RED_WARP, RED_WARPS, RED_SHARED } red_kind;
 
 typedef struct redinfo {
   const kg_irstmt *s;
-  red_kind kind;
+  kg_allreduce_how kind; /* lowering's (lower/launch.c) */
   int64_t elems; /* shared scratch, floats */
   int64_t offset;
   int id;
@@ -69,11 +62,8 @@ typedef struct cgen {
   const char *kname;
   int wide; /* index type long long */
   /* per kernel */
-  int64_t launch[KG_THREAD_COUNT]; /* with dynamic extents: at the sizes' hi */
-  const kg_irexpr *launch_x[KG_THREAD_COUNT][KG_CUDA_MAX_XS]; /* block tags: the distinct dynamic extents */
-  int nlaunch_x[KG_THREAD_COUNT];
-  int64_t launch_c[KG_THREAD_COUNT]; /* the largest constant extent bound to each tag (1: none) */
-  int64_t launch_lo[KG_THREAD_COUNT]; /* block tags with one dynamic extent: its value at the sizes' lo */
+  const kg_launch *L;               /* the kernel's launch shape (lowering's) */
+  int64_t launch[KG_THREAD_COUNT]; /* L->ext */
   shinfo *sh;
   int nsh, capsh;
   redinfo *red;
@@ -460,16 +450,13 @@ static void analyze(cgen *g, const kg_irstmt *s) {
         return;
       }
       if (kg_thread_tag_is_thread(t) || kg_thread_tag_is_block(t)) {
-        if (!dyn && ext > g->launch[t]) g->launch[t] = ext;
+        /* lowering's launch shape keeps the first KG_LAUNCH_MAX_DYN distinct ones, in this order */
         int seen = 0;
-        for (int i = 0; dyn && i < g->nlaunch_x[t]; i++) seen |= kg_bounds_expr_equal(g->launch_x[t][i], s->loop.extent);
+        for (int i = 0; dyn && i < g->L->ndyn[t]; i++) seen |= kg_bounds_expr_equal(g->L->dyn[t][i], s->loop.extent);
         if (dyn && !seen) {
-          if (g->nlaunch_x[t] == KG_CUDA_MAX_XS) {
-            cfail(g, "codegen cuda: kernel %s: more than %d different dynamic extents bound to %s", g->kname,
-                  KG_CUDA_MAX_XS, kg_thread_tag_names[t]);
-            return;
-          }
-          g->launch_x[t][g->nlaunch_x[t]++] = s->loop.extent;
+          cfail(g, "codegen cuda: kernel %s: more than %d different dynamic extents bound to %s", g->kname,
+                KG_LAUNCH_MAX_DYN, kg_thread_tag_names[t]);
+          return;
         }
         for (int i = 0; i < g->nbound; i++)
           if (g->bound[i].tag == t && g->bound[i].stage && s->loop.stage_name &&
@@ -518,7 +505,7 @@ static void analyze(cgen *g, const kg_irstmt *s) {
     case KG_IRS_ALLREDUCE:
       {
         int id = g->nred;
-        KG_PUSH(&g->tmp, g->red, g->nred, g->capred, ((redinfo){s, RED_NONE, 0, 0, id}));
+        KG_PUSH(&g->tmp, g->red, g->nred, g->capred, ((redinfo){s, s->allreduce.how, s->allreduce.scratch, 0, id}));
       }
       break;
     default: break;
@@ -527,21 +514,6 @@ static void analyze(cgen *g, const kg_irstmt *s) {
 
 static int64_t block_threads(const cgen *g) {
   return g->launch[KG_THREAD_THREAD_X] * g->launch[KG_THREAD_THREAD_Y] * g->launch[KG_THREAD_THREAD_Z];
-}
-
-static int pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
-
-static void plan_reductions(cgen *g) {
-  int64_t bx = g->launch[KG_THREAD_THREAD_X], nt = block_threads(g);
-  for (int i = 0; i < g->nred; i++) {
-    redinfo *r = &g->red[i];
-    kg_thread_tag t = r->s->allreduce.tag;
-    int64_t e = g->launch[t];
-    if (e <= 1) r->kind = RED_NONE, r->elems = 0;
-    else if (t == KG_THREAD_THREAD_X && pow2(bx) && bx <= 32) r->kind = RED_WARP, r->elems = 0;
-    else if (t == KG_THREAD_THREAD_X && bx % 32 == 0) r->kind = RED_WARPS, r->elems = nt / 32;
-    else r->kind = RED_SHARED, r->elems = nt;
-  }
 }
 
 /* ---- statements ---- */
@@ -715,7 +687,8 @@ static void put_combine(cgen *g, kg_reducer red, const char *acc, const char *x)
   }
 }
 
-/* Fails when some thread of the block might not reach s (under a guarded thread loop or an if). */
+/* Fails when some thread of the block might not reach s (under a guarded thread loop or an if). Lowering refuses
+ * the first (lower/launch.c); an IR not checked by it still fails here. */
 static int check_uniform(cgen *g, const char *what) {
   for (int i = g->nbound - 1; i >= 0; i--)
     if (g->bound[i].guarded && kg_thread_tag_is_thread(g->bound[i].tag)) {
@@ -757,10 +730,11 @@ static void put_allreduce(cgen *g, const kg_irstmt *s, int ind) {
   int in = ind + 1;
   const char *lin = "(int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z))";
   switch (r->kind) {
-    case RED_NONE: break;
-    case RED_WARP:
-    case RED_WARPS: {
-      int64_t span = r->kind == RED_WARP ? bx : 32;
+    case KG_ALLREDUCE_UNPLANNED:
+    case KG_ALLREDUCE_NONE: break;
+    case KG_ALLREDUCE_WARP:
+    case KG_ALLREDUCE_WARPS: {
+      int64_t span = r->kind == KG_ALLREDUCE_WARP ? bx : 32;
       kg_strbuf_indent(b, in);
       if (nt % 32 == 0) {
         kg_strbuf_puts(b, "const unsigned kg_mask = 0xffffffffu;\n");
@@ -776,7 +750,7 @@ static void put_allreduce(cgen *g, const kg_irstmt *s, int ind) {
         snprintf(x, sizeof x, "__shfl_xor_sync(kg_mask, %s, %lld, 32)", acc, (long long)off);
         put_combine(g, s->allreduce.red, acc, x);
       }
-      if (r->kind == RED_WARP) break;
+      if (r->kind == KG_ALLREDUCE_WARP) break;
       /* whole warps along x: lane 0 of each publishes its warp's value, then everyone combines them */
       int64_t nw = bx / 32;
       kg_strbuf_indent(b, in);
@@ -796,7 +770,7 @@ static void put_allreduce(cgen *g, const kg_irstmt *s, int ind) {
       kg_strbuf_puts(b, "__syncthreads();\n");
       break;
     }
-    case RED_SHARED: {
+    case KG_ALLREDUCE_SHARED: {
       /* any shape: every thread publishes its partial, then combines those of its group in one order */
       kg_strbuf_indent(b, in);
       kg_strbuf_printf(b, "kg_red%d[%s] = %s;\n", r->id, lin, acc);
@@ -830,6 +804,45 @@ static void put_allreduce(cgen *g, const kg_irstmt *s, int ind) {
   kg_strbuf_puts(b, "}\n");
 }
 
+/* Enters loop s (for check_uniform and the vector loops' dependence); the caller increments nbound. */
+static void push_bound(cgen *g, const kg_irstmt *s, int guarded) {
+  int64_t ext = 0;
+  if (!kg_ir_is_const(s->loop.extent, &ext)) ext = eval_at(g->f, s->loop.extent, g->f->size_hi);
+  g->bound[g->nbound].tag = s->loop.tag;
+  g->bound[g->nbound].var = s->loop.var;
+  g->bound[g->nbound].stage = s->loop.stage_name;
+  g->bound[g->nbound].loop = s->loop.loop_name;
+  g->bound[g->nbound].guarded = guarded;
+  g->bound[g->nbound].ext = ext;
+}
+
+/* A loop bound to a block or thread tag: its variable is the hardware index. guard: the launch guard's condition
+ * around it (lower/launch.c), or NULL when every launched thread runs it. */
+static void put_bound_loop(cgen *g, const kg_irstmt *s, const kg_irexpr *guard, int ind) {
+  kg_strbuf *b = &g->b;
+  const char *hw = kg_thread_tag_names[s->loop.tag]; /* "threadIdx.x", ...: the tag's name is the hardware index */
+  int64_t ext;
+  push_bound(g, s, guard != NULL);
+  kg_strbuf_indent(b, ind);
+  if (guard && !kg_ir_is_const(guard->bin.b, &ext)) {
+    kg_strbuf_printf(b, "if ((kg_idx)%s < (", hw);
+    put_expr(g, guard->bin.b);
+    kg_strbuf_printf(b, ")) { /* %s.%s */\n", nm(s->loop.stage_name), nm(s->loop.loop_name));
+  } else if (guard) {
+    kg_strbuf_printf(b, "if ((int)%s < %lld) { /* %s.%s */\n", hw, (long long)ext, nm(s->loop.stage_name),
+                     nm(s->loop.loop_name));
+  } else {
+    kg_strbuf_printf(b, "{ /* %s.%s */\n", nm(s->loop.stage_name), nm(s->loop.loop_name));
+  }
+  kg_strbuf_indent(b, ind + 1);
+  kg_strbuf_printf(b, "const kg_idx %s = %s;\n", s->loop.var->name, hw);
+  g->nbound++;
+  put_items(g, s->loop.body, ind + 1);
+  g->nbound--;
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_puts(b, "}\n");
+}
+
 static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
   kg_strbuf *b = &g->b;
   if (g->failed) return;
@@ -851,41 +864,13 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
     case KG_IRS_FOR: {
       int64_t ext = 0;
       int dyn = !kg_ir_is_const(s->loop.extent, &ext);
-      if (dyn) ext = eval_at(g->f, s->loop.extent, g->f->size_hi);
       kg_thread_tag t = s->loop.tag;
       const char *v = s->loop.var->name;
-      g->bound[g->nbound].tag = t;
-      g->bound[g->nbound].var = s->loop.var;
-      g->bound[g->nbound].stage = s->loop.stage_name;
-      g->bound[g->nbound].loop = s->loop.loop_name;
-      g->bound[g->nbound].guarded = 0;
-      g->bound[g->nbound].ext = ext;
       if (kg_thread_tag_is_thread(t) || kg_thread_tag_is_block(t)) {
-        /* a dynamic extent (blockIdx only) sets the grid alone when it is the tag's only one and no constant
-         * extent bound to the tag exceeds it anywhere in the range (extents grow with the sizes) */
-        int guarded = dyn ? !(g->nlaunch_x[t] == 1 && g->launch_c[t] <= g->launch_lo[t]) : ext < g->launch[t];
-        g->bound[g->nbound].guarded = guarded;
-        const char *hw = kg_thread_tag_names[t]; /* "threadIdx.x", ...: the tag's name is the hardware index */
-        kg_strbuf_indent(b, ind);
-        if (guarded && dyn) {
-          kg_strbuf_printf(b, "if ((kg_idx)%s < (", hw);
-          put_expr(g, s->loop.extent);
-          kg_strbuf_printf(b, ")) { /* %s.%s */\n", nm(s->loop.stage_name), nm(s->loop.loop_name));
-        } else if (guarded) {
-          kg_strbuf_printf(b, "if ((int)%s < %lld) { /* %s.%s */\n", hw, (long long)ext, nm(s->loop.stage_name),
-                           nm(s->loop.loop_name));
-        } else {
-          kg_strbuf_printf(b, "{ /* %s.%s */\n", nm(s->loop.stage_name), nm(s->loop.loop_name));
-        }
-        kg_strbuf_indent(b, ind + 1);
-        kg_strbuf_printf(b, "const kg_idx %s = %s;\n", v, hw);
-        g->nbound++;
-        put_items(g, s->loop.body, ind + 1);
-        g->nbound--;
-        kg_strbuf_indent(b, ind);
-        kg_strbuf_puts(b, "}\n");
+        put_bound_loop(g, s, NULL, ind);
         break;
       }
+      push_bound(g, s, 0);
       if (s->loop.kind == KG_LOOP_VECTORIZED && put_vector_loop(g, s, ind)) break;
       if (s->loop.kind == KG_LOOP_VECTORIZED || s->loop.kind == KG_LOOP_UNROLLED || t == KG_THREAD_VTHREAD) {
         kg_strbuf_indent(b, ind);
@@ -908,6 +893,10 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       break;
     }
     case KG_IRS_IF:
+      if (kg_ir_is_launch_guard(s)) {
+        put_bound_loop(g, s->cond.then, s->cond.cond, ind);
+        break;
+      }
       kg_strbuf_indent(b, ind);
       kg_strbuf_puts(b, "if (");
       put_expr(g, s->cond.cond);
@@ -1023,19 +1012,19 @@ static const char *const *size_names(cgen *g) {
 /* Launch limits of every CUDA device kgen targets (sm_70 on); a grid extent that follows dynamic sizes at their
  * hi, its largest. */
 static int check_launch(cgen *g) {
-  static const int64_t max_ext[KG_THREAD_COUNT] = {0, INT32_MAX, 65535, 65535, 1024, 1024, 64, 0};
+  const int64_t *max_ext = kg_launch_max_ext;
   for (int t = KG_THREAD_BLOCK_X; t <= KG_THREAD_THREAD_Z; t++)
     if (g->launch[t] > max_ext[t]) {
       if (!g->failed) g->over_limit = 1;
       cfail(g, "codegen cuda: kernel %s: %s extent %lld exceeds the limit %lld%s", g->kname, kg_thread_tag_names[t],
             (long long)g->launch[t], (long long)max_ext[t],
-            g->nlaunch_x[t] ? " (with the dynamic sizes at the top of their ranges)" : "");
+            g->L->ndyn[t] ? " (with the dynamic sizes at the top of their ranges)" : "");
       return -1;
     }
-  if (block_threads(g) > 1024) {
+  if (block_threads(g) > KG_LAUNCH_MAX_THREADS) {
     if (!g->failed) g->over_limit = 1;
-    cfail(g, "codegen cuda: kernel %s: %lld threads per block exceed the limit 1024", g->kname,
-          (long long)block_threads(g));
+    cfail(g, "codegen cuda: kernel %s: %lld threads per block exceed the limit %d", g->kname,
+          (long long)block_threads(g), KG_LAUNCH_MAX_THREADS);
     return -1;
   }
   return 0;
@@ -1049,22 +1038,25 @@ static int put_kernel(cgen *g, const kg_irstmt *item, int k, const char *prefix,
   kg_strbuf *b = &g->b;
   char *name = kg_arena_printf(&g->tmp, "%s_k%d", prefix, k);
   g->kname = name;
-  for (int t = 0; t < KG_THREAD_COUNT; t++) g->launch[t] = 1, g->nlaunch_x[t] = 0;
+  if (!g->f->launch || k >= g->f->nlaunch) {
+    cfail(g, "codegen cuda: kernel %s: no launch shape (the function was not lowered by kg_lower)", name);
+    return -1;
+  }
+  g->L = &g->f->launch[k];
+  for (int t = 0; t < KG_THREAD_COUNT; t++) g->launch[t] = g->L->ext[t];
   g->nsh = g->nred = g->nbound = g->nif = 0;
   analyze(g, item);
   if (g->failed) return -1;
-  /* dynamic grid extents: the launch is the largest of the tag's extents, at most its value at the sizes' hi */
-  for (int t = 0; t < KG_THREAD_COUNT; t++) {
-    g->launch_c[t] = g->launch[t];
-    g->launch_lo[t] = -1;
-    for (int i = 0; i < g->nlaunch_x[t]; i++) {
-      int64_t hi = eval_at(g->f, g->launch_x[t][i], g->f->size_hi);
-      if (hi > g->launch[t]) g->launch[t] = hi;
-    }
-    if (g->nlaunch_x[t] == 1) g->launch_lo[t] = eval_at(g->f, g->launch_x[t][0], g->f->size_lo);
+  if (!g->L->ok) {
+    cfail(g, "codegen cuda: kernel %s: internal: the launch shape is unknown", name);
+    return -1;
   }
   if (check_launch(g)) return -1;
-  plan_reductions(g);
+  for (int i = 0; i < g->nred; i++)
+    if (g->red[i].kind == KG_ALLREDUCE_UNPLANNED) {
+      cfail(g, "codegen cuda: kernel %s: internal: a cross-thread reduction without a strategy", name);
+      return -1;
+    }
   int64_t total = 0;
   for (int i = 0; i < g->nsh; i++) {
     g->sh[i].offset = total;
@@ -1081,14 +1073,14 @@ static int put_kernel(cgen *g, const kg_irstmt *item, int k, const char *prefix,
   kg_cuda_extent gd[3] = {{NULL, 0}, {NULL, 0}, {NULL, 0}};
   for (int d = 0; d < 3; d++) {
     kg_thread_tag t = (kg_thread_tag)(KG_THREAD_BLOCK_X + d);
-    if (!g->nlaunch_x[t]) continue;
+    if (!g->L->ndyn[t]) continue;
     xbuild x = {0};
-    for (int i = 0; i < g->nlaunch_x[t]; i++) {
-      if (x_emit(g->f, g->launch_x[t][i], &x) != 0) abort(); /* analyze evaluated each */
+    for (int i = 0; i < g->L->ndyn[t]; i++) {
+      if (x_emit(g->f, g->L->dyn[t][i], &x) != 0) abort(); /* analyze evaluated each */
       if (i) x_push(&x, KG_CUDA_X_MAX, 0, 2);
     }
-    if (g->launch_c[t] > 1) {
-      x_push(&x, KG_CUDA_X_CONST, g->launch_c[t], 0);
+    if (g->L->ext_c[t] > 1) {
+      x_push(&x, KG_CUDA_X_CONST, g->L->ext_c[t], 0);
       x_push(&x, KG_CUDA_X_MAX, 0, 2);
     }
     gd[d] = (kg_cuda_extent){x.code, x.n};

@@ -129,7 +129,8 @@ static void check_nest(vcheck *v, const kg_irstmt *st, int guarded) {
       break;
     }
     case KG_IRS_IF:
-      check_nest(v, st->cond.then, 1);
+      /* a launch guard's loop decides itself (a guarded blockIdx loop skips whole blocks) */
+      check_nest(v, st->cond.then, kg_ir_is_launch_guard(st) ? guarded : 1);
       check_nest(v, st->cond.otherwise, 1);
       break;
     case KG_IRS_ALLOC:

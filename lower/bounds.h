@@ -79,4 +79,7 @@ void kg_lower_tighten(kg_arena *a, kg_irstmt *body, const kg_var_ranges *ranges,
 void kg_lower_regacc(kg_arena *a, kg_lowered *f);
 /* writer.c: on the CUDA target, a store that no enclosing thread index distinguishes is made by one thread. */
 void kg_lower_writer(kg_arena *a, kg_lowered *f);
+/* launch.c: on the CUDA target, each kernel's launch shape (f->launch), and the guards of bound loops narrower than
+ * it; -1 with a message in err when a barrier or cross-thread reduction falls under a guarded thread loop. */
+int kg_lower_launch(kg_arena *a, kg_lowered *f, char *err, size_t errlen);
 #endif

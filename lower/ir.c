@@ -310,6 +310,9 @@ kg_irstmt *kg_ir_alloc(kg_arena *a, kg_buffer *b, kg_irstmt *body) {
 
 kg_irstmt *kg_ir_barrier(kg_arena *a) { return new_stmt(a, KG_IRS_BARRIER); }
 
+const char *const kg_allreduce_how_names[] = {"unplanned", "one thread", "warp shuffles",
+                                              "warp shuffles then shared memory", "shared memory"};
+
 kg_irstmt *kg_ir_allreduce(kg_arena *a, kg_buffer *b, kg_reducer red, kg_thread_tag tag, int64_t extent,
                            const char *stage_name, const char *loop_name) {
   kg_irstmt *s = new_stmt(a, KG_IRS_ALLREDUCE);
@@ -468,8 +471,10 @@ static void print_stmt(kg_strbuf *b, const kg_irstmt *s, int ind) {
       break;
     case KG_IRS_ALLREDUCE:
       kg_strbuf_indent(b, ind);
-      kg_strbuf_printf(b, "allreduce %s %s[0] across %s (%lld)  # %s.%s\n", kg_reducer_names[s->allreduce.red],
+      kg_strbuf_printf(b, "allreduce %s %s[0] across %s (%lld%s%s)  # %s.%s\n", kg_reducer_names[s->allreduce.red],
                        s->allreduce.buf->name, kg_thread_tag_names[s->allreduce.tag], (long long)s->allreduce.extent,
+                       s->allreduce.how != KG_ALLREDUCE_UNPLANNED ? ", " : "",
+                       s->allreduce.how != KG_ALLREDUCE_UNPLANNED ? kg_allreduce_how_names[s->allreduce.how] : "",
                        s->allreduce.stage_name ? s->allreduce.stage_name : "?",
                        s->allreduce.loop_name ? s->allreduce.loop_name : "?");
       break;
@@ -515,6 +520,29 @@ int kg_ir_eval_sizes(const kg_lowered *f, const kg_irexpr *e, int64_t *v) {
   }
 }
 
+/* A kernel's launch shape as a comment line: a grid extent that follows the sizes is the largest of its terms. */
+static void print_launch(kg_strbuf *b, int k, const kg_launch *l) {
+  kg_strbuf_printf(b, "  # kernel %d: ", k);
+  if (!l->ok) {
+    kg_strbuf_puts(b, "launch shape unknown\n");
+    return;
+  }
+  for (int t = KG_THREAD_BLOCK_X; t <= KG_THREAD_THREAD_Z; t++) {
+    if (t == KG_THREAD_BLOCK_X || t == KG_THREAD_THREAD_X) kg_strbuf_puts(b, t == KG_THREAD_BLOCK_X ? "grid (" : "block (");
+    else kg_strbuf_puts(b, ", ");
+    int terms = l->ndyn[t] + (l->ndyn[t] == 0 || l->ext_c[t] > 1);
+    if (terms > 1) kg_strbuf_puts(b, "max(");
+    for (int i = 0; i < l->ndyn[t]; i++) {
+      if (i) kg_strbuf_puts(b, ", ");
+      print_expr(b, l->dyn[t][i]);
+    }
+    if (l->ndyn[t] == 0 || l->ext_c[t] > 1) kg_strbuf_printf(b, "%s%lld", l->ndyn[t] ? ", " : "", (long long)l->ext_c[t]);
+    if (terms > 1) kg_strbuf_putc(b, ')');
+    if (t == KG_THREAD_BLOCK_Z) kg_strbuf_puts(b, ") ");
+  }
+  kg_strbuf_puts(b, ")\n");
+}
+
 void kg_ir_print(kg_strbuf *b, const kg_lowered *f) {
   kg_strbuf_printf(b, "func %s(", f->name);
   for (int i = 0; i < f->nsize_vars; i++)
@@ -532,7 +560,25 @@ void kg_ir_print(kg_strbuf *b, const kg_lowered *f) {
     else kg_strbuf_printf(b, "%lld", (long long)f->temps[i]->size);
     kg_strbuf_printf(b, "] %s\n", kg_scope_names[f->temps[i]->scope]);
   }
-  print_stmt(b, f->body, 1);
+  if (!f->launch || f->body->kind != KG_IRS_SEQ || f->nlaunch != f->body->seq.n) {
+    print_stmt(b, f->body, 1);
+    return;
+  }
+  for (int k = 0; k < f->body->seq.n; k++) {
+    print_launch(b, k, &f->launch[k]);
+    print_stmt(b, f->body->seq.items[k], 1);
+  }
+}
+
+int kg_ir_is_launch_guard(const kg_irstmt *s) {
+  if (s->kind != KG_IRS_IF || s->cond.otherwise || s->cond.then->kind != KG_IRS_FOR) return 0;
+  const kg_irstmt *l = s->cond.then;
+  const kg_irexpr *c = s->cond.cond;
+  int64_t x, y;
+  return c->kind == KG_IRE_BINARY && c->bin.op == KG_OP_LT && c->bin.a->kind == KG_IRE_THREAD &&
+         c->bin.a->tag == l->loop.tag &&
+         (c->bin.b == l->loop.extent ||
+          (kg_ir_is_const(c->bin.b, &x) && kg_ir_is_const(l->loop.extent, &y) && x == y));
 }
 
 int kg_ir_contains_loop(const kg_irstmt *s) {

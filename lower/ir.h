@@ -77,6 +77,19 @@ struct kg_irexpr {
   };
 };
 
+/* How a cross-thread reduction combines (lower/launch.c decides it from the kernel's launch shape): xor warp
+ * shuffles when the threads it spans are a power of two within a warp; shuffles, then shared memory across warps,
+ * when they are whole warps along threadIdx.x; else through shared memory; nothing when its tag launches one
+ * thread. */
+typedef enum {
+  KG_ALLREDUCE_UNPLANNED, /* not decided: the kernel's launch shape is unknown or beyond the launch limits */
+  KG_ALLREDUCE_NONE,
+  KG_ALLREDUCE_WARP,
+  KG_ALLREDUCE_WARPS,
+  KG_ALLREDUCE_SHARED,
+} kg_allreduce_how;
+extern const char *const kg_allreduce_how_names[];
+
 typedef enum {
   KG_IRS_SEQ,     /* seq.items[0..n) in order */
   KG_IRS_FOR,     /* for (var = 0; var < extent; var++) body, with kind and tag; loop_name is the schedule's
@@ -135,10 +148,34 @@ struct kg_irstmt {
       int64_t extent;         /* extent of the reduction loop bound to tag (threads past it hold the identity) */
       const char *stage_name; /* for messages */
       const char *loop_name;
+      kg_allreduce_how how;   /* CUDA, from the launch shape (lower/launch.c) */
+      int64_t scratch;        /* the floats of shared memory it combines through (WARPS, SHARED), else 0 */
     } allreduce;
     const char *text;
   };
 };
+
+/* The launch shape of one CUDA kernel (one item of kg_lowered.body), computed by lower/launch.c. Per tag (blockIdx.x
+ * ... threadIdx.z; the others stay 1), the launched extent is the largest extent of the loops bound to it. A
+ * blockIdx loop may follow the dynamic sizes (never a threadIdx loop: blockDim is part of the compiled kernel); the
+ * grid extent is then the largest of those expressions and the constant extents at launch. */
+#define KG_LAUNCH_MAX_DYN 8 /* distinct dynamic extents bound to one block tag in one kernel */
+#define KG_LAUNCH_MAX_THREADS 1024
+/* The launch limits of every CUDA device kgen targets (sm_70 on), by tag. */
+extern const int64_t kg_launch_max_ext[KG_THREAD_COUNT];
+typedef struct kg_launch {
+  /* 0 when some bound loop's extent is neither a constant nor (blockIdx only) a function of the dynamic sizes, or a
+   * block tag has more than KG_LAUNCH_MAX_DYN of them: the shape is then unknown (the printer refuses the kernel)
+   * and no guard is made */
+  int ok;
+  int64_t ext[KG_THREAD_COUNT];   /* the launched extent, with dynamic extents at the sizes' hi (1: none bound) */
+  int64_t ext_c[KG_THREAD_COUNT]; /* the largest constant extent bound to the tag (1: none) */
+  const kg_irexpr *dyn[KG_THREAD_COUNT][KG_LAUNCH_MAX_DYN]; /* the distinct dynamic extents, in program order */
+  int ndyn[KG_THREAD_COUNT];
+  int64_t dyn_lo[KG_THREAD_COUNT]; /* a tag with one dynamic extent: its value at the sizes' lo; else -1 */
+} kg_launch;
+/* Are l's extents within kg_launch_max_ext and its threads per block within KG_LAUNCH_MAX_THREADS? */
+int kg_launch_within_limits(const kg_launch *l);
 
 /* A lowered program: one function over the parameters. body is a SEQ whose items are the root stages' nests in
  * execution order (the CUDA printer makes one kernel of each); temps are global intermediates, which the
@@ -164,6 +201,9 @@ typedef struct kg_lowered {
   int ntemps;
   kg_irstmt *body;
   int n_buffers, n_vars;
+  /* CUDA: the launch shape of each kernel, launch[k] for item k of body (lower/launch.c); NULL on the C target */
+  kg_launch *launch;
+  int nlaunch;
 } kg_lowered;
 
 /* IR construction helpers (ir.c); every node from arena a. Constant folding happens in these constructors
@@ -201,6 +241,9 @@ int kg_ir_children(kg_irexpr *e, kg_irexpr **kids[KG_IR_MAX_CHILDREN]);
 void kg_ir_mark_vars(const kg_irexpr *e, unsigned char *mark, int n);
 /* Does e use a variable v (with id < n) whose mark[v->id] is set? */
 int kg_ir_uses_marked(const kg_irexpr *e, const unsigned char *mark, int n);
+/* Is s a launch guard (lower/launch.c): an IF without else around one loop bound to tag t, whose condition is
+ * THREAD(t) < the loop's extent? Threads past the loop's extent skip it, when the launch is wider. */
+int kg_ir_is_launch_guard(const kg_irstmt *s);
 /* The integer minimum: select(a < b, a, b) over the same a and b nodes, which printers show as min(a, b). */
 kg_irexpr *kg_ir_min_int(kg_arena *a, kg_irexpr *x, kg_irexpr *y);
 int kg_ir_is_min_int(const kg_irexpr *e);

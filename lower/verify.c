@@ -18,7 +18,11 @@
  *   (regacc.c) is a local allocation on the C target that names the buffer it accumulates;
  * - barriers and cross-thread reductions: every thread of the block must reach them, so none sits under an IF
  *   whose condition, or in a loop whose extent, depends on a threadIdx-bound loop variable (directly or through
- *   LETs). */
+ *   LETs) or on a threadIdx (KG_IRE_THREAD: the single-writer and launch guards);
+ * - launch shapes (CUDA, lower/launch.c): one per kernel; in a kernel whose shape is known and within the launch
+ *   limits, a loop bound to a block or thread tag with a constant extent below the tag's launched extent is the
+ *   loop of a launch guard (threads past its extent skip it), and every cross-thread reduction has a strategy
+ *   (shared scratch exactly for the strategies that combine through shared memory). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +42,8 @@ typedef struct vctx {
   unsigned char *thread_dep;     /* by var id: depends on a threadIdx-bound loop variable */
   unsigned char *buf_live;       /* by buffer id: a parameter, temporary or enclosing ALLOC */
   int divergent;                 /* enclosing IFs / loops whose condition or extent is thread-dependent */
+  const kg_launch *launch;       /* the launch shape of the kernel being checked (CUDA), NULL when none */
+  const kg_irstmt *guard_of;     /* the loop the launch guard just entered guards */
   const char *where;             /* the statement being checked, for messages */
 } vctx;
 
@@ -244,6 +250,7 @@ static void check_stmt(vctx *V, const kg_irstmt *s) {
       int *defined = s->seq.n ? calloc((size_t)s->seq.n, sizeof *defined) : NULL;
       for (int i = 0; i < s->seq.n && !V->failed; i++) {
         const kg_irstmt *x = s->seq.items[i];
+        if (s == V->f->body && V->f->launch) V->launch = &V->f->launch[i]; /* item i is kernel i */
         check_child(V, x, where);
         if (!V->failed && x->kind == KG_IRS_LET) defined[i] = 1;
       }
@@ -274,6 +281,12 @@ static void check_stmt(vctx *V, const kg_irstmt *s) {
       if (!cuda && s->loop.tag != KG_THREAD_NONE)
         FAIL("bound to %s on the C target", kg_thread_tag_names[s->loop.tag]);
       int is_thread = kg_thread_tag_is_thread(s->loop.tag);
+      int64_t lext;
+      const kg_launch *l = V->launch;
+      if (l && l->ok && kg_launch_within_limits(l) && (is_thread || kg_thread_tag_is_block(s->loop.tag)) &&
+          kg_ir_is_const(s->loop.extent, &lext) && lext < l->ext[s->loop.tag] && V->guard_of != s)
+        FAIL("extent %lld below the launched %s extent %lld without a launch guard", (long long)lext,
+             kg_thread_tag_names[s->loop.tag], (long long)l->ext[s->loop.tag]);
       int div = thread_dependent(V, s->loop.extent);
       V->in_scope[v->id] = 1;
       V->thread_dep[v->id] = (unsigned char)is_thread;
@@ -290,6 +303,7 @@ static void check_stmt(vctx *V, const kg_irstmt *s) {
       if (s->cond.cond->ty != KG_TY_BOOL) FAIL("condition is not BOOL");
       int div = thread_dependent(V, s->cond.cond);
       V->divergent += div;
+      if (kg_ir_is_launch_guard(s)) V->guard_of = s->cond.then;
       check_child(V, s->cond.then, where);
       if (s->cond.otherwise) check_child(V, s->cond.otherwise, where);
       V->divergent -= div;
@@ -333,6 +347,13 @@ static void check_stmt(vctx *V, const kg_irstmt *s) {
       if (!kg_thread_tag_is_thread(s->allreduce.tag)) FAIL("across %s, not a threadIdx tag",
                                                                   kg_thread_tag_names[s->allreduce.tag]);
       if (s->allreduce.extent < 1) FAIL("extent %lld", (long long)s->allreduce.extent);
+      if (V->launch && V->launch->ok && kg_launch_within_limits(V->launch) &&
+          s->allreduce.how == KG_ALLREDUCE_UNPLANNED)
+        FAIL("no strategy, in a kernel whose launch shape is known");
+      if ((s->allreduce.scratch > 0) !=
+          (s->allreduce.how == KG_ALLREDUCE_WARPS || s->allreduce.how == KG_ALLREDUCE_SHARED))
+        FAIL("%lld floats of scratch for %s", (long long)s->allreduce.scratch,
+             kg_allreduce_how_names[s->allreduce.how]);
       check_uniform(V);
       return;
     }
@@ -384,6 +405,9 @@ int kg_ir_verify(const kg_lowered *f, char *err, size_t errlen) {
     V.buf_live[b->id] = 1;
   }
   if (!V.failed && (!f->body || f->body->kind != KG_IRS_SEQ)) vfail(&V, "the body is not a SEQ of kernels");
+  if (!V.failed && f->launch && (f->target != KG_TARGET_CUDA || f->nlaunch != f->body->seq.n))
+    vfail(&V, "%d launch shapes for %d kernels%s", f->nlaunch, f->body->seq.n,
+          f->target != KG_TARGET_CUDA ? " on the C target" : "");
   if (!V.failed) check_stmt(&V, f->body);
   V.where = NULL;
   /* names: unique among variables and among buffers (the printers declare them as C identifiers) */

@@ -24,6 +24,7 @@
 #include "../runtime/nvrtc.h"
 #include "../runtime/verify.h"
 #include "../lower/ir.h"
+#include "../lower/bounds.h"
 #include "testlib.h"
 #include "testutil.h"
 
@@ -510,6 +511,12 @@ static void test_mixed_block_extents(void) {
                   .n_buffers = 2, .n_vars = 3};
   kg_cuda_program cp;
   char err[1024];
+  /* the launch shape and the guards are lowering's last pass */
+  CHECKF(kg_lower_launch(&a, &f, err, sizeof err) == 0, "mixed extents: %s", err);
+  CHECK(f.nlaunch == 1 && f.launch[0].ok && f.launch[0].ext[KG_THREAD_BLOCK_X] == 100 &&
+        f.launch[0].ext_c[KG_THREAD_BLOCK_X] == 5 && f.launch[0].ndyn[KG_THREAD_BLOCK_X] == 1 &&
+        f.launch[0].dyn_lo[KG_THREAD_BLOCK_X] == 1);
+  CHECK(kg_ir_is_launch_guard(item->seq.items[0]) && kg_ir_is_launch_guard(item->seq.items[1]));
   int rc = kg_codegen_cuda(&f, "kgen", &cp, err, sizeof err);
   CHECKF(rc == 0, "mixed extents: %s", err);
   if (rc == 0) {

@@ -11,6 +11,7 @@
 #include "../runtime/cpu.h"
 #include "../runtime/verify.h"
 #include "../lower/ir.h"
+#include "../lower/bounds.h"
 #include "testlib.h"
 #include "testutil.h"
 
@@ -373,9 +374,36 @@ static void test_cuda_ir(void) {
   o = run_case(KG_TEST_SOFTMAX, "N=6 D=40", "split m j 32\nbind m i blockIdx.x\nbind m j.i threadIdx.x\n",
                KG_TARGET_CUDA);
   CHECKF(o.lowered, "%s", o.msg);
-  CHECK_STR_CONTAINS(o.ir, "allreduce max m_red[0] across threadIdx.x (32)  # m.j.i\n"
+  CHECK_STR_CONTAINS(o.ir, "allreduce max m_red[0] across threadIdx.x (32, warp shuffles)  # m.j.i\n"
                            "      if (threadIdx.x == 0):\n        m[i] = m_red[0]\n");
   CHECK(count(o.ir, " == 0)") == 1);
+  outcome_free(&o);
+  /* the launch shape is the IR's (lower/launch.c): the fetch's threadIdx.x loop (4) is narrower than the block
+   * (8), so threads 4..7 skip it under an IF on the thread index; the block-wide loop C.i.i is not guarded */
+  const char *narrow_fetch = "split C i 8\nbind C i.o blockIdx.x\nbind C i.i threadIdx.x\ncache_read A shared C\n"
+                             "compute_at A.shared C i.o\nsplit A.shared ax1 4\nbind A.shared ax1.i threadIdx.x\n";
+  o = run_case(KG_TEST_MATMUL, "M=32 N=20 K=17", narrow_fetch, KG_TARGET_CUDA);
+  CHECKF(o.lowered, "%s", o.msg);
+  CHECK_STR_CONTAINS(o.ir, "  # kernel 0: grid (4, 1, 1) block (8, 1, 1)\n");
+  CHECK_STR_CONTAINS(o.ir, "if (threadIdx.x < 4):\n            for ax1_i in [0, 4) bound threadIdx.x");
+  CHECK(count(o.ir, "(threadIdx.x < ") == 1 && count(o.ir, "blockIdx.x < ") == 0);
+  outcome_free(&o);
+  /* with the fetch as wide as the block, nothing is guarded */
+  o = run_case(KG_TEST_MATMUL, "M=32 N=20 K=17",
+               "split C i 8\nbind C i.o blockIdx.x\nbind C i.i threadIdx.x\ncache_read A shared C\n"
+               "compute_at A.shared C i.o\nsplit A.shared ax1 8\nbind A.shared ax1.i threadIdx.x\n",
+               KG_TARGET_CUDA);
+  CHECKF(o.lowered, "%s", o.msg);
+  CHECK(count(o.ir, "(threadIdx.x < ") == 0);
+  outcome_free(&o);
+  /* a barrier under such a guard would not be reached by threads past it: lowering refuses it */
+  o = run_case(KG_TEST_MATMUL, "M=32 N=32 K=32",
+               "split C i 8\nbind C i.i threadIdx.x\nbind C i.o blockIdx.x\ncache_read A shared C\n"
+               "compute_at A.shared C i.i\nbind A.shared ax1 threadIdx.x\n",
+               KG_TARGET_CUDA);
+  CHECK(!o.lowered);
+  CHECK_STR_CONTAINS(o.msg, "lower: kernel 0: a barrier (__syncthreads around a shared stage) under the guarded loop "
+                            "C.i.i (threadIdx.x extent 8 < 32 launched): not every thread would reach it");
   outcome_free(&o);
 }
 
@@ -610,6 +638,32 @@ static void test_verify(void) {
                  kg_ir_if(a, kg_ir_binary(a, KG_OP_EQ, kg_ir_thread(a, KG_THREAD_THREAD_Y), vi(&x, 0)),
                           kg_ir_barrier(a), NULL));
   vexpect(&x, "barrier: under a condition or loop extent that depends on a thread index", "barrier under threadIdx");
+  /* launch guards (lower/launch.c): threadIdx.x loops of 8 and 4 make a block of 8 in which threads 4..7 skip the
+   * second loop; without its guard the IR is wrong, and a barrier inside it is refused */
+  for (int c = 0; c < 3; c++) {
+    vfix_init(&x, KG_TARGET_CUDA);
+    a = &x.a;
+    kg_irstmt *narrow = vloop(&x, 1, 4, KG_THREAD_THREAD_X, vcopy(&x, 1));
+    if (c == 2) narrow->loop.body = kg_ir_barrier(a);
+    kg_ir_seq_push(a, x.body, vloop(&x, 0, 8, KG_THREAD_THREAD_X, vcopy(&x, 0)));
+    kg_ir_seq_push(a, x.body, narrow);
+    char err[512] = "";
+    int rc = kg_lower_launch(a, &x.f, err, sizeof err);
+    if (c == 2) {
+      CHECK(rc == -1);
+      CHECK_STR_CONTAINS(err, "lower: kernel 0: a barrier (__syncthreads around a shared stage) under the guarded "
+                              "loop C.j (threadIdx.x extent 4 < 8 launched)");
+      kg_arena_free(&x.a);
+      continue;
+    }
+    CHECKF(rc == 0, "launch: %s", err);
+    CHECK(x.f.nlaunch == 1 && x.f.launch[0].ok && x.f.launch[0].ext[KG_THREAD_THREAD_X] == 8 &&
+          x.f.launch[0].ext[KG_THREAD_BLOCK_X] == 1);
+    CHECK(!kg_ir_is_launch_guard(x.body->seq.items[0]) && kg_ir_is_launch_guard(x.body->seq.items[1]));
+    if (c == 1) x.body->seq.items[1] = x.body->seq.items[1]->cond.then; /* the guard dropped */
+    vexpect(&x, c == 1 ? "extent 4 below the launched threadIdx.x extent 8 without a launch guard" : NULL,
+            "launch guard");
+  }
   /* a register accumulator that does not say what it accumulates */
   vfix_init(&x, KG_TARGET_C);
   x.T->reg_acc = 1;
