@@ -8,8 +8,8 @@ set -u
 . "$(dirname "$0")/common.inc"
 command -v make > /dev/null || { echo "skip: no make"; exit 0; }
 # The makes here are a user's, not part of the make running the tests: its variables (the sanitizer pass's OPT and
-# BUILD) must not leak into them through the environment.
-unset MAKEFLAGS MFLAGS MAKELEVEL
+# BUILD, which make exports to its recipes' environment) must not leak into them.
+unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES OPT CFLAGS LDFLAGS LDLIBS
 make -np -f Makefile BUILD="$T/b" 2> /dev/null > "$T/db"
 grep -qx '.DEFAULT_GOAL := all' "$T/db" || { echo "FAIL: a bare make does not build 'all':"; grep DEFAULT_GOAL "$T/db"; fail=1; }
 grep -qE "^all: .*$T/b/kgen" "$T/db" || { echo "FAIL: 'all' does not build kgen"; fail=1; }
