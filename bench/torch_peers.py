@@ -106,6 +106,53 @@ def f_reduce_rows(X):
     return X.sum(-1)
 
 
+# The same workloads writing into an output the caller owns (as kgen's kernels do), with out= where the ops have
+# it: PyTorch allocates a fresh output on every call otherwise, and on the CPU a large fresh buffer costs its page
+# faults, which would make a comparison of the allocator, not of the code. Only what has an out= form is here.
+
+def o_bias_gelu_residual(X, bias, R, out):
+    torch.add(X, bias, out=out)
+    torch._C._nn.gelu_(out)
+    return out.add_(R)
+
+
+def o_layernorm(X, gamma, beta, out):
+    # the functional layer_norm has no out=; its aten op does (the row mean and rstd are small)
+    stats = torch.empty(X.shape[:-1] + (1,), device=X.device)
+    torch.ops.aten.native_layer_norm.out(X, [X.shape[-1]], gamma, beta, 1e-5, out0=out, out1=stats,
+                                         out2=torch.empty_like(stats))
+    return out
+
+
+def o_rmsnorm(X, gamma, out):
+    # the row statistic is small; the full-size pass writes into out
+    r = torch.linalg.vector_norm(X, 2, -1, keepdim=True).pow_(2).div_(X.shape[-1]).add_(1e-6).rsqrt_()
+    return torch.mul(X, r, out=out).mul_(gamma)
+
+
+def o_softmax(X, out):
+    return torch.softmax(X, -1, out=out)
+
+
+def o_mlp_gelu(X, W, b, out):
+    torch.addmm(b, X, W, out=out)
+    return torch._C._nn.gelu_(out)
+
+
+def o_matmul(A, B, out):
+    return torch.matmul(A, B, out=out)
+
+
+def o_reduce_rows(X, out):
+    return torch.sum(X, -1, out=out)
+
+
+OUT_FNS = {'bias_gelu_residual': o_bias_gelu_residual, 'layernorm': o_layernorm, 'rmsnorm': o_rmsnorm, 'softmax': o_softmax,
+           'mlp_gelu': o_mlp_gelu, 'matmul': o_matmul, 'reduce_rows': o_reduce_rows}
+# the GEMM workloads whose weight (the second input, and the bias) can be a frozen module parameter
+FROZEN_WEIGHTS = {'matmul': 1, 'mlp_gelu': 2}   # inputs after the first that become parameters
+
+
 # inputs: (tensor name, shape of size names or ints); out: the same for the output; red: the longest reduction
 # (kgen's tolerance grows past 256 terms); flops: None for the memory-bound ones; fallback: bench-sizes if the
 # .te file cannot be read; dyn: the default dynamic size.
@@ -138,6 +185,8 @@ WORKLOADS = {
 
 COMPILE_MODES = {'compile': None, 'max-autotune': 'max-autotune', 'reduce-overhead': 'reduce-overhead',
                  'max-autotune-no-cudagraphs': 'max-autotune-no-cudagraphs'}
+# the modes that compile on their first call: their compile time is that call's wall time minus a steady call's
+COMPILED = set(COMPILE_MODES) | {'max-autotune-frozen', 'compile-out'}
 TF32_RTOL = 1e-2
 
 
@@ -450,38 +499,85 @@ def load_verify_dir(d, w):
     return arrays, from_files
 
 
-def time_mode_fn(name, w, mode, device):
-    """(callable, tf32 on, error message or None) for one mode of `time`."""
+def frozen_module(name, w, args_t):
+    """The GEMM workload as a module whose weights (and bias) are parameters, the activation its one argument: what
+    Inductor's freezing (torch._inductor.config.freezing) folds into the compiled graph as constants."""
+    nw = FROZEN_WEIGHTS[name]
+    params = [torch.nn.Parameter(t, requires_grad=False) for t in args_t[1:1 + nw]]
+
+    class Frozen(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weights = torch.nn.ParameterList(params)
+
+        def forward(self, x):
+            return w['fn'](x, *self.weights)
+    return Frozen().eval()
+
+
+def time_mode_fn(name, w, mode, device, args_t, sizes):
+    """(callable, its arguments, tf32 on, undo or None, error message or None) for one mode of `time`; undo() puts
+    back what the mode changed in torch's configuration."""
     base = w['fn']
     if mode == 'eager':
-        return base, False, None
+        return base, args_t, False, None, None
+    if mode in ('eager-out', 'compile-out'):
+        out = torch.empty(shape_of(w['out'][1], sizes), device=device)
+        if mode == 'eager-out':
+            if name not in OUT_FNS:
+                return None, None, False, None, 'mode eager-out: %s has no out= form (%s have)' % (
+                    name, ', '.join(OUT_FNS))
+            return OUT_FNS[name], args_t + (out,), False, None, None
+        if not hasattr(torch, 'compile'):
+            return None, None, False, None, no_compile_msg()
+
+        def into(*a):  # Inductor writes the result into the caller's buffer (the copy_ fuses into the kernel)
+            return a[-1].copy_(base(*a[:-1]))
+        return make_compiled(into, None), args_t + (out,), False, None, None
     if mode in COMPILE_MODES:
         if not hasattr(torch, 'compile'):
-            return None, False, no_compile_msg()
-        return make_compiled(base, COMPILE_MODES[mode]), False, None
+            return None, None, False, None, no_compile_msg()
+        return make_compiled(base, COMPILE_MODES[mode]), args_t, False, None, None
+    if mode == 'max-autotune-frozen':
+        if name not in FROZEN_WEIGHTS:
+            return None, None, False, None, 'mode max-autotune-frozen applies to %s only' % ', '.join(FROZEN_WEIGHTS)
+        if not hasattr(torch, 'compile'):
+            return None, None, False, None, no_compile_msg()
+        cfg = importlib.import_module('torch._inductor.config')
+        old = cfg.freezing
+        cfg.freezing = True
+
+        def undo():
+            cfg.freezing = old
+        mod = make_compiled(frozen_module(name, w, args_t), 'max-autotune')
+        return (lambda x: mod(x)), args_t[:1], False, undo, None
     cuda_only = {'cublas': 'matmul', 'cublas-tf32': 'matmul', 'cudnn': 'conv2d_3x3', 'sdpa': 'attention'}
     if mode in cuda_only:
         if name != cuda_only[mode]:
-            return None, False, 'mode %s applies to %s only' % (mode, cuda_only[mode])
+            return None, None, False, None, 'mode %s applies to %s only' % (mode, cuda_only[mode])
         if device != 'cuda':
-            return None, False, 'mode %s needs --device cuda' % mode
+            return None, None, False, None, 'mode %s needs --device cuda' % mode
         if mode == 'cublas':
-            return f_mm, False, None
+            return f_mm, args_t, False, None, None
         if mode == 'cublas-tf32':
-            return f_mm, True, None
+            return f_mm, args_t, True, None, None
         if mode == 'cudnn':
-            return f_conv2d_3x3, False, None
+            return f_conv2d_3x3, args_t, False, None, None
         if not hasattr(F, 'scaled_dot_product_attention'):
-            return None, False, 'unavailable: torch %s has no scaled_dot_product_attention' % torch.__version__
-        return f_sdpa, False, None
-    return None, False, "unknown mode '%s'" % mode
+            return None, None, False, None, \
+                'unavailable: torch %s has no scaled_dot_product_attention' % torch.__version__
+        return f_sdpa, args_t, False, None, None
+    return None, None, False, None, "unknown mode '%s'" % mode
 
 
 def run_time_mode(name, w, mode, a, sizes, args_t, ref, red_len, common):
     device = a.device
     r = dict(common, mode=mode)
     reset_dynamo()
-    fn, tf32, err = time_mode_fn(name, w, mode, device)
+    try:
+        fn, call_args, tf32, undo, err = time_mode_fn(name, w, mode, device, args_t, sizes)
+    except Exception as e:
+        fn, call_args, tf32, undo, err = None, None, False, None, one_line('%s: %s' % (type(e).__name__, e))
     if err:
         r['error'] = err
         return r
@@ -491,11 +587,11 @@ def run_time_mode(name, w, mode, a, sizes, args_t, ref, red_len, common):
     try:
         def body():
             with torch.no_grad():
-                first, out = timed_call(fn, args_t, device)
+                first, out = timed_call(fn, call_args, device)
                 got = to_numpy64(out)  # copied at once: CUDA-graph outputs are overwritten by the next call
                 del out
-                warm_up(fn, args_t, device, a.min_ms)
-                reps, per = measure(fn, args_t, device, a.min_ms, a.samples)
+                warm_up(fn, call_args, device, a.min_ms)
+                reps, per = measure(fn, call_args, device, a.min_ms, a.samples)
             return first, got, reps, per
         first, got, reps, per = with_timeout(a.mode_timeout, body)
     except ModeTimeout:
@@ -505,13 +601,15 @@ def run_time_mode(name, w, mode, a, sizes, args_t, ref, red_len, common):
         r['error'] = one_line('%s: %s' % (type(e).__name__, e))
         return r
     finally:
+        if undo is not None:
+            undo()
         set_tf32(False)
         if device == 'cuda' and hasattr(torch.backends, 'cudnn'):
             torch.backends.cudnn.benchmark = False
     ms = [p * 1e3 for p in per]
     med = statistics.median(ms)
     r.update(median_ms=med, min_ms=min(ms), max_ms=max(ms), reps=reps, samples=len(ms),
-             compile_s=first if mode in COMPILE_MODES else 0.0, first_s=first)
+             compile_s=max(first - med * 1e-3, 0.0) if mode in COMPILED else 0.0, first_s=first)
     nbytes = 4 * (sum(math.prod(shape_of(s, sizes)) for _, s in w['inputs']) + math.prod(shape_of(w['out'][1], sizes)))
     r['gbps'] = nbytes / (med * 1e-3) / 1e9
     if w['flops']:
