@@ -14,12 +14,17 @@ mlp_gelu, attention, matmul, conv2d_3x3, reduce_rows, and for `time` also copy (
 come from the --verify files' shapes, else the .te file's "# bench-sizes:" line ("# sizes:" with --small).
 
 time modes: eager; compile (torch.compile default), max-autotune, reduce-overhead, max-autotune-no-cudagraphs
-(torch.compile with that mode); on cuda only: cublas / cublas-tf32 (matmul: torch.mm with TF32 off / on), cudnn
+(torch.compile with that mode); max-autotune-frozen (matmul, mlp_gelu: max-autotune with
+torch._inductor.config.freezing, the weights and bias module parameters, the activation the one argument);
+eager-out (the workload writing into an output allocated once, with out= or in-place ops: bias_gelu_residual,
+layernorm, rmsnorm, softmax, mlp_gelu, matmul, reduce_rows) and compile-out (torch.compile of a function that copies
+the workload's result into an output allocated once: Inductor stores into it); on cuda only: cublas / cublas-tf32 (matmul: torch.mm with TF32 off / on), cudnn
 (conv2d_3x3: cudnn.benchmark on, TF32 off), sdpa (attention: F.scaled_dot_product_attention), copy (workload copy).
 TF32 is off in every mode but cublas-tf32, so every peer computes in f32 as kgen does; each line says tf32=0|1.
 
-Timing (../shared/DESIGN.md, "Measuring"): the first call's wall time is first_s (for compile modes it is the
-compile time, compile_s); warm-up calls for --min-ms (at least two: CUDA graphs record there); then the number of
+Timing (../shared/DESIGN.md, "Measuring"): the first call's wall time is first_s (for compiled modes the compile
+time compile_s is first_s minus the steady-state median; Inductor's caches are off unless --inductor-cache is given,
+so each mode compiles cold); warm-up calls for --min-ms (at least two: CUDA graphs record there); then the number of
 calls per sample is doubled until a sample lasts --min-ms, and --samples samples give the median, min and max per
 call (CUDA events on cuda, perf_counter on cpu). The output is checked against kgen's saved output (--verify DIR,
 from `kgen run ... --save DIR`) or, without it, against the workload computed in float64 by PyTorch, with kgen's rule
@@ -895,6 +900,19 @@ def build_parser():
     return p
 
 
+def cold_compiles():
+    """Every mode compiles from scratch: without this, a mode whose graph another mode already compiled in this
+    process (max-autotune finds no GEMM in softmax, so its graph is the default one) reads it from Inductor's
+    caches, and its compile time would be a cache hit's."""
+    try:
+        cfg = importlib.import_module('torch._inductor.config')
+    except Exception:
+        return
+    for knob in ('fx_graph_cache', 'autotune_local_cache', 'fx_graph_remote_cache', 'autotune_remote_cache'):
+        if hasattr(cfg, knob):
+            setattr(cfg, knob, False)
+
+
 def main(argv):
     global torch, F, np
     p = build_parser()
@@ -933,6 +951,8 @@ def main(argv):
                 print('torch %s mode=%s device=%s error="unavailable: %s"' % (name, m, a.device, one_line(e)))
             return 3
         torch, F = torch_mod, F_mod
+        if tmp is not None:
+            cold_compiles()
         if a.device == 'cuda' and not torch.cuda.is_available():
             for m in a.modes:
                 print('torch %s mode=%s device=cuda error="unavailable: no CUDA device for torch %s"' % (
