@@ -314,7 +314,8 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libkgen.a
 	$(LINK) -o $@ $< $(BUILD)/libkgen.a $(KG_LDLIBS) $(LDLIBS)
 
 # The benchmark suite on this machine's CPU (bench/suite.sh: the peers, fusion, amortization, tuning curves and
-# shape transitions; about an hour on 2 cores at TRIALS=64). bench/device-check.sh runs it on a GPU.
+# shape transitions; about an hour on 2 cores at TRIALS=64). Its setup step installs the PyTorch peers' PyTorch 2.x
+# from PyPI into $(BUILD)/venv-torch once (bench/torch-venv.sh, about 2 GB). bench/device-check.sh runs it on a GPU.
 .PHONY: bench bench-tune
 bench:
 	BUILD=$(BUILD) bench/suite.sh

@@ -187,8 +187,9 @@ has err "the full install failed or does not import and compile" "both attempts 
 n=$(npip)
 venv 0 "an existing interpreter" -- FAKE_CHECK=ok TORCH_PYTHON="$FK/python"
 has err "using TORCH_PYTHON=.*/fake/python \(torch 2.99 imports and compiles\); nothing installed" "TORCH_PYTHON used"
-[ "$(tail -1 "$T/out")" = "$FK/python" ] && [ "$(npip)" = "$n" ] && [ ! -e "$V" ] ||
-  { echo "FAIL: TORCH_PYTHON installed something or is not the answer"; fail=1; }
+if [ "$(tail -1 "$T/out")" != "$FK/python" ] || [ "$(npip)" != "$n" ] || [ -e "$V" ]; then
+  echo "FAIL: TORCH_PYTHON installed something or is not the answer"; fail=1
+fi
 venv 1 "a broken interpreter" -- FAKE_CHECK=no TORCH_PYTHON="$FK/python"
 has err "error: TORCH_PYTHON=.* does not import torch or run torch.compile" "the broken interpreter named"
 venv 2 "a bad TORCH_INSTALL" -- TORCH_INSTALL=some
