@@ -199,7 +199,8 @@ def suite_section(target, workloads, W, peers, copy):
             'and timed again (`kgen run --measure`, median of >= 1 s of repeats). Peers are timed in the same run '
             'on the same inputs\' sizes; PyTorch\'s outputs are checked against kgen\'s saved outputs, and a peer '
             'whose answer differs is shown as a dash. TorchInductor\'s compile time is its first call\'s wall time '
-            'minus a steady call\'s (a fresh cache: a cold compile). Frozen weights: max-autotune with '
+            'minus a steady call\'s, each mode from empty Inductor caches (a cold compile)' + inductor_start(W) + '. '
+            'Frozen weights: max-autotune with '
             '`torch._inductor.config.freezing` and the weights module parameters (the GEMM workloads). TF32 is '
             'not FP32: its column is left out of "best peer".\n')
     out += alloc_section(workloads, W)
@@ -208,6 +209,18 @@ def suite_section(target, workloads, W, peers, copy):
     else:
         out += copy_section(workloads, W)
     return out
+
+
+def inductor_start(W):
+    """What the compile times leave out: Inductor's one-time start in each peer process (bench/torch_peers.py pays
+    it on a tiny function before the first compiled mode)."""
+    st = [r['inductor_start_s'] for e in W.values() for r in e['torch'].values()
+          if isinstance(r.get('inductor_start_s'), (int, float))]
+    if not st:
+        return ''
+    span = f'{min(st):.1f}' + (f'-{max(st):.1f}' if max(st) - min(st) >= 0.05 else '')
+    return (f'; Inductor\'s one-time start in a process ({span} s here: its imports, the C++ toolchain\'s probe '
+            'and header precompile) is paid first on a tiny function and not counted')
 
 
 def alloc_section(workloads, W):

@@ -23,8 +23,9 @@ the workload's result into an output allocated once: Inductor stores into it); o
 TF32 is off in every mode but cublas-tf32, so every peer computes in f32 as kgen does; each line says tf32=0|1.
 
 Timing (../shared/DESIGN.md, "Measuring"): the first call's wall time is first_s (for compiled modes the compile
-time compile_s is first_s minus the steady-state median; Inductor's caches are off unless --inductor-cache is given,
-so each mode compiles cold); warm-up calls for --min-ms (at least two: CUDA graphs record there); then the number of
+time compile_s is first_s minus the steady-state median; unless --inductor-cache is given, each compiled mode starts
+from empty Inductor caches, and Inductor's one-time start in the process is paid first on a tiny function and
+reported apart, inductor_start_s); warm-up calls for --min-ms (at least two: CUDA graphs record there); then the number of
 calls per sample is doubled until a sample lasts --min-ms, and --samples samples give the median, min and max per
 call (CUDA events on cuda, perf_counter on cpu). The output is checked against kgen's saved output (--verify DIR,
 from `kgen run ... --save DIR`) or, without it, against the workload computed in float64 by PyTorch, with kgen's rule
@@ -45,6 +46,7 @@ what it measured. Exit status: 0; 1 when an output did not verify; 2 on a usage 
 is missing (every mode then reported as an error line). A mode that fails is an error line, never the whole run.
 """
 import argparse
+import contextlib
 import importlib
 import json
 import math
@@ -58,6 +60,7 @@ import tempfile
 import time
 
 torch = None  # imported in main(), after the inductor cache folder is chosen
+COLD_DIR = None  # where each compiled mode gets a fresh Inductor cache (None: --inductor-cache, caches kept)
 F = None
 np = None
 
@@ -598,7 +601,8 @@ def run_time_mode(name, w, mode, a, sizes, args_t, ref, red_len, common):
                 warm_up(fn, call_args, device, a.min_ms)
                 reps, per = measure(fn, call_args, device, a.min_ms, a.samples)
             return first, got, reps, per
-        first, got, reps, per = with_timeout(a.mode_timeout, body)
+        with fresh_inductor_cache() if mode in COMPILED else contextlib.nullcontext():
+            first, got, reps, per = with_timeout(a.mode_timeout, body)
     except ModeTimeout:
         r['error'] = 'timed out after %g s' % a.mode_timeout
         return r
@@ -700,6 +704,10 @@ def cmd_time(a, plan):
             ref = to_numpy64(w['fn'](*(x.double() for x in args_t)))
         common['ref'] = 'torch-f64'
     red_len = w['red'](sizes)
+    if any(m in COMPILED for m in a.modes):
+        st = inductor_start(a.device)
+        if st is not None:
+            common['inductor_start_s'] = st
     results = []
     for mode in a.modes:
         r = run_time_mode(name, w, mode, a, sizes, args_t, ref, red_len, common)
@@ -900,21 +908,40 @@ def build_parser():
     return p
 
 
-def cold_compiles():
-    """Every mode compiles from scratch: without this, a mode whose graph another mode already compiled in this
-    process (max-autotune finds no GEMM in softmax, so its graph is the default one) reads it from Inductor's
-    caches, and its compile time would be a cache hit's."""
+def fresh_inductor_cache():
+    """A context in which Inductor starts from empty caches, on disk and in memory: without it, a mode whose
+    generated code another mode of this process already compiled (max-autotune finds no GEMM in softmax, so its
+    code is the default mode's) would load it, and its compile time would be a cache hit's."""
+    if COLD_DIR is None:
+        return contextlib.nullcontext()
     try:
-        cfg = importlib.import_module('torch._inductor.config')
+        u = importlib.import_module('torch._inductor.utils')
     except Exception:
-        return
-    for knob in ('fx_graph_cache', 'autotune_local_cache', 'fx_graph_remote_cache', 'autotune_remote_cache'):
-        if hasattr(cfg, knob):
-            setattr(cfg, knob, False)
+        return contextlib.nullcontext()
+    fresh = getattr(u, 'fresh_cache', None) or getattr(u, 'fresh_inductor_cache', None)
+    return fresh(dir=COLD_DIR) if fresh else contextlib.nullcontext()
+
+
+def inductor_start(device):
+    """Inductor's one-time start in a process (its imports, the C++ toolchain probe and header precompile) paid on
+    a tiny function, so that it is not charged to the first compiled mode: seconds, or None."""
+    if not hasattr(torch, 'compile'):
+        return None
+    try:
+        with fresh_inductor_cache():
+            x = torch.randn(8, device=device)
+            t0 = time.perf_counter()
+            torch.compile(lambda v: v * 2 + 1)(x)
+            sync(device)
+            return time.perf_counter() - t0
+    except Exception:
+        return None
+    finally:
+        reset_dynamo()
 
 
 def main(argv):
-    global torch, F, np
+    global torch, F, np, COLD_DIR
     p = build_parser()
     a = p.parse_args(argv)
     if not a.cmd:
@@ -951,8 +978,7 @@ def main(argv):
                 print('torch %s mode=%s device=%s error="unavailable: %s"' % (name, m, a.device, one_line(e)))
             return 3
         torch, F = torch_mod, F_mod
-        if tmp is not None:
-            cold_compiles()
+        COLD_DIR = tmp
         if a.device == 'cuda' and not torch.cuda.is_available():
             for m in a.modes:
                 print('torch %s mode=%s device=cuda error="unavailable: no CUDA device for torch %s"' % (

@@ -50,6 +50,8 @@ for m in ('compile', 'compile-out'):
     r = rows[m]
     # the compile time is the first call's excess over a steady call
     assert abs(r['compile_s'] - (r['first_s'] - r['median_ms'] * 1e-3)) < 1e-9 and r['compile_s'] > 0, r
+    # Inductor's one-time start, paid apart before the first compiled mode
+    assert r['inductor_start_s'] > 0, r
 assert rows['eager']['compile_s'] == 0 and rows['eager-out']['compile_s'] == 0, rows
 EOF
 fi
