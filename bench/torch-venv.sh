@@ -85,7 +85,9 @@ fi
 
 fresh() { # log: an empty virtual environment in DIR
   rm -rf "$DIR"
-  "$BASE_PYTHON" -m venv "$DIR" >> "$1" 2>&1 && "$DIR/bin/pip" install -q -U pip >> "$1" 2>&1
+  "$BASE_PYTHON" -m venv "$DIR" >> "$1" 2>&1 || return 1
+  # a newer pip resolves torch's wheels better; the venv's own pip is tried when it cannot be had
+  "$DIR/bin/pip" install -q -U pip >> "$1" 2>&1 || echo "(pip not upgraded: going on with the venv's own)" >> "$1"
 }
 light() { # log
   # shellcheck disable=SC2086  # the package lists are words on purpose
