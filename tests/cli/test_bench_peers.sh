@@ -100,10 +100,8 @@ EOF
 
   # ---- the suite's peers step: the copy at the exact footprint, and no PyTorch said in one line ----
   L2="$T/suite"
-  mkdir -p "$L2"
-  : > "$L2/reduce_rows.fused.sched" # an empty trace: the default schedule, measured without tuning
   expect 0 "the peers step without PyTorch" -- env BUILD="$B" PYTHON="$PY" TARGET=c WORKLOADS=reduce_rows \
-    STEPS="measure peers report" LOGDIR="$L2" RESULTS="$T/res" TORCH_PYTHON="$T/no/python" RUN_TIMEOUT=600 \
+    STEPS="peers report" LOGDIR="$L2" RESULTS="$T/res" TORCH_PYTHON="$T/no/python" RUN_TIMEOUT=600 \
     ARGS_reduce_rows="te/lib/reduce_rows.te -D N=40 -D D=100" bench/suite.sh
   has out "no PyTorch for $T/no/python \(the setup step installs it, bench/torch-venv.sh\): its peers are left out" \
     "no PyTorch said"
