@@ -18,15 +18,15 @@ time modes: eager; compile (torch.compile default), max-autotune, reduce-overhea
 torch._inductor.config.freezing, the weights and bias module parameters, the activation the one argument);
 eager-out (the workload writing into an output allocated once, with out= or in-place ops: bias_gelu_residual,
 layernorm, rmsnorm, softmax, mlp_gelu, matmul, reduce_rows) and compile-out (torch.compile of a function that copies
-the workload's result into an output allocated once: Inductor stores into it); on cuda only: cublas / cublas-tf32 (matmul: torch.mm with TF32 off / on), cudnn
-(conv2d_3x3: cudnn.benchmark on, TF32 off), sdpa (attention: F.scaled_dot_product_attention), copy (workload copy).
-TF32 is off in every mode but cublas-tf32, so every peer computes in f32 as kgen does; each line says tf32=0|1.
+the workload's result into an output allocated once: Inductor stores into it); on cuda only: cublas / cublas-tf32
+(matmul: torch.mm with TF32 off / on), cudnn (conv2d_3x3: cudnn.benchmark on, TF32 off), sdpa (attention:
+F.scaled_dot_product_attention), copy (workload copy). TF32 is off in every mode but cublas-tf32, so every peer computes in f32 as kgen does; each line says tf32=0|1.
 
 Timing (../shared/DESIGN.md, "Measuring"): the first call's wall time is first_s (for compiled modes the compile
 time compile_s is first_s minus the steady-state median; unless --inductor-cache is given, each compiled mode starts
 from empty Inductor caches, and Inductor's one-time start in the process is paid first on a tiny function and
-reported apart, inductor_start_s); warm-up calls for --min-ms (at least two: CUDA graphs record there); then the number of
-calls per sample is doubled until a sample lasts --min-ms, and --samples samples give the median, min and max per
+reported apart, inductor_start_s); warm-up calls for --min-ms (at least two: CUDA graphs record there); then the
+number of calls per sample is doubled until a sample lasts --min-ms, and --samples samples give the median, min and max per
 call (CUDA events on cuda, perf_counter on cpu). The output is checked against kgen's saved output (--verify DIR,
 from `kgen run ... --save DIR`) or, without it, against the workload computed in float64 by PyTorch, with kgen's rule
 (runtime/verify.c): per element |got - ref| / max(|ref|, 1e-2 max|ref|) <= rtol, rtol scaled by sqrt(L / 256) for a
@@ -155,8 +155,8 @@ def o_reduce_rows(X, out):
     return torch.sum(X, -1, out=out)
 
 
-OUT_FNS = {'bias_gelu_residual': o_bias_gelu_residual, 'layernorm': o_layernorm, 'rmsnorm': o_rmsnorm, 'softmax': o_softmax,
-           'mlp_gelu': o_mlp_gelu, 'matmul': o_matmul, 'reduce_rows': o_reduce_rows}
+OUT_FNS = {'bias_gelu_residual': o_bias_gelu_residual, 'layernorm': o_layernorm, 'rmsnorm': o_rmsnorm,
+           'softmax': o_softmax, 'mlp_gelu': o_mlp_gelu, 'matmul': o_matmul, 'reduce_rows': o_reduce_rows}
 # the GEMM workloads whose weight (the second input, and the bias) can be a frozen module parameter
 FROZEN_WEIGHTS = {'matmul': 1, 'mlp_gelu': 2}   # inputs after the first that become parameters
 
@@ -551,13 +551,14 @@ def time_mode_fn(name, w, mode, device, args_t, sizes):
             return None, None, False, None, 'mode max-autotune-frozen applies to %s only' % ', '.join(FROZEN_WEIGHTS)
         if not hasattr(torch, 'compile'):
             return None, None, False, None, no_compile_msg()
+        mod = make_compiled(frozen_module(name, w, args_t), 'max-autotune')
+        # read when the module compiles, on its first call
         cfg = importlib.import_module('torch._inductor.config')
         old = cfg.freezing
         cfg.freezing = True
 
         def undo():
             cfg.freezing = old
-        mod = make_compiled(frozen_module(name, w, args_t), 'max-autotune')
         return (lambda x: mod(x)), args_t[:1], False, undo, None
     cuda_only = {'cublas': 'matmul', 'cublas-tf32': 'matmul', 'cudnn': 'conv2d_3x3', 'sdpa': 'attention'}
     if mode in cuda_only:
