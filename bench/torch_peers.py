@@ -15,22 +15,23 @@ come from the --verify files' shapes, else the .te file's "# bench-sizes:" line 
 
 time modes: eager; compile (torch.compile default), max-autotune, reduce-overhead, max-autotune-no-cudagraphs
 (torch.compile with that mode); max-autotune-frozen (matmul, mlp_gelu: max-autotune with
-torch._inductor.config.freezing, the weights and bias module parameters, the activation the one argument);
-eager-out (the workload writing into an output allocated once, with out= or in-place ops: bias_gelu_residual,
-layernorm, rmsnorm, softmax, mlp_gelu, matmul, reduce_rows) and compile-out (torch.compile of a function that copies
-the workload's result into an output allocated once: Inductor stores into it); on cuda only: cublas / cublas-tf32
+torch._inductor.config.freezing, the weights and bias module parameters, the activation the one argument); eager-out
+(the workload writing into an output allocated once, with out= or in-place ops: bias_gelu_residual, layernorm,
+rmsnorm, softmax, mlp_gelu, matmul, reduce_rows) and compile-out (torch.compile of a function that copies the
+workload's result into an output allocated once: Inductor stores into it); on cuda only: cublas / cublas-tf32
 (matmul: torch.mm with TF32 off / on), cudnn (conv2d_3x3: cudnn.benchmark on, TF32 off), sdpa (attention:
-F.scaled_dot_product_attention), copy (workload copy). TF32 is off in every mode but cublas-tf32, so every peer computes in f32 as kgen does; each line says tf32=0|1.
+F.scaled_dot_product_attention), copy (workload copy). TF32 is off in every mode but cublas-tf32, so every peer
+computes in f32 as kgen does; each line says tf32=0|1.
 
 Timing (../shared/DESIGN.md, "Measuring"): the first call's wall time is first_s (for compiled modes the compile
 time compile_s is first_s minus the steady-state median; unless --inductor-cache is given, each compiled mode starts
 from empty Inductor caches, and Inductor's one-time start in the process is paid first on a tiny function and
 reported apart, inductor_start_s); warm-up calls for --min-ms (at least two: CUDA graphs record there); then the
-number of calls per sample is doubled until a sample lasts --min-ms, and --samples samples give the median, min and max per
-call (CUDA events on cuda, perf_counter on cpu). The output is checked against kgen's saved output (--verify DIR,
-from `kgen run ... --save DIR`) or, without it, against the workload computed in float64 by PyTorch, with kgen's rule
-(runtime/verify.c): per element |got - ref| / max(|ref|, 1e-2 max|ref|) <= rtol, rtol scaled by sqrt(L / 256) for a
-reduction of L > 256 terms (TF32 modes: rtol 1e-2).
+number of calls per sample is doubled until a sample lasts --min-ms, and --samples samples give the median, min and
+max per call (CUDA events on cuda, perf_counter on cpu). The output is checked against kgen's saved output (--verify
+DIR, from `kgen run ... --save DIR`) or, without it, against the workload computed in float64 by PyTorch, with
+kgen's rule (runtime/verify.c): per element |got - ref| / max(|ref|, 1e-2 max|ref|) <= rtol, rtol scaled by sqrt(L /
+256) for a reduction of L > 256 terms (TF32 modes: rtol 1e-2).
 
 dynamic: the shape-transition experiment's peer. --seq FILE lists the dynamic size of each call (one per line, or
 comma-separated, or dynamic_shapes' meta.tsv with its "sequence" line); --var names the size (default: matmul and
