@@ -51,9 +51,9 @@ DEB_PKGS = libxgboost-dev libmsgpack-dev g++
 # the tests run: a pyenv python3 earlier on PATH does not see Debian's modules) with numpy, msgpack and matplotlib
 # for the bench scripts' tests, valgrind, clang with its OpenMP for the strict header compiles, cmake for the
 # installed-package examples. Installed when missing; where they cannot be (no apt, no root and no sudo, no
-# network) `make test` goes on and each test that needs one skips with a line naming the package. PyTorch
-# (python3-torch, about 600 MB) is not installed: the PyTorch peers' test skips without it (`make test-deps
-# TEST_DEB_PKGS+=python3-torch` adds it).
+# network) `make test` goes on and each test that needs one skips with a line naming the package. PyTorch (2 GB)
+# is not installed by the tests: `make bench` installs it into its own virtual environment (bench/torch-venv.sh,
+# $(BUILD)/venv-torch), and the PyTorch peers' test runs where that exists and skips otherwise.
 TEST_DEB_PKGS = python3 python3-numpy python3-msgpack python3-matplotlib valgrind clang libomp-dev cmake pkg-config
 DEPS_STAMP = $(BUILD)/.deps-ok
 TEST_DEPS_STAMP = $(BUILD)/.test-deps-ok
@@ -301,10 +301,11 @@ $(BUILD)/examples/check_c: examples/kernels/check_c.c $(C_HEADERS)
 	$(CC) $(EXAMPLE_C_FLAGS) -MMD -MP -I$(BUILD)/kernels/c -o $@ $< -lm
 test-unit: $(BUILD)/examples/check_c
 
-# Peer measurements for the GPU comparison (cuBLAS SGEMM, device-to-device copy); builds without CUDA headers
-# and, with no device, prints "skipped: <reason>".
+# Peer measurements for the GPU comparison (cuBLAS SGEMM, device-to-device copy; builds without CUDA headers
+# and, with no device, prints "skipped: <reason>") and the CPU's copy bandwidth (copy_bw, OpenMP), the reference
+# rate of the memory-bound kernels in `make bench`.
 # BENCH_BIN is defined before the rule that names it: make expands a rule's prerequisites when it reads the rule.
-BENCH_BIN = $(BUILD)/bench/gpu_peers $(BUILD)/bench/sketch_sample $(BUILD)/bench/dynamic_shapes
+BENCH_BIN = $(BUILD)/bench/gpu_peers $(BUILD)/bench/sketch_sample $(BUILD)/bench/dynamic_shapes $(BUILD)/bench/copy_bw
 .PHONY: bench-tools
 bench-tools: $(BENCH_BIN)
 all: bench-tools
@@ -313,7 +314,8 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libkgen.a
 	$(LINK) -o $@ $< $(BUILD)/libkgen.a $(KG_LDLIBS) $(LDLIBS)
 
 # The benchmark suite on this machine's CPU (bench/suite.sh: the peers, fusion, amortization, tuning curves and
-# shape transitions; about an hour on 2 cores at TRIALS=64). bench/device-check.sh runs it on a GPU.
+# shape transitions; about an hour on 2 cores at TRIALS=64). Its setup step installs the PyTorch peers' PyTorch 2.x
+# from PyPI into $(BUILD)/venv-torch once (bench/torch-venv.sh, about 2 GB). bench/device-check.sh runs it on a GPU.
 .PHONY: bench bench-tune
 bench:
 	BUILD=$(BUILD) bench/suite.sh

@@ -48,7 +48,7 @@ done
 # 2. the suite, leaving 70 s of the budget for steps 3 and 4
 S="$OUT/suite"
 say "\$ TARGET=cuda bench/suite.sh (deadline in $((START + BUDGET - 70 - $(date +%s))) s)"
-env BUILD="$B" TARGET=cuda LOGDIR="$S" RESULTS="$OUT" DEADLINE=$((START + BUDGET - 70)) PYTHON=python3 \
+env BUILD="$B" TARGET=cuda LOGDIR="$S" RESULTS="$OUT" DEADLINE=$((START + BUDGET - 70)) PYTHON=python3 TORCH_PYTHON=python3 \
   TRIALS="${TRIALS:-24}" TUNE_LIMIT="${TUNE_LIMIT:-15}" PEER_LIMIT="${PEER_LIMIT:-100}" DYN_TRIALS=16 \
   CURVE_WORKLOADS=matmul DYN_WORKLOADS=matmul STEPS="tune measure build peers curves dynamic report" \
   WORKLOADS="matmul softmax layernorm bias_gelu_residual rmsnorm mlp_gelu attention conv2d reduce_rows" \

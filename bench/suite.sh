@@ -12,9 +12,13 @@
 #             as .npy for the peers to check their answers against
 #   build     the amortization costs of the fused kernel: `kgen replay` (re-apply, compile, verify, time), `kgen
 #             export` and compiling the exported header (a build-time cost; no compile at run time)
-#   peers     PyTorch eager (and torch.compile default and max-autotune where torch has it), each checked against
-#             kgen's saved outputs; on the CPU OpenBLAS and Halide 14's autoschedulers (../shared/peers), on the
-#             GPU cuBLAS (FP32 and TF32), cuDNN and a device-to-device copy
+#   peers     PyTorch eager, torch.compile default and max-autotune (TorchInductor), and max-autotune with frozen
+#             weights for the GEMM workloads, each with its compile time and checked against kgen's saved outputs;
+#             for the memory-bound workloads PyTorch writing into an output it was given (eager with out=, and
+#             compiled), since a fresh output each call costs page faults kgen's caller-owned buffers do not; on
+#             the CPU OpenBLAS, Halide 14's autoschedulers (../shared/peers) and the copy bandwidth at each
+#             memory-bound workload's footprint (copy_bw), on the GPU cuBLAS (FP32 and TF32), cuDNN and a
+#             device-to-device copy
 #   curves    tuning with --model random at the same trials for CURVE_WORKLOADS (the model-vs-random curves)
 #   dynamic   bench/dynamic-shapes.sh, and beside it torch.compile(dynamic=False / True) on the same sequence
 #   report    bench/suite_report.py
@@ -29,7 +33,15 @@
 #   WORKLOADS="bias_gelu_residual layernorm rmsnorm softmax mlp_gelu attention matmul conv2d reduce_rows"
 #   TRIALS=64                trials of each tuning run (fused, unfused, random)
 #   CURVE_WORKLOADS="matmul conv2d softmax"   workloads also tuned with --model random
-#   TORCH_MODES=auto         eager[,compile,max-autotune]: auto is all three where torch has torch.compile
+#   TORCH_MODES=auto         the PyTorch modes (bench/torch_peers.py): auto is eager, compile, max-autotune where
+#                            torch has torch.compile, plus max-autotune-frozen (GEMM) and eager-out, compile-out
+#                            (memory-bound workloads)
+#   TORCH_VENV=$BUILD/venv-torch   where the setup step installs PyTorch 2.x from PyPI (bench/torch-venv.sh, whose
+#                            header lists its pins and knobs; a second run reuses it)
+#   TORCH_PYTHON=            an existing interpreter with torch 2.x for the PyTorch peers (then nothing is
+#                            installed); default: TORCH_VENV's
+#   MEMBOUND_WORKLOADS="bias_gelu_residual layernorm rmsnorm softmax reduce_rows"   the workloads that only move
+#                            data: on the CPU each gets the copy bandwidth at its footprint and PyTorch's out= modes
 #   STEPS="setup tune measure build peers curves dynamic report"
 #   DYN_TRIALS=64            trials of the dynamic-shape experiment's range tuning (DYN_WORKLOADS="matmul softmax")
 #   TUNE_LIMIT=0             seconds a tuning run may take before it is stopped (0: no limit; its log is kept)
@@ -68,9 +80,13 @@ SEED=${SEED:-1}
 LOGDIR=${LOGDIR:-$BUILD/suite/$(date '+%Y%m%d-%H%M%S')}
 RESULTS=${RESULTS:-bench/results}
 PYTHON=${PYTHON:-/usr/bin/python3}
+TORCH_VENV=${TORCH_VENV:-$BUILD/venv-torch}
+TORCH_PY=${TORCH_PYTHON:-$TORCH_VENV/bin/python}
+MEMBOUND_WORKLOADS=${MEMBOUND_WORKLOADS:-bias_gelu_residual layernorm rmsnorm softmax reduce_rows}
 PEERS_DIR=${PEERS_DIR:-../shared/peers}
 THREADS=${THREADS:-$(nproc)}
-DEB_PKGS="libopenblas-dev python3-halide libhalide14-0-dev python3-numpy python3-msgpack python3-matplotlib python3-torch"
+# python3-venv: the PyTorch peers' virtual environment (bench/torch-venv.sh) is made from Debian's python3
+DEB_PKGS="libopenblas-dev python3-halide libhalide14-0-dev python3-numpy python3-msgpack python3-matplotlib python3-venv"
 
 die() { echo "suite: error: $*" >&2; exit 1; }
 say() { echo "suite: $*"; }
@@ -99,6 +115,13 @@ workload_args() {
 # operator: fusion has little to gain); a workload of one stage has no unfused variant to tune
 workload_kind() {
   case "$1" in matmul | conv2d | reduce_rows) echo neutral ;; *) echo friendly ;; esac
+}
+membound() { case " $MEMBOUND_WORKLOADS " in *" $1 "*) return 0 ;; esac; return 1; }
+footprint() { # bytes of a workload's inputs and outputs (kgen check --dump stages: "input X : f32[4096, 1024]")
+  # shellcheck disable=SC2046
+  "$KGEN" check $(workload_args "$1") --dump stages 2> /dev/null | awk '/^(input|output) / {
+      n = 4; if (match($0, /\[[0-9, ]+\]/)) { k = split(substr($0, RSTART + 1, RLENGTH - 2), d, /, */); for (i = 1; i <= k; i++) n *= d[i] }
+      t += n } END { if (t > 0) printf "%.0f\n", t }'
 }
 nstages() { # stages of the program (kgen check --dump stages prints one "temp" or "output" line each)
   # shellcheck disable=SC2046
@@ -190,6 +213,13 @@ setup() {
   say "building kgen (make BUILD=$BUILD)"
   make --no-print-directory BUILD="$BUILD" -j"$(nproc)" > "$LOGDIR/make.txt" 2>&1 ||
     { tail -30 "$LOGDIR/make.txt" >&2; die "make failed (full output: $LOGDIR/make.txt)"; }
+  # PyTorch 2.x for the peers, in its own virtual environment (or TORCH_PYTHON, checked)
+  if record 1800 "$LOGDIR/torch-venv.txt" env BUILD="$BUILD" TORCH_VENV="$TORCH_VENV" TORCH_PYTHON="${TORCH_PYTHON:-}" \
+    bench/torch-venv.sh; then
+    TORCH_PY=$(tail -1 "$LOGDIR/torch-venv.txt")
+  else
+    say "no working PyTorch 2.x (see $LOGDIR/torch-venv.txt): the PyTorch peers are left out"
+  fi
   if [ "$TARGET" = c ] && [ -f "$PEERS_DIR/openblas_sgemm.c" ]; then
     mkdir -p "$BUILD/bench/peers"
     ${CC:-cc} -O2 "$PEERS_DIR/openblas_sgemm.c" -o "$BUILD/bench/peers/openblas_sgemm" -lopenblas 2> /dev/null ||
@@ -272,36 +302,50 @@ build() { # workload
 
 # 5. The peers, on the same machine and threads, right after kgen's kernels of the workload.
 torch_modes() { # workload: eager and the vendor libraries first, the compilers (slow to start) last
-  local vendor=""
+  local vendor="" out="" frozen=""
   case "$1:$TARGET" in
     matmul:cuda) vendor=,cublas,cublas-tf32 ;; conv2d:cuda) vendor=,cudnn ;; attention:cuda) vendor=,sdpa ;;
   esac
+  case "$1" in matmul | mlp_gelu) frozen=,max-autotune-frozen ;; esac
+  membound "$1" && out=,eager-out
   if [ "$TORCH_MODES" != auto ]; then echo "$TORCH_MODES"; return; fi
-  if "$PYTHON" -c 'import torch, sys; sys.exit(0 if hasattr(torch, "compile") else 1)' 2> /dev/null; then
-    echo "eager$vendor,compile,max-autotune"
+  if "$TORCH_PY" -c 'import torch, sys; sys.exit(0 if hasattr(torch, "compile") else 1)' 2> /dev/null; then
+    echo "eager$vendor$out,compile,max-autotune$frozen${out:+,compile-out}"
   else
-    echo "eager$vendor"
+    echo "eager$vendor$out"
   fi
 }
 HAVE_TORCH=
 peers() { # workload
   local w=$1 dev=cpu name sizes vf=()
   [ "$TARGET" = cuda ] && dev=cuda
-  [ -n "$HAVE_TORCH" ] || { "$PYTHON" -c 'import torch' 2> /dev/null && HAVE_TORCH=yes || HAVE_TORCH=no; }
+  [ -n "$HAVE_TORCH" ] || { "$TORCH_PY" -c 'import torch' 2> /dev/null && HAVE_TORCH=yes || HAVE_TORCH=no; }
   if [ "$HAVE_TORCH" = yes ]; then
     [ -d "$LOGDIR/$w.data" ] && vf=(--verify "$LOGDIR/$w.data")
     name=$(basename "$(workload_args "$w" | cut -d' ' -f1)" .te)
     sizes=$(workload_args "$w" | cut -d' ' -f2-)
     # shellcheck disable=SC2086
-    record "$PEER_LIMIT" "$LOGDIR/$w.torch.txt" "$PYTHON" bench/torch_peers.py time "$name" $sizes \
+    record "$PEER_LIMIT" "$LOGDIR/$w.torch.txt" "$TORCH_PY" bench/torch_peers.py time "$name" $sizes \
       --device "$dev" --modes "$(torch_modes "$w")" --threads "$THREADS" --mode-timeout "$((PEER_LIMIT * 2 / 3))" \
       "${vf[@]}" --out "$LOGDIR/$w.torch.json" ||
       warn "the PyTorch peers of $w failed"
   elif [ ! -e "$LOGDIR/no-torch.txt" ]; then
-    say "no PyTorch for $PYTHON: its peers are left out" | tee "$LOGDIR/no-torch.txt"
+    say "no PyTorch for $TORCH_PY (the setup step installs it, bench/torch-venv.sh): its peers are left out" |
+      tee "$LOGDIR/no-torch.txt"
   fi
   [ "$TARGET" = c ] || return 0
-  local blas="$BUILD/bench/peers/openblas_sgemm" hw=()
+  local blas="$BUILD/bench/peers/openblas_sgemm" hw=() bytes
+  # the copy rate at this workload's footprint, right after its kernels: the ceiling a memory-bound kernel is
+  # reported against
+  if membound "$w"; then
+    bytes=$(footprint "$w")
+    if [ -x "$BUILD/bench/copy_bw" ] && [ -n "$bytes" ]; then
+      record "$PEER_LIMIT" "$LOGDIR/$w.copy.txt" "$BUILD/bench/copy_bw" "$bytes" --threads "$THREADS" ||
+        warn "the copy bandwidth at the footprint of $w failed"
+    else
+      say "no copy rate for $w (no $BUILD/bench/copy_bw, or no footprint): its fraction of it is left out"
+    fi
+  fi
   if [ "$w" = matmul ] && [ -x "$blas" ]; then
     record "$PEER_LIMIT" "$LOGDIR/peers-openblas.txt" env OPENBLAS_NUM_THREADS="$THREADS" "$blas" 1024 ||
       warn "the OpenBLAS peer failed"
@@ -329,14 +373,14 @@ dynamic() {
   record 0 "$LOGDIR/dynamic.txt" env BUILD="$BUILD" TARGET="$TARGET" WORKLOADS="$DYN_WORKLOADS" \
     TRIALS="$DYN_TRIALS" SEED="$SEED" LOGDIR="$d" RESULTS="$d" bench/dynamic-shapes.sh ||
     warn "the dynamic-shape experiment failed"
-  "$PYTHON" -c 'import torch' 2> /dev/null || return 0
+  "$TORCH_PY" -c 'import torch' 2> /dev/null || return 0
   for w in $DYN_WORKLOADS; do
     [ -s "$d/$w/calls.tsv" ] || continue
     case "$w" in matmul) fixed="-D K=512 -D N=512" ;; softmax) fixed="-D D=1024" ;; *) continue ;; esac
     # the sequence of sizes the kgen driver ran, one a line
     awk -F'\t' 'NR > 1 && $3 == "specialize" { print $2 }' "$d/$w/calls.tsv" > "$d/$w/sequence.txt"
     # shellcheck disable=SC2086
-    record "$PEER_LIMIT" "$d/$w.torch.txt" "$PYTHON" bench/torch_peers.py dynamic "$w" $fixed \
+    record "$PEER_LIMIT" "$d/$w.torch.txt" "$TORCH_PY" bench/torch_peers.py dynamic "$w" $fixed \
       --seq "$d/$w/sequence.txt" --device "$dev" --modes "eager,static,dynamic" --threads "$THREADS" \
       --out "$d/$w.torch.json" || warn "the torch.compile shape-transition peer of $w failed"
   done

@@ -30,6 +30,11 @@ NEUTRAL = {'matmul', 'conv2d', 'reduce_rows'}
 # Halide's peers program names its workloads by these keys (../shared/peers/halide_peers.py)
 HALIDE_KEY = {'matmul': 'matmul', 'conv2d': 'conv2d', 'softmax': 'softmax'}
 TARGET_PCT = 0.80   # the project's GPU targets: SGEMM >= 80% of cuBLAS FP32, memory-bound >= 80% of copy bandwidth
+CPU_COPY_PCT = 0.70  # on the CPU: every memory-bound kernel at >= 70% of the copy rate at its footprint
+# the PyTorch columns of the suite's table: (bench/torch_peers.py mode, heading); the compiled ones show their
+# compile time beside the steady-state time
+TORCH_COLS = (('eager', 'PyTorch eager'), ('compile', 'torch.compile'), ('max-autotune', 'max-autotune'),
+              ('max-autotune-frozen', 'max-autotune, frozen weights'))
 
 
 # ---- inputs
@@ -85,6 +90,14 @@ def torch_s(rows, mode):
     return float(r['median_ms']) / 1e3
 
 
+def copy_run(path):
+    """bench/copy_bw's line: {'bytes', 'median' (s), 'gbps'}, or None."""
+    m = re.search(r'^copy_bw bytes=(\d+) .*?median_ms=([\d.eE+-]+) .*?gbps=([\d.eE+-]+)', read_text(path) or '', re.M)
+    if not m:
+        return None
+    return {'bytes': int(m.group(1)), 'median': float(m.group(2)) / 1e3, 'gbps': float(m.group(3))}
+
+
 def runs_tsv(logdir):
     runs = {}
     for line in (read_text(os.path.join(logdir, 'runs.tsv')) or '').splitlines():
@@ -115,7 +128,7 @@ def load(a):
     W = {}
     for w in workloads + [k[0] for k in runs if k[0] not in workloads]:
         e = {'sizes': sizes_of(d, w), 'torch': torch_rows(os.path.join(d, f'{w}.torch.json')),
-             'build': build_tsv(d, w)}
+             'build': build_tsv(d, w), 'copy': copy_run(os.path.join(d, f'{w}.copy.txt'))}
         for v in ('naive', 'unfused', 'fused'):
             e[v] = run_out(os.path.join(d, f'{w}.{v}.txt'))
         for v in ('fused', 'unfused', 'random'):
@@ -149,8 +162,15 @@ def speed(a, b):
     return '—' if a is None or b is None or b <= 0 else f'{a / b:.2f}x'
 
 
+def torch_cell(rows, mode):
+    """A torch mode's time, with its compile time when it compiled (— when missing or not verified)."""
+    s = torch_s(rows, mode)
+    c = rows.get(mode, {}).get('compile_s') if s is not None else None
+    return cell(s) + (f' (compile {c:.1f} s)' if c else '')
+
+
 def suite_section(target, workloads, W, peers, copy):
-    head = ['workload', 'sizes', 'kgen tuned', 'kgen naive', 'PyTorch eager', 'torch.compile', 'max-autotune']
+    head = ['workload', 'sizes', 'kgen tuned', 'kgen naive'] + [h for _, h in TORCH_COLS]
     head += ['cuBLAS / cuDNN / SDPA, FP32', 'cuBLAS TF32'] if target == 'cuda' else \
         ['OpenBLAS', 'Halide Adams2019', 'Halide Mullapudi2016']
     head += ['best peer / kgen (>1: kgen faster)']
@@ -159,25 +179,108 @@ def suite_section(target, workloads, W, peers, copy):
         e = W[w]
         k = t(e['fused'])
         tr = e['torch']
-        ps = [torch_s(tr, 'eager'), torch_s(tr, 'compile'), torch_s(tr, 'max-autotune')]
+        tcells = [torch_cell(tr, m) for m, _ in TORCH_COLS]
+        ps = [torch_s(tr, m) for m, _ in TORCH_COLS]
+        tf32 = None
         if target == 'cuda':
-            ps += [torch_s(tr, 'cublas') or torch_s(tr, 'cudnn') or torch_s(tr, 'sdpa'), torch_s(tr, 'cublas-tf32')]
+            ps += [torch_s(tr, 'cublas') or torch_s(tr, 'cudnn') or torch_s(tr, 'sdpa')]
+            tf32 = torch_s(tr, 'cublas-tf32')
         else:
             hk = HALIDE_KEY.get(w)
             ps += [peers.get(('OpenBLAS', w)) if w == 'matmul' else None,
                    peers.get(('Halide Adams2019', hk)), peers.get(('Halide Mullapudi2016', hk))]
-        fp32 = [p for i, p in enumerate(ps) if p is not None and not (target == 'cuda' and i == 4)]
+        fp32 = [p for p in ps if p is not None]
         best = min(fp32) if fp32 else None
+        other = [cell(p) for p in ps[len(TORCH_COLS):]] + ([cell(tf32)] if target == 'cuda' else [])
         rows.append([LABELS.get(w, w), e['sizes'], f"{cell(k)} {fmt_rate(e['fused'])}".strip(),
-                     cell(t(e['naive']))] + [cell(p) for p in ps] + [ratio(best, k)])
+                     cell(t(e['naive']))] + tcells + other + [ratio(best, k)])
     out = table(head, rows)
     out += ('\nkgen tuned: the best fused schedule of the tuning log, verified against kgen\'s reference evaluator '
             'and timed again (`kgen run --measure`, median of >= 1 s of repeats). Peers are timed in the same run '
             'on the same inputs\' sizes; PyTorch\'s outputs are checked against kgen\'s saved outputs, and a peer '
-            'whose answer differs is shown as a dash. TF32 is not FP32: its column is left out of "best peer".\n')
+            'whose answer differs is shown as a dash. TorchInductor\'s compile time is its first call\'s wall time '
+            'minus a steady call\'s, each mode from empty Inductor caches (a cold compile)' + inductor_start(W) + '. '
+            'Frozen weights: max-autotune with '
+            '`torch._inductor.config.freezing` and the weights module parameters (the GEMM workloads). TF32 is '
+            'not FP32: its column is left out of "best peer".\n')
+    out += alloc_section(workloads, W)
     if target == 'cuda':
         out += targets_gpu(workloads, W, copy)
+    else:
+        out += copy_section(workloads, W)
     return out
+
+
+def inductor_start(W):
+    """What the compile times leave out: Inductor's one-time start in each peer process (bench/torch_peers.py pays
+    it on a tiny function before the first compiled mode)."""
+    st = [r['inductor_start_s'] for e in W.values() for r in e['torch'].values()
+          if isinstance(r.get('inductor_start_s'), (int, float))]
+    if not st:
+        return ''
+    span = f'{min(st):.1f}' + (f'-{max(st):.1f}' if max(st) - min(st) >= 0.05 else '')
+    return (f'; Inductor\'s one-time start in a process ({span} s here: its imports, the C++ toolchain\'s probe '
+            'and header precompile) is paid first on a tiny function and not counted')
+
+
+def alloc_section(workloads, W):
+    """PyTorch writing into an output it is given, beside its usual calls: what a fresh output costs."""
+    rows = []
+    for w in workloads:
+        tr = W[w]['torch']
+        if 'eager-out' not in tr and 'compile-out' not in tr:
+            continue
+        k = t(W[w]['fused'])
+        eg, eo, ic, io = (torch_s(tr, m) for m in ('eager', 'eager-out', 'compile', 'compile-out'))
+        best = min([p for p in (eg, eo, ic, io) if p is not None], default=None)
+        rows.append([LABELS.get(w, w), cell(k), cell(eg), cell(eo), speed(eg, eo), torch_cell(tr, 'compile'),
+                     torch_cell(tr, 'compile-out'), speed(ic, io), ratio(best, k)])
+    if not rows:
+        return ''
+    return ('\n### PyTorch writing into a given output\n\n' + table(
+        ['workload', 'kgen tuned', 'PyTorch eager', 'eager, out=', 'out= speedup', 'torch.compile',
+         'torch.compile into a given output', 'speedup', 'best of the four / kgen (>1: kgen faster)'], rows) +
+        '\nkgen\'s kernels write into buffers their caller owns; PyTorch allocates its output on every call, and on '
+        'the CPU a fresh large buffer costs its page faults. Here PyTorch gets the same: eager with `out=` (or '
+        'in-place ops) where the ops have it, and `torch.compile` of a function that copies its result into a '
+        'given output (Inductor stores into it directly). A win that only this table removes is the allocator\'s, '
+        'not the code\'s.\n')
+
+
+def copy_section(workloads, W):
+    """Every memory-bound kernel against a scaled copy of its footprint (bench/copy_bw, same run)."""
+    rows = []
+    for w in workloads:
+        e = W[w]
+        cp = e['copy']
+        if not cp:
+            continue
+        b, k = cp['bytes'], t(e['fused'])
+
+        def frac(sec):
+            return (b / sec / 1e9) / cp['gbps'] if sec and cp['gbps'] > 0 else None
+
+        def pct(x):
+            return f'{x * 100:.0f}%' if x is not None else '—'
+        fk = frac(k)
+        tr = e['torch']
+        ind = [x for x in (torch_s(tr, 'compile'), torch_s(tr, 'compile-out')) if x is not None]
+        eag = [x for x in (torch_s(tr, 'eager'), torch_s(tr, 'eager-out')) if x is not None]
+        rows.append([LABELS.get(w, w), f'{b / 2**20:.3g} MiB', f"{cp['gbps']:.3g} GB/s", cell(k),
+                     f'{b / k / 1e9:.3g} GB/s' if k else '—', pct(fk),
+                     '—' if fk is None else ('met' if fk >= CPU_COPY_PCT else 'NOT met'),
+                     pct(frac(min(ind)) if ind else None), pct(frac(min(eag)) if eag else None)])
+    if not rows:
+        return ''
+    return ('\n### Memory-bound kernels against the copy rate\n\n' + table(
+        ['workload', 'footprint (inputs + outputs)', 'copy rate there', 'kgen tuned', 'kgen bytes / time',
+         'kgen fraction of copy', f'target >= {CPU_COPY_PCT * 100:.0f}%', 'TorchInductor fraction (best)',
+         'PyTorch eager fraction (best)'], rows) +
+        '\nThe copy rate: `copy_bw` (bench/copy_bw.c), a scaled copy y = a*x over the same threads whose x and y '
+        'together are the workload\'s footprint, median of repeats, counting the bytes read and written; run in '
+        'the same suite run, right after the workload\'s kernels. A kernel\'s rate is its footprint over its '
+        'median time (each input read and each output written once); the fraction is that rate over the copy '
+        'rate. PyTorch\'s best is the faster of its plain and given-output variants.\n')
 
 
 def targets_gpu(workloads, W, copy):

@@ -14,17 +14,24 @@ mlp_gelu, attention, matmul, conv2d_3x3, reduce_rows, and for `time` also copy (
 come from the --verify files' shapes, else the .te file's "# bench-sizes:" line ("# sizes:" with --small).
 
 time modes: eager; compile (torch.compile default), max-autotune, reduce-overhead, max-autotune-no-cudagraphs
-(torch.compile with that mode); on cuda only: cublas / cublas-tf32 (matmul: torch.mm with TF32 off / on), cudnn
-(conv2d_3x3: cudnn.benchmark on, TF32 off), sdpa (attention: F.scaled_dot_product_attention), copy (workload copy).
-TF32 is off in every mode but cublas-tf32, so every peer computes in f32 as kgen does; each line says tf32=0|1.
+(torch.compile with that mode); max-autotune-frozen (matmul, mlp_gelu: max-autotune with
+torch._inductor.config.freezing, the weights and bias module parameters, the activation the one argument); eager-out
+(the workload writing into an output allocated once, with out= or in-place ops: bias_gelu_residual, layernorm,
+rmsnorm, softmax, mlp_gelu, matmul, reduce_rows) and compile-out (torch.compile of a function that copies the
+workload's result into an output allocated once: Inductor stores into it); on cuda only: cublas / cublas-tf32
+(matmul: torch.mm with TF32 off / on), cudnn (conv2d_3x3: cudnn.benchmark on, TF32 off), sdpa (attention:
+F.scaled_dot_product_attention), copy (workload copy). TF32 is off in every mode but cublas-tf32, so every peer
+computes in f32 as kgen does; each line says tf32=0|1.
 
-Timing (../shared/DESIGN.md, "Measuring"): the first call's wall time is first_s (for compile modes it is the
-compile time, compile_s); warm-up calls for --min-ms (at least two: CUDA graphs record there); then the number of
-calls per sample is doubled until a sample lasts --min-ms, and --samples samples give the median, min and max per
-call (CUDA events on cuda, perf_counter on cpu). The output is checked against kgen's saved output (--verify DIR,
-from `kgen run ... --save DIR`) or, without it, against the workload computed in float64 by PyTorch, with kgen's rule
-(runtime/verify.c): per element |got - ref| / max(|ref|, 1e-2 max|ref|) <= rtol, rtol scaled by sqrt(L / 256) for a
-reduction of L > 256 terms (TF32 modes: rtol 1e-2).
+Timing (../shared/DESIGN.md, "Measuring"): the first call's wall time is first_s (for compiled modes the compile
+time compile_s is first_s minus the steady-state median; unless --inductor-cache is given, each compiled mode starts
+from empty Inductor caches, and Inductor's one-time start in the process is paid first on a tiny function and
+reported apart, inductor_start_s); warm-up calls for --min-ms (at least two: CUDA graphs record there); then the
+number of calls per sample is doubled until a sample lasts --min-ms, and --samples samples give the median, min and
+max per call (CUDA events on cuda, perf_counter on cpu). The output is checked against kgen's saved output (--verify
+DIR, from `kgen run ... --save DIR`) or, without it, against the workload computed in float64 by PyTorch, with
+kgen's rule (runtime/verify.c): per element |got - ref| / max(|ref|, 1e-2 max|ref|) <= rtol, rtol scaled by sqrt(L /
+256) for a reduction of L > 256 terms (TF32 modes: rtol 1e-2).
 
 dynamic: the shape-transition experiment's peer. --seq FILE lists the dynamic size of each call (one per line, or
 comma-separated, or dynamic_shapes' meta.tsv with its "sequence" line); --var names the size (default: matmul and
@@ -40,6 +47,7 @@ what it measured. Exit status: 0; 1 when an output did not verify; 2 on a usage 
 is missing (every mode then reported as an error line). A mode that fails is an error line, never the whole run.
 """
 import argparse
+import contextlib
 import importlib
 import json
 import math
@@ -53,6 +61,7 @@ import tempfile
 import time
 
 torch = None  # imported in main(), after the inductor cache folder is chosen
+COLD_DIR = None  # where each compiled mode gets a fresh Inductor cache (None: --inductor-cache, caches kept)
 F = None
 np = None
 
@@ -106,6 +115,53 @@ def f_reduce_rows(X):
     return X.sum(-1)
 
 
+# The same workloads writing into an output the caller owns (as kgen's kernels do), with out= where the ops have
+# it: PyTorch allocates a fresh output on every call otherwise, and on the CPU a large fresh buffer costs its page
+# faults, which would make a comparison of the allocator, not of the code. Only what has an out= form is here.
+
+def o_bias_gelu_residual(X, bias, R, out):
+    torch.add(X, bias, out=out)
+    torch._C._nn.gelu_(out)
+    return out.add_(R)
+
+
+def o_layernorm(X, gamma, beta, out):
+    # the functional layer_norm has no out=; its aten op does (the row mean and rstd are small)
+    stats = torch.empty(X.shape[:-1] + (1,), device=X.device)
+    torch.ops.aten.native_layer_norm.out(X, [X.shape[-1]], gamma, beta, 1e-5, out0=out, out1=stats,
+                                         out2=torch.empty_like(stats))
+    return out
+
+
+def o_rmsnorm(X, gamma, out):
+    # the row statistic is small; the full-size pass writes into out
+    r = torch.linalg.vector_norm(X, 2, -1, keepdim=True).pow_(2).div_(X.shape[-1]).add_(1e-6).rsqrt_()
+    return torch.mul(X, r, out=out).mul_(gamma)
+
+
+def o_softmax(X, out):
+    return torch.softmax(X, -1, out=out)
+
+
+def o_mlp_gelu(X, W, b, out):
+    torch.addmm(b, X, W, out=out)
+    return torch._C._nn.gelu_(out)
+
+
+def o_matmul(A, B, out):
+    return torch.matmul(A, B, out=out)
+
+
+def o_reduce_rows(X, out):
+    return torch.sum(X, -1, out=out)
+
+
+OUT_FNS = {'bias_gelu_residual': o_bias_gelu_residual, 'layernorm': o_layernorm, 'rmsnorm': o_rmsnorm,
+           'softmax': o_softmax, 'mlp_gelu': o_mlp_gelu, 'matmul': o_matmul, 'reduce_rows': o_reduce_rows}
+# the GEMM workloads whose weight (the second input, and the bias) can be a frozen module parameter
+FROZEN_WEIGHTS = {'matmul': 1, 'mlp_gelu': 2}   # inputs after the first that become parameters
+
+
 # inputs: (tensor name, shape of size names or ints); out: the same for the output; red: the longest reduction
 # (kgen's tolerance grows past 256 terms); flops: None for the memory-bound ones; fallback: bench-sizes if the
 # .te file cannot be read; dyn: the default dynamic size.
@@ -138,6 +194,8 @@ WORKLOADS = {
 
 COMPILE_MODES = {'compile': None, 'max-autotune': 'max-autotune', 'reduce-overhead': 'reduce-overhead',
                  'max-autotune-no-cudagraphs': 'max-autotune-no-cudagraphs'}
+# the modes that compile on their first call: their compile time is that call's wall time minus a steady call's
+COMPILED = set(COMPILE_MODES) | {'max-autotune-frozen', 'compile-out'}
 TF32_RTOL = 1e-2
 
 
@@ -450,38 +508,86 @@ def load_verify_dir(d, w):
     return arrays, from_files
 
 
-def time_mode_fn(name, w, mode, device):
-    """(callable, tf32 on, error message or None) for one mode of `time`."""
+def frozen_module(name, w, args_t):
+    """The GEMM workload as a module whose weights (and bias) are parameters, the activation its one argument: what
+    Inductor's freezing (torch._inductor.config.freezing) folds into the compiled graph as constants."""
+    nw = FROZEN_WEIGHTS[name]
+    params = [torch.nn.Parameter(t, requires_grad=False) for t in args_t[1:1 + nw]]
+
+    class Frozen(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weights = torch.nn.ParameterList(params)
+
+        def forward(self, x):
+            return w['fn'](x, *self.weights)
+    return Frozen().eval()
+
+
+def time_mode_fn(name, w, mode, device, args_t, sizes):
+    """(callable, its arguments, tf32 on, undo or None, error message or None) for one mode of `time`; undo() puts
+    back what the mode changed in torch's configuration."""
     base = w['fn']
     if mode == 'eager':
-        return base, False, None
+        return base, args_t, False, None, None
+    if mode in ('eager-out', 'compile-out'):
+        out = torch.empty(shape_of(w['out'][1], sizes), device=device)
+        if mode == 'eager-out':
+            if name not in OUT_FNS:
+                return None, None, False, None, 'mode eager-out: %s has no out= form (%s have)' % (
+                    name, ', '.join(OUT_FNS))
+            return OUT_FNS[name], args_t + (out,), False, None, None
+        if not hasattr(torch, 'compile'):
+            return None, None, False, None, no_compile_msg()
+
+        def into(*a):  # Inductor writes the result into the caller's buffer (the copy_ fuses into the kernel)
+            return a[-1].copy_(base(*a[:-1]))
+        return make_compiled(into, None), args_t + (out,), False, None, None
     if mode in COMPILE_MODES:
         if not hasattr(torch, 'compile'):
-            return None, False, no_compile_msg()
-        return make_compiled(base, COMPILE_MODES[mode]), False, None
+            return None, None, False, None, no_compile_msg()
+        return make_compiled(base, COMPILE_MODES[mode]), args_t, False, None, None
+    if mode == 'max-autotune-frozen':
+        if name not in FROZEN_WEIGHTS:
+            return None, None, False, None, 'mode max-autotune-frozen applies to %s only' % ', '.join(FROZEN_WEIGHTS)
+        if not hasattr(torch, 'compile'):
+            return None, None, False, None, no_compile_msg()
+        mod = make_compiled(frozen_module(name, w, args_t), 'max-autotune')
+        # read when the module compiles, on its first call
+        cfg = importlib.import_module('torch._inductor.config')
+        old = cfg.freezing
+        cfg.freezing = True
+
+        def undo():
+            cfg.freezing = old
+        return (lambda x: mod(x)), args_t[:1], False, undo, None
     cuda_only = {'cublas': 'matmul', 'cublas-tf32': 'matmul', 'cudnn': 'conv2d_3x3', 'sdpa': 'attention'}
     if mode in cuda_only:
         if name != cuda_only[mode]:
-            return None, False, 'mode %s applies to %s only' % (mode, cuda_only[mode])
+            return None, None, False, None, 'mode %s applies to %s only' % (mode, cuda_only[mode])
         if device != 'cuda':
-            return None, False, 'mode %s needs --device cuda' % mode
+            return None, None, False, None, 'mode %s needs --device cuda' % mode
         if mode == 'cublas':
-            return f_mm, False, None
+            return f_mm, args_t, False, None, None
         if mode == 'cublas-tf32':
-            return f_mm, True, None
+            return f_mm, args_t, True, None, None
         if mode == 'cudnn':
-            return f_conv2d_3x3, False, None
+            return f_conv2d_3x3, args_t, False, None, None
         if not hasattr(F, 'scaled_dot_product_attention'):
-            return None, False, 'unavailable: torch %s has no scaled_dot_product_attention' % torch.__version__
-        return f_sdpa, False, None
-    return None, False, "unknown mode '%s'" % mode
+            return None, None, False, None, \
+                'unavailable: torch %s has no scaled_dot_product_attention' % torch.__version__
+        return f_sdpa, args_t, False, None, None
+    return None, None, False, None, "unknown mode '%s'" % mode
 
 
 def run_time_mode(name, w, mode, a, sizes, args_t, ref, red_len, common):
     device = a.device
     r = dict(common, mode=mode)
     reset_dynamo()
-    fn, tf32, err = time_mode_fn(name, w, mode, device)
+    try:
+        fn, call_args, tf32, undo, err = time_mode_fn(name, w, mode, device, args_t, sizes)
+    except Exception as e:
+        fn, call_args, tf32, undo, err = None, None, False, None, one_line('%s: %s' % (type(e).__name__, e))
     if err:
         r['error'] = err
         return r
@@ -491,13 +597,14 @@ def run_time_mode(name, w, mode, a, sizes, args_t, ref, red_len, common):
     try:
         def body():
             with torch.no_grad():
-                first, out = timed_call(fn, args_t, device)
+                first, out = timed_call(fn, call_args, device)
                 got = to_numpy64(out)  # copied at once: CUDA-graph outputs are overwritten by the next call
                 del out
-                warm_up(fn, args_t, device, a.min_ms)
-                reps, per = measure(fn, args_t, device, a.min_ms, a.samples)
+                warm_up(fn, call_args, device, a.min_ms)
+                reps, per = measure(fn, call_args, device, a.min_ms, a.samples)
             return first, got, reps, per
-        first, got, reps, per = with_timeout(a.mode_timeout, body)
+        with fresh_inductor_cache() if mode in COMPILED else contextlib.nullcontext():
+            first, got, reps, per = with_timeout(a.mode_timeout, body)
     except ModeTimeout:
         r['error'] = 'timed out after %g s' % a.mode_timeout
         return r
@@ -505,13 +612,15 @@ def run_time_mode(name, w, mode, a, sizes, args_t, ref, red_len, common):
         r['error'] = one_line('%s: %s' % (type(e).__name__, e))
         return r
     finally:
+        if undo is not None:
+            undo()
         set_tf32(False)
         if device == 'cuda' and hasattr(torch.backends, 'cudnn'):
             torch.backends.cudnn.benchmark = False
     ms = [p * 1e3 for p in per]
     med = statistics.median(ms)
     r.update(median_ms=med, min_ms=min(ms), max_ms=max(ms), reps=reps, samples=len(ms),
-             compile_s=first if mode in COMPILE_MODES else 0.0, first_s=first)
+             compile_s=max(first - med * 1e-3, 0.0) if mode in COMPILED else 0.0, first_s=first)
     nbytes = 4 * (sum(math.prod(shape_of(s, sizes)) for _, s in w['inputs']) + math.prod(shape_of(w['out'][1], sizes)))
     r['gbps'] = nbytes / (med * 1e-3) / 1e9
     if w['flops']:
@@ -597,6 +706,10 @@ def cmd_time(a, plan):
             ref = to_numpy64(w['fn'](*(x.double() for x in args_t)))
         common['ref'] = 'torch-f64'
     red_len = w['red'](sizes)
+    if any(m in COMPILED for m in a.modes):
+        st = inductor_start(a.device)
+        if st is not None:
+            common['inductor_start_s'] = st
     results = []
     for mode in a.modes:
         r = run_time_mode(name, w, mode, a, sizes, args_t, ref, red_len, common)
@@ -797,8 +910,40 @@ def build_parser():
     return p
 
 
+def fresh_inductor_cache():
+    """A context in which Inductor starts from empty caches, on disk and in memory: without it, a mode whose
+    generated code another mode of this process already compiled (max-autotune finds no GEMM in softmax, so its
+    code is the default mode's) would load it, and its compile time would be a cache hit's."""
+    if COLD_DIR is None:
+        return contextlib.nullcontext()
+    try:
+        u = importlib.import_module('torch._inductor.utils')
+    except Exception:
+        return contextlib.nullcontext()
+    fresh = getattr(u, 'fresh_cache', None) or getattr(u, 'fresh_inductor_cache', None)
+    return fresh(dir=COLD_DIR) if fresh else contextlib.nullcontext()
+
+
+def inductor_start(device):
+    """Inductor's one-time start in a process (its imports, the C++ toolchain probe and header precompile) paid on
+    a tiny function, so that it is not charged to the first compiled mode: seconds, or None."""
+    if not hasattr(torch, 'compile'):
+        return None
+    try:
+        with fresh_inductor_cache():
+            x = torch.randn(8, device=device)
+            t0 = time.perf_counter()
+            torch.compile(lambda v: v * 2 + 1)(x)
+            sync(device)
+            return time.perf_counter() - t0
+    except Exception:
+        return None
+    finally:
+        reset_dynamo()
+
+
 def main(argv):
-    global torch, F, np
+    global torch, F, np, COLD_DIR
     p = build_parser()
     a = p.parse_args(argv)
     if not a.cmd:
@@ -835,6 +980,7 @@ def main(argv):
                 print('torch %s mode=%s device=%s error="unavailable: %s"' % (name, m, a.device, one_line(e)))
             return 3
         torch, F = torch_mod, F_mod
+        COLD_DIR = tmp
         if a.device == 'cuda' and not torch.cuda.is_available():
             for m in a.modes:
                 print('torch %s mode=%s device=cuda error="unavailable: no CUDA device for torch %s"' % (

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # bench/torch_peers.py (the PyTorch peers of the benchmark suite) at tiny sizes on the CPU: four workloads run
-# eagerly on the inputs `kgen run --save` wrote, each verified against kgen's saved output; a folder whose inputs
-# do not go with its output reported as a mismatch (exit 1); the JSON; the usage errors; torch.compile reported as
-# unavailable where torch lacks it; the dynamic subcommand's eager sequence; --device cuda without a device.
-# Skips when /usr/bin/python3 has no torch (or numpy).
+# eagerly on the inputs `kgen run --save` wrote, each verified against kgen's saved output; softmax through
+# torch.compile and writing into a given output (eager with out=, and compiled), verified too, with a compile time;
+# the frozen-weights and out= modes refused where they do not apply; a folder whose inputs do not go with its
+# output reported as a mismatch (exit 1); the JSON; the usage errors; the dynamic subcommand's eager sequence;
+# --device cuda without a device.
+# PyTorch is the benchmark's own (2 GB, not installed by the tests): the virtual environment `make bench`'s setup
+# step makes (bench/torch-venv.sh, $BUILD/venv-torch), or TORCH_PEERS_PYTHON; the test skips without it.
 set -u
 . "$(dirname "$0")/common.inc"
-PY=${TORCH_PEERS_PYTHON:-/usr/bin/python3}  # the interpreter with torch (Debian python3-torch here)
+PY=${TORCH_PEERS_PYTHON:-${BUILD:-build}/venv-torch/bin/python}
 TP=bench/torch_peers.py
+[ -x "$PY" ] || { echo "skip: no PyTorch at $PY (make bench's setup step installs it: bench/torch-venv.sh)"; exit 0; }
 # one probe (each torch import costs a second or two): torch.compile present, a CUDA device present
 PROBE=$("$PY" -c 'import numpy, torch; print(int(hasattr(torch, "compile")), int(torch.cuda.is_available()))' \
-  2>/dev/null) || { echo "skip: torch or numpy not importable by $PY (Debian packages python3-torch, python3-numpy)"; exit 0; }
+  2>/dev/null) || { echo "skip: torch or numpy not importable by $PY (bench/torch-venv.sh makes it again)"; exit 0; }
 read -r HAS_COMPILE HAS_CUDA <<<"$PROBE"
 FAST="--min-ms 2 --samples 2"
 
@@ -28,17 +32,33 @@ run_one() {  # NAME DIR MODES -D...
   has out "^torch $w mode=eager device=cpu sizes=.* median_ms=[0-9.e+-]+ min_ms=.* verify=ok max_rel_err=.* ref=kgen" \
     "$w verifies against kgen"
 }
-# torch.compile: where torch lacks it (1.x) an error line and eager still runs; where it has it (2.x), compiled
-# softmax verifies too (a few seconds of compiling)
-run_one softmax "$T/softmax" eager,compile -D N=7 -D D=33
+# torch.compile: where torch lacks it an error line and eager still runs; where it has it, compiled softmax
+# verifies too, plain and into a given output (a few seconds of compiling each)
+run_one softmax "$T/softmax" eager,eager-out,compile,compile-out,max-autotune-frozen -D N=7 -D D=33
+has out "mode=eager-out .*verify=ok" "softmax with out= verifies"
+has out "mode=max-autotune-frozen device=cpu error=\"mode max-autotune-frozen applies to matmul, mlp_gelu only\"" \
+  "frozen weights refused for softmax"
 if [ "$HAS_COMPILE" = 0 ]; then
   has out "mode=compile device=cpu error=\"unavailable: torch .* has no torch.compile\"" "compile unavailable"
 else
   has out "mode=compile .*compile_s=[0-9.e+-]+ .*verify=ok" "compiled softmax verifies"
+  has out "mode=compile-out .*compile_s=[0-9.e+-]+ .*verify=ok" "compiled softmax into a given output verifies"
+  "$PY" - "$T/softmax.json" <<'EOF' || fail=1
+import json, sys
+rows = {r['mode']: r for r in json.load(open(sys.argv[1]))}
+for m in ('compile', 'compile-out'):
+    r = rows[m]
+    # the compile time is the first call's excess over a steady call
+    assert abs(r['compile_s'] - (r['first_s'] - r['median_ms'] * 1e-3)) < 1e-9 and r['compile_s'] > 0, r
+    # Inductor's one-time start, paid apart before the first compiled mode
+    assert r['inductor_start_s'] > 0, r
+assert rows['eager']['compile_s'] == 0 and rows['eager-out']['compile_s'] == 0, rows
+EOF
 fi
 run_one layernorm "$T/layernorm" eager -D N=9 -D D=300
 run_one matmul "$T/matmul" eager -D M=33 -D N=20 -D K=17
-run_one attention "$T/attention" eager -D B=2 -D S=9 -D T=11 -D D=7 -D E=5
+run_one attention "$T/attention" eager,eager-out -D B=2 -D S=9 -D T=11 -D D=7 -D E=5
+has out "mode=eager-out device=cpu error=\"mode eager-out: attention has no out= form" "no out= form said"
 has out "sizes=B=2,S=9,D=7,T=11,E=5" "the sizes read from the saved files"
 "$PY" - "$T/matmul.json" <<'EOF' || fail=1
 import json, sys
