@@ -111,7 +111,7 @@ nstages() { # stages of the program (kgen check --dump stages prints one "temp" 
   # shellcheck disable=SC2046
   "$KGEN" check $(workload_args "$1") --dump stages 2> /dev/null | grep -cE '^(temp|output) ' || true
 }
-for w in $WORKLOADS $CURVE_WORKLOADS; do workload_args "$w" > /dev/null; done
+for w in $WORKLOADS $CURVE_WORKLOADS $TVM_WORKLOADS; do workload_args "$w" > /dev/null; done
 case "$TARGET" in c | cuda) ;; *) die "TARGET is c, cuda or auto, not '$TARGET'" ;; esac
 for v in TRIALS TVM_TRIALS DYN_TRIALS TUNE_LIMIT PEER_LIMIT DEADLINE SEED THREADS; do
   case "${!v}" in '' | *[!0-9]*) die "$v must be a non-negative integer, not '${!v}'" ;; esac

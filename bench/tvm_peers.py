@@ -17,7 +17,7 @@ else the .te file's "# bench-sizes:" line ("# sizes:" with --small).
 
 host-cpu: imports MetaSchedule and prints the CPU name LLVM detects (the target's mcpu); exit 1 when it cannot.
 
-time: tunes with `tune_tir` (XGBoost cost model, evolutionary search, --per-iter candidates per round) for
+time: tunes (--trials 0: no tuning, TVM's default schedule) with `tune_tir` (XGBoost cost model, evolutionary search, --per-iter candidates per round) for
 --trials trials in --work-dir (default: a temporary folder), target {"kind": "llvm", "mcpu": <host cpu>,
 "num-cores": --threads}, TVM_NUM_THREADS=--threads (TVM's runtime otherwise uses half the CPUs on x86). The best
 record is compiled and timed with time_evaluator (--repeat samples of at least --min-repeat-ms each: median, min,
@@ -32,7 +32,7 @@ curve (no TVM needed): the best-so-far curve of a work folder: MetaSchedule's re
 failed to build or run has 1e10 s or none) and the trial lines of its task log (logs/*task_0*.log, a timestamp per
 trial) for the wall time of each trial since --start.
 
-Output: one line on stdout ("tvm WORKLOAD key=value ..." or "tvm WORKLOAD error=\"...\""); --out FILE.json gets a
+Output: a last line on stdout, after MetaSchedule's own progress tables ("tvm WORKLOAD key=value ..." or "tvm WORKLOAD error=\"...\""); --out FILE.json gets a
 dict with the same fields and the curves (best_s: best mean seconds after each trial, null before the first
 valid one; wall_s: seconds since the tuning started at each trial, null where the log has none). Exit status: 0; 1
 when the output did not verify or tuning found no valid kernel; 2 on a usage error; 3 when TVM is missing.
@@ -158,7 +158,8 @@ def te_sizes(name, small):
 
 # ---- the workloads, stage for stage as their .te files ----------------------------------------------------------
 # Each builder takes the sizes and returns (inputs, output): TE tensors named as the .te file names them, so that
-# kgen's saved NAME.npy files are their data.
+# kgen's saved NAME.npy files are their data. TE allows a reduction only at the top of a stage, so where a .te
+# stage divides its sum (a mean, attention's normalization) the division moves into the stage that reads it.
 
 def conv_out(n, stride):
     return (n + 2 - 3) // stride + 1
@@ -212,11 +213,11 @@ def w_layernorm(s):
     gamma = te.placeholder((D,), name='gamma')
     beta = te.placeholder((D,), name='beta')
     j = te.reduce_axis((0, D), 'j')
-    mu = te.compute((N,), lambda i: te.sum(X[i, j], axis=j) / float(D), name='mu')
-    xc = te.compute((N, D), lambda i, j: X[i, j] - mu[i], name='xc')
+    mu = te.compute((N,), lambda i: te.sum(X[i, j], axis=j), name='mu')
+    xc = te.compute((N, D), lambda i, j: X[i, j] - mu[i] / float(D), name='xc')
     j2 = te.reduce_axis((0, D), 'j2')
-    v = te.compute((N,), lambda i: te.sum(xc[i, j2] * xc[i, j2], axis=j2) / float(D), name='v')
-    Y = te.compute((N, D), lambda i, j: xc[i, j] * te.rsqrt(v[i] + 1e-5) * gamma[j] + beta[j], name='Y')
+    v = te.compute((N,), lambda i: te.sum(xc[i, j2] * xc[i, j2], axis=j2), name='v')
+    Y = te.compute((N, D), lambda i, j: xc[i, j] * te.rsqrt(v[i] / float(D) + 1e-5) * gamma[j] + beta[j], name='Y')
     return [X, gamma, beta], Y
 
 
@@ -225,8 +226,8 @@ def w_rmsnorm(s):
     X = te.placeholder((N, D), name='X')
     gamma = te.placeholder((D,), name='gamma')
     j = te.reduce_axis((0, D), 'j')
-    ms = te.compute((N,), lambda i: te.sum(X[i, j] * X[i, j], axis=j) / float(D), name='ms')
-    Y = te.compute((N, D), lambda i, j: X[i, j] * te.rsqrt(ms[i] + 1e-6) * gamma[j], name='Y')
+    ms = te.compute((N,), lambda i: te.sum(X[i, j] * X[i, j], axis=j), name='ms')
+    Y = te.compute((N, D), lambda i, j: X[i, j] * te.rsqrt(ms[i] / float(D) + 1e-6) * gamma[j], name='Y')
     return [X, gamma], Y
 
 
@@ -268,15 +269,16 @@ def w_attention(s):
     K = te.placeholder((B, T, D), name='K')
     V = te.placeholder((B, T, E), name='V')
     d = te.reduce_axis((0, D), 'd')
-    sc = te.compute((B, S, T), lambda b, i, j: te.sum(Q[b, i, d] * K[b, j, d], axis=d) * (1.0 / math.sqrt(D)),
-                    name='s')
+    q = te.compute((B, S, T), lambda b, i, j: te.sum(Q[b, i, d] * K[b, j, d], axis=d), name='q')
+    sc = te.compute((B, S, T), lambda b, i, j: q[b, i, j] * (1.0 / math.sqrt(D)), name='s')
     j = te.reduce_axis((0, T), 'j')
     m = te.compute((B, S), lambda b, i: te.max(sc[b, i, j], axis=j), name='m')
     e = te.compute((B, S, T), lambda b, i, j: te.exp(sc[b, i, j] - m[b, i]), name='e')
     j2 = te.reduce_axis((0, T), 'j2')
     z = te.compute((B, S), lambda b, i: te.sum(e[b, i, j2], axis=j2), name='z')
     j3 = te.reduce_axis((0, T), 'j3')
-    O = te.compute((B, S, E), lambda b, i, c: te.sum(e[b, i, j3] * V[b, j3, c], axis=j3) / z[b, i], name='O')
+    o = te.compute((B, S, E), lambda b, i, c: te.sum(e[b, i, j3] * V[b, j3, c], axis=j3), name='o')
+    O = te.compute((B, S, E), lambda b, i, c: o[b, i, c] / z[b, i], name='O')
     return [Q, K, V], O
 
 
@@ -397,8 +399,8 @@ def cmd_time(a):
     name = os.path.basename(a.workload)[:-3] if a.workload.endswith('.te') else a.workload
     if name not in WORKLOADS:
         raise UsageError("unknown workload '%s' (one of %s)" % (name, ', '.join(WORKLOADS)))
-    if a.trials < 1 or a.threads < 1 or a.per_iter < 1 or a.repeat < 1:
-        raise UsageError('--trials, --threads, --per-iter and --repeat must be positive')
+    if a.trials < 0 or a.threads < 1 or a.per_iter < 1 or a.repeat < 1:
+        raise UsageError('--threads, --per-iter and --repeat must be positive, --trials at least 0')
     w = WORKLOADS[name]
     given = parse_binds(a.D)
     saved = None
@@ -460,6 +462,11 @@ def cmd_time(a):
         work_dir = tmp.name
     os.makedirs(work_dir, exist_ok=True)
     r['work_dir'] = work_dir
+    if a.trials == 0:  # no tuning: TVM's default schedule (the loop nests as written), as a check of the workload
+        t1 = time.time()
+        lib = tvm.tirx.build(mod, target=target)
+        r.update(trials=0, valid=0, best_s=[], wall_s=[], tune_s=0.0, compile_s=time.time() - t1)
+        return measure(r, a, w, sizes, lib, args, out, ref, tmp)
     builder = ms.builder.LocalBuilder(max_workers=a.threads, timeout_sec=a.build_timeout, f_build=build_in_worker)
     runner = ms.runner.LocalRunner(timeout_sec=a.run_timeout)
     t0 = time.time()
@@ -480,6 +487,11 @@ def cmd_time(a):
         return finish(r, a, 1)
     lib = tvm.tirx.build(sch.mod, target=target)
     r['compile_s'] = time.time() - t1
+    return measure(r, a, w, sizes, lib, args, out, ref, tmp)
+
+
+def measure(r, a, w, sizes, lib, args, out, ref, tmp):
+    """Times the built kernel and checks its output: the result's exit status."""
     dev = tvm.cpu(0)
     targs = [to_tensor(x, dev) for x in args]
     tout = tvm.runtime.tensor(np.zeros(tuple(int(x) for x in out.shape), dtype=np.float32), dev)

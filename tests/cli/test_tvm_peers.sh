@@ -4,7 +4,8 @@
 # failed candidates, the task log's trial timestamps), the usage errors and TVM reported as unavailable without
 # it; the report's TVM table and plots from a tiny kgen tuning run and a TVM result file. Then, only where the
 # suite's setup step has made the TVM venv (bench/tvm-venv.sh; never installed here: it is large), the peer itself
-# tunes softmax at a tiny size for 2 trials and checks its kernel against kgen's saved output.
+# tunes softmax at a tiny size for 2 trials and checks its kernel against kgen's saved output, and three more
+# workloads run untuned (TVM's default schedule) check their tensor expressions against kgen's and numpy's answers.
 set -u
 . "$(dirname "$0")/common.inc"
 B=${BUILD:-build}
@@ -54,6 +55,11 @@ if ! "$PY" -c 'import tvm' 2> /dev/null && "$PY" -c 'import numpy' 2> /dev/null;
   "$PY" -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r["error"].startswith("unavailable"), r' \
     "$T/none.json" || fail=1
 fi
+
+expect 1 "suite: unknown TVM workload" -- env BUILD="$B" TVM_WORKLOADS=frob LOGDIR="$T/x" bench/suite.sh
+has err "unknown workload 'frob'" "the suite names it"
+expect 1 "suite: bad TVM_TRIALS" -- env BUILD="$B" TVM_TRIALS=x LOGDIR="$T/x" bench/suite.sh
+has err "TVM_TRIALS must be a non-negative integer" "the suite names the variable"
 
 # ---- the report: kgen's tiny tuning run beside a TVM result ----
 if "$PY" -c 'import msgpack' 2> /dev/null; then
@@ -110,4 +116,16 @@ assert r['trials'] == 2 and len(r['best_s']) == 2 and len(r['wall_s']) == 2, r
 assert r['best_s'][-1] is not None and r['tune_s'] > 0 and r['threads'] == 1 and r['mcpu'], r
 assert r['work_dir'] == sys.argv[2] and r['max_rel_err'] <= r['tol'], r
 EOF
+# untuned (TVM's default schedule): the stages TE splits (a reduction divided afterwards) against kgen's output, and
+# the stride-2 convolution against numpy's
+expect 0 "kgen run layernorm --save" -- $K run layernorm -D N=9 -D D=300 --save "$T/ln"
+expect 0 "TVM layernorm untuned" -- "$VENV/bin/python" $TP time layernorm --trials 0 --verify "$T/ln" --repeat 2 \
+  --min-repeat-ms 1
+has out '^tvm layernorm sizes=N=9,D=300 .*trials=0 .*verify=ok .*ref=kgen' "layernorm verified against kgen"
+expect 0 "kgen run attention --save" -- $K run attention -D B=2 -D S=9 -D T=11 -D D=7 -D E=5 --save "$T/at"
+expect 0 "TVM attention untuned" -- "$VENV/bin/python" $TP time attention --trials 0 --verify "$T/at" --repeat 2 \
+  --min-repeat-ms 1
+has out '^tvm attention sizes=B=2,S=9,T=11,D=7,E=5 .*verify=ok .*ref=kgen' "attention verified against kgen"
+expect 0 "TVM conv2d untuned" -- "$VENV/bin/python" $TP time conv2d --trials 0 --small --repeat 2 --min-repeat-ms 1
+has out '^tvm conv2d sizes=N=2,C=3,H=9,W=11,F=4 .*verify=ok .*ref=numpy-f64' "stride-2 conv2d verified against numpy"
 exit $fail
