@@ -553,7 +553,8 @@ def tvm_wall_plot(plt, stem, W):
         best, wall = tvm_curve(W[w]['tvm'])
         pts = [(x, curve_y(c, fl)) for c, x in zip(best, wall) if c and x is not None]
         if pts:
-            ax.step([p[0] for p in pts], [p[1] for p in pts], where='post', label='TVM MetaSchedule')
+            # markers: MetaSchedule measures a round of candidates at once, so a round's trials share one time
+            ax.step([p[0] for p in pts], [p[1] for p in pts], where='post', marker='o', ms=3, label='TVM MetaSchedule')
         ax.set_title(LABELS.get(w, w), fontsize=9)
         ax.set_xlabel('tuning wall time (s)')
         ax.set_ylabel('best GFLOP/s' if fl else 'best time (ms)')
