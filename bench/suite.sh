@@ -19,6 +19,8 @@
 #             the CPU OpenBLAS, Halide 14's autoschedulers (../shared/peers) and the copy bandwidth at each
 #             memory-bound workload's footprint (copy_bw), on the GPU cuBLAS (FP32 and TF32), cuDNN and a
 #             device-to-device copy
+#             on the CPU also TVM MetaSchedule (bench/tvm_peers.py, in the venv bench/tvm-venv.sh makes at setup)
+#             for TVM_WORKLOADS, tuned with the same TRIALS, its best kernel checked against kgen's saved outputs
 #   curves    tuning with --model random at the same trials for CURVE_WORKLOADS (the model-vs-random curves)
 #   dynamic   bench/dynamic-shapes.sh, and beside it torch.compile(dynamic=False / True) on the same sequence
 #   report    bench/suite_report.py
@@ -52,6 +54,8 @@
 #   DEADLINE=0               Unix time after which no command starts, and to which running ones are cut
 #                            (0: none); what is left is reported as not run (bench/device-check.sh sets it)
 #   ARGS_<workload>="FILE.te -D N=..."   other sizes for a workload (e.g. ARGS_softmax="te/lib/softmax.te -D N=64 -D D=64")
+#   TVM_WORKLOADS="matmul conv2d softmax"   workloads also tuned by TVM MetaSchedule (CPU; "" for none)
+#   TVM_TRIALS=$TRIALS       MetaSchedule's trial budget; TVM_VENV=$BUILD/bench/tvm-venv (made by the setup step)
 #   SEED=1, LOGDIR=$BUILD/suite/STAMP (an existing one resumes: logs already there are not tuned again),
 #   RESULTS=bench/results, BUILD=build, PYTHON=/usr/bin/python3, PEERS_DIR=../shared/peers, THREADS=<cores>
 set -uo pipefail
@@ -85,6 +89,9 @@ TORCH_PY=${TORCH_PYTHON:-$TORCH_VENV/bin/python}
 MEMBOUND_WORKLOADS=${MEMBOUND_WORKLOADS:-bias_gelu_residual layernorm rmsnorm softmax reduce_rows}
 PEERS_DIR=${PEERS_DIR:-../shared/peers}
 THREADS=${THREADS:-$(nproc)}
+TVM_WORKLOADS=${TVM_WORKLOADS-matmul conv2d softmax}
+TVM_TRIALS=${TVM_TRIALS:-$TRIALS}
+TVM_VENV=${TVM_VENV:-$BUILD/bench/tvm-venv}
 # python3-venv: the PyTorch peers' virtual environment (bench/torch-venv.sh) is made from Debian's python3
 DEB_PKGS="libopenblas-dev python3-halide libhalide14-0-dev python3-numpy python3-msgpack python3-matplotlib python3-venv"
 
@@ -127,9 +134,9 @@ nstages() { # stages of the program (kgen check --dump stages prints one "temp" 
   # shellcheck disable=SC2046
   "$KGEN" check $(workload_args "$1") --dump stages 2> /dev/null | grep -cE '^(temp|output) ' || true
 }
-for w in $WORKLOADS $CURVE_WORKLOADS; do workload_args "$w" > /dev/null; done
+for w in $WORKLOADS $CURVE_WORKLOADS $TVM_WORKLOADS; do workload_args "$w" > /dev/null; done
 case "$TARGET" in c | cuda) ;; *) die "TARGET is c, cuda or auto, not '$TARGET'" ;; esac
-for v in TRIALS DYN_TRIALS TUNE_LIMIT PEER_LIMIT DEADLINE SEED THREADS; do
+for v in TRIALS TVM_TRIALS DYN_TRIALS TUNE_LIMIT PEER_LIMIT DEADLINE SEED THREADS; do
   case "${!v}" in '' | *[!0-9]*) die "$v must be a non-negative integer, not '${!v}'" ;; esac
 done
 [ "$TRIALS" -gt 0 ] || die "TRIALS must be positive"
@@ -355,6 +362,33 @@ peers() { # workload
     record "$PEER_LIMIT" "$LOGDIR/peers-halide-$w.txt" "$PYTHON" "$PEERS_DIR/halide_peers.py" --threads "$THREADS" \
       --schedulers Adams2019,Mullapudi2016 "${hw[@]}" || warn "the Halide peers of $w failed"
   fi
+  tvm_peer "$w"
+}
+
+# TVM MetaSchedule: its venv (apache-tvm from PyPI, too large for the Debian package list) at setup, then the
+# workload tuned with kgen's budget; its work folder (MetaSchedule's records and logs) is kept for the curve.
+tvm_setup() {
+  [ "$TARGET" = c ] && [ -n "$TVM_WORKLOADS" ] || return 0
+  record 1800 "$LOGDIR/tvm-venv.txt" env BUILD="$BUILD" bench/tvm-venv.sh "$TVM_VENV" ||
+    say "no TVM venv (see $LOGDIR/tvm-venv.txt): the MetaSchedule peer is left out"
+}
+tvm_peer() { # workload
+  local w=$1 name sizes vf=()
+  [ "$TARGET" = c ] || return 0
+  case " $TVM_WORKLOADS " in *" $w "*) ;; *) return 0 ;; esac
+  if [ ! -x "$TVM_VENV/bin/python" ]; then
+    [ -e "$LOGDIR/no-tvm.txt" ] || say "no $TVM_VENV (the setup step makes it): TVM is left out" | tee "$LOGDIR/no-tvm.txt"
+    return 0
+  fi
+  if grep -q '"median_ms"' "$LOGDIR/$w.tvm.json" 2> /dev/null; then say "$LOGDIR/$w.tvm.json exists: not tuned again"; return 0; fi
+  [ -d "$LOGDIR/$w.data" ] && vf=(--verify "$LOGDIR/$w.data")
+  name=$(basename "$(workload_args "$w" | cut -d' ' -f1)" .te)
+  sizes=$(workload_args "$w" | cut -d' ' -f2-)
+  rm -rf "$LOGDIR/$w.tvm"
+  # shellcheck disable=SC2086
+  record "$PEER_LIMIT" "$LOGDIR/$w.tvm.txt" "$TVM_VENV/bin/python" bench/tvm_peers.py time "$name" $sizes \
+    --trials "$TVM_TRIALS" --threads "$THREADS" --seed "$SEED" --work-dir "$LOGDIR/$w.tvm" "${vf[@]}" \
+    --out "$LOGDIR/$w.tvm.json" || warn "the TVM MetaSchedule peer of $w failed"
 }
 
 # 6. Model-guided vs random search at equal trials (the fused logs are the model's curves).
@@ -402,6 +436,7 @@ done
 # setup, then workload after workload through its steps (so that a DEADLINE cuts whole workloads, not the last
 # steps of all of them), then the steps over all workloads
 case " $STEPS " in *" setup "*) setup ;; esac
+case " $STEPS " in *" setup "*) tvm_setup ;; esac
 [ -x "$KGEN" ] || die "no $KGEN: run with STEPS including setup, or make first"
 for w in $WORKLOADS; do
   for s in $STEPS; do

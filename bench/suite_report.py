@@ -6,7 +6,7 @@ experiment, the tuning curves and the shape-transition experiment, as one markdo
 
 DIR is bench/suite.sh's LOGDIR. Every figure comes from a file there (kgen's logs and `kgen run` outputs, the
 peers' outputs); a figure whose source is missing or did not verify is shown as a dash, never guessed. The plots
-(FILE-curves.png, FILE-fusion.png, FILE-dynamic.png) need matplotlib; without it the report says so.
+(FILE-curves.png, FILE-fusion.png, FILE-dynamic.png, FILE-tvm.png) need matplotlib; without it the report says so.
 """
 import argparse
 import datetime
@@ -135,8 +135,35 @@ def load(a):
             p = os.path.join(d, f'{w}.{v}.kglog')
             recs = read_log(p)[0] if os.path.exists(p) else []
             e[v + '_log'] = {'recs': recs, 'curve': curve(recs), 'best': best_record(recs), 'run': runs.get((w, v))}
+        e['tvm'] = tvm_result(os.path.join(d, f'{w}.tvm.json'))
         W[w] = e
     return target, workloads, W, parse_peers(d), torch_rows(os.path.join(d, 'copy.torch.json'))
+
+
+def tvm_result(path):
+    """bench/tvm_peers.py's JSON (a dict), or {} when missing or unreadable; an error or a wrong answer is kept
+    with its reason."""
+    try:
+        with open(path) as f:
+            r = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return r if isinstance(r, dict) else {}
+
+
+def tvm_s(r):
+    """TVM's best kernel's median in seconds, or None (missing, failed, or its answer differs from kgen's)."""
+    if not r or r.get('error') or not isinstance(r.get('median_ms'), (int, float)) or r.get('verify') != 'ok':
+        return None
+    return float(r['median_ms']) / 1e3
+
+
+def tvm_curve(r):
+    """TVM's best-so-far seconds after each trial and the wall seconds of each trial since tuning began (None
+    where unknown), equal lengths."""
+    best = [b if isinstance(b, (int, float)) else None for b in r.get('best_s') or []] if r else []
+    wall = [x if isinstance(x, (int, float)) else None for x in r.get('wall_s') or []] if r else []
+    return best, (wall + [None] * len(best))[:len(best)]
 
 
 # ---- sections
@@ -434,6 +461,45 @@ def curves_section(workloads, W):
     return table(head, rows) if rows else '(no model-vs-random runs)\n'
 
 
+def tvm_section(workloads, W):
+    """kgen against TVM MetaSchedule at the same trial budget, with both tuning times."""
+    head = ['workload', 'kgen tuned', 'kgen tuning time (trials)', 'TVM MetaSchedule', 'TVM tuning time (trials, '
+            'valid)', 'TVM / kgen (>1: kgen faster)', 'kgen best at TVM\'s trials', 'TVM best after its trials']
+    rows = []
+    for w in workloads:
+        r = W[w].get('tvm') or {}
+        if not r:
+            continue
+        k = t(W[w]['fused'])
+        lg = W[w]['fused_log']
+        run = lg['run']
+        kt = f"{run['end'] - run['start']:.0f} s ({len(lg['recs'])})" if run else '—'
+        tv = tvm_s(r)
+        if r.get('error'):
+            tcell = 'error: ' + str(r['error'])[:80]
+        elif tv is None and r.get('verify') not in (None, 'ok'):
+            tcell = f"— (output {r.get('verify')}, max rel. error {r.get('max_rel_err', float('nan')):.2g})"
+        else:
+            tcell = cell(tv)
+        best, _ = tvm_curve(r)
+        n = len(best)
+        kn = lg['curve'][min(n, len(lg['curve'])) - 1] if n and lg['curve'] else None
+        tt = f"{r['tune_s']:.0f} s ({r.get('trials', '?')}, {r.get('valid', '?')})" \
+            if isinstance(r.get('tune_s'), (int, float)) else '—'
+        rows.append([LABELS.get(w, w), cell(k), kt, tcell, tt, ratio(tv, k), cell(kn), cell(best[-1] if best else None)])
+    if not rows:
+        return '(not run: no TVM venv, or TVM_WORKLOADS empty)\n'
+    out = table(head, rows)
+    mc = next((W[w]['tvm'].get('mcpu') for w in workloads if W[w].get('tvm', {}).get('mcpu')), None)
+    out += ('\nTVM MetaSchedule (`bench/tvm_peers.py`, apache-tvm from PyPI, LLVM target' +
+            (f' mcpu={mc}' if mc else '') + ', XGBoost cost model, evolutionary search) tunes the same workload '
+            'with the same trial budget as kgen; its best kernel is timed by its time_evaluator (median of repeats) '
+            'and checked against kgen\'s saved output. Tuning times are wall times of the tuning run alone (kgen '
+            'tune; MetaSchedule\'s tune_tir, not counting its import). The last two columns are each tuner\'s own '
+            'best measurement during tuning after the same number of trials.\n')
+    return out
+
+
 def dynamic_section(logdir):
     d = os.path.join(logdir, 'dynamic')
     out = []
@@ -498,22 +564,28 @@ def plots(a, target, W, bars):
         return ['(no matplotlib: no plots)']
     stem = a.out[:-3] if a.out.endswith('.md') else a.out
     made = []
-    cw = [w for w, e in W.items() if e['random_log']['recs'] and e['fused_log']['recs']]
+    cw = [w for w, e in W.items() if e['fused_log']['recs'] and (e['random_log']['recs'] or tvm_curve(e['tvm'])[0])]
     if cw:
         fig, axs = plt.subplots(1, len(cw), figsize=(4.5 * len(cw), 3.6), squeeze=False)
         for ax, w in zip(axs[0], cw):
-            for m, name in (('fused', 'XGBoost model'), ('random', 'random')):
+            fl = next((float(r['result'].get('flops') or 0) for r in W[w]['fused_log']['recs'] if median_s(r)), 0)
+            for m, name in (('fused', 'kgen XGBoost model'), ('random', 'kgen random')):
                 lg = W[w][m + '_log']
-                fl = next((float(r['result'].get('flops') or 0) for r in lg['recs'] if median_s(r)), 0)
-                ys = [fl / c / 1e9 if c and fl else float('nan') for c in lg['curve']]
-                ax.plot(range(1, len(ys) + 1), ys, label=name)
+                if lg['recs']:
+                    ys = [curve_y(c, fl) for c in lg['curve']]
+                    ax.plot(range(1, len(ys) + 1), ys, label=name)
+            tb = tvm_curve(W[w]['tvm'])[0]
+            if tb:
+                ys = [curve_y(c, fl) for c in tb]
+                ax.plot(range(1, len(ys) + 1), ys, label='TVM MetaSchedule')
             ax.set_title(LABELS.get(w, w), fontsize=9)
             ax.set_xlabel('trials')
-            ax.set_ylabel('best GFLOP/s')
+            ax.set_ylabel('best GFLOP/s' if fl else 'best time (ms)')
             ax.legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(stem + '-curves.png', dpi=110)
         made.append(stem + '-curves.png')
+    made += tvm_wall_plot(plt, stem, W)
     if bars:
         fig, ax = plt.subplots(figsize=(9, 3.8))
         xs = range(len(bars))
@@ -559,6 +631,42 @@ def plots(a, target, W, bars):
     return made
 
 
+def curve_y(c, fl):
+    """A best-so-far time as the curve plot shows it: GFLOP/s when the workload counts its flops, else ms."""
+    if not c:
+        return float('nan')
+    return fl / c / 1e9 if fl else c * 1e3
+
+
+def tvm_wall_plot(plt, stem, W):
+    """Best-so-far against tuning wall time, kgen (fused search) and TVM MetaSchedule, for the workloads TVM
+    tuned: what each tuner's trials cost."""
+    tw = [w for w, e in W.items() if tvm_curve(e['tvm'])[0] and e['fused_log']['recs'] and e['fused_log']['run']]
+    if not tw:
+        return []
+    fig, axs = plt.subplots(1, len(tw), figsize=(4.5 * len(tw), 3.6), squeeze=False)
+    for ax, w in zip(axs[0], tw):
+        lg = W[w]['fused_log']
+        fl = next((float(r['result'].get('flops') or 0) for r in lg['recs'] if median_s(r)), 0)
+        start = lg['run']['start']
+        pts = [(r.get('time') - start, curve_y(c, fl)) for r, c in zip(lg['recs'], lg['curve'])
+               if isinstance(r.get('time'), (int, float)) and c]
+        if pts:
+            ax.step([p[0] for p in pts], [p[1] for p in pts], where='post', label='kgen')
+        best, wall = tvm_curve(W[w]['tvm'])
+        pts = [(x, curve_y(c, fl)) for c, x in zip(best, wall) if c and x is not None]
+        if pts:
+            # markers: MetaSchedule measures a round of candidates at once, so a round's trials share one time
+            ax.step([p[0] for p in pts], [p[1] for p in pts], where='post', marker='o', ms=3, label='TVM MetaSchedule')
+        ax.set_title(LABELS.get(w, w), fontsize=9)
+        ax.set_xlabel('tuning wall time (s)')
+        ax.set_ylabel('best GFLOP/s' if fl else 'best time (ms)')
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(stem + '-tvm.png', dpi=110)
+    return [stem + '-tvm.png']
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--logdir', required=True)
@@ -589,6 +697,7 @@ def main():
            '## 3. Amortization of tuning and compilation\n', amort_section(workloads, W),
            '## 4. Tuning curves: XGBoost model vs random search, equal trials\n', curves_section(workloads, W),
            '## 5. Shape transitions\n', dynamic_section(a.logdir),
+           '## 6. TVM MetaSchedule at equal trials\n', tvm_section(workloads, W),
            '## Plots\n', '\n'.join(f'![{os.path.basename(p)}]({os.path.basename(p)})' for p in made) + '\n',
            '## Commands\n', '```\n' + cmds + '\n```\n']
     with open(a.out, 'w') as f:
