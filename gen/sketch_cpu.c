@@ -155,6 +155,16 @@ static void generic_root(rz *z, kg_sstage *st) {
   if (st->nleaves && !(st->nleaves == 1 && st->leaves[0]->kind == KG_LOOP_VECTORIZED)) parallel_outer(z, st, 3);
 }
 
+/* An elementwise stage computed at its reader's row: its innermost loop split by its vector knob and vectorized
+ * (the row buffer it fills is read back from cache). */
+static void row_vectorize(rz *z, kg_sstage *x) {
+  int64_t vec = knob(z, x->name, "vec", 1);
+  kg_iter *last = x->nleaves ? x->leaves[x->nleaves - 1] : NULL, *in = last;
+  if (!last || last->is_reduce || vec < 2) return;
+  if (last->extent > vec) kg_builder_split(&z->b, x, last, vec, &in);
+  kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, x, in, KG_THREAD_NONE);
+}
+
 /* A light reduction's innermost reduction loop split by the stage's rf knob into that many partial results
  * (stage x.rf, whose last spatial axis, the lanes, becomes its innermost loop, vectorized): the serial
  * accumulation chain becomes a vector one. x then combines the lanes. Returns x.rf (NULL: knob 1 or not
@@ -179,6 +189,24 @@ static kg_sstage *rfactor_lanes(rz *z, kg_sstage *x) {
 }
 
 static kg_sstage *first_reader(const kg_schedule *s, const kg_sstage *st);
+
+/* x computed at the parallel row loop of a stage at root that reads it: its first reader, else the first later
+ * one where every other reader is computed inside that loop too (softmax's maximum at the output's rows, where
+ * the row sum that also reads it is computed), so that each row is read from memory once. 1 when placed. */
+static int at_reader_row(rz *z, kg_sstage *x) {
+  const kg_schedule *s = z->b.s;
+  kg_sstage *first = first_reader(s, x);
+  for (int i = -1; i < s->nstages; i++) {
+    kg_sstage *c = i < 0 ? first : s->stages[i];
+    if (!c || (i >= 0 && (c == first || c->id <= x->id)) || c->attach != KG_ATTACH_ROOT || c->nleaves == 0 ||
+        c->leaves[0]->kind != KG_LOOP_PARALLEL)
+      continue;
+    if (!kg_builder_try(&z->b, KG_STEP_COMPUTE_AT, x->name, (const char *[]){c->name, c->leaves[0]->name}, 2, 0, 0,
+                        0))
+      return 1;
+  }
+  return 0;
+}
 
 /* cpu/inner: x's innermost reduction rfactored into lanes x acc partial results (stage x.rf, computed at x's
  * innermost row loop), their loop split into acc chains (unrolled by the unroll knob) of lanes-wide vectors: acc
@@ -228,10 +256,7 @@ static void inner_reduce(rz *z, kg_sstage *x) {
     rf = NULL;
   }
   if (z->b.failed) return;
-  kg_sstage *cons = !x->is_output && !z->sk->space->unfused ? first_reader(z->b.s, x) : NULL;
-  if (cons && cons->attach == KG_ATTACH_ROOT && cons->nleaves > 0 && cons->leaves[0]->kind == KG_LOOP_PARALLEL &&
-      !kg_builder_try(&z->b, KG_STEP_COMPUTE_AT, x->name, (const char *[]){cons->name, cons->leaves[0]->name}, 2, 0, 0,
-                      0)) {
+  if (!x->is_output && !z->sk->space->unfused && at_reader_row(z, x)) {
     if (rf) kg_builder_compute_at(&z->b, rf, x, x->leaves[0]);
     return;
   }
@@ -397,7 +422,11 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
     stage_class c = classify(x);
     if (kind == SK_TILE_CW && skip[x->id]) continue;
     if (c == CLS_ELEM && !x->is_output) {
-      if (!unfused && knob(&z, x->name, "root", 0) == 0 &&
+      if (kind == SK_INNER && !unfused && knob(&z, x->name, "root", 0) == 2 && at_reader_row(&z, x)) {
+        row_vectorize(&z, x);
+        continue;
+      }
+      if (!unfused && knob(&z, x->name, "root", 0) != 1 &&
           !kg_builder_try(&z.b, KG_STEP_COMPUTE_INLINE, x->name, NULL, 0, 0, 0, 0))
         continue;
       generic_root(&z, x);
@@ -552,8 +581,9 @@ static void add_sketch(kg_space *sp, const kg_schedule *s, const char *name, ske
   for (int i = 0; i < s->nstages; i++) {
     const kg_sstage *x = s->stages[i];
     stage_class c = classify(x);
+    /* cpu/inner: 2 computes it at its reader's row */
     if (c == CLS_ELEM && !x->is_output && kind != SK_SIMPLE && !sp->unfused)
-      add_knob(sk, KG_KNOB_CHOICE, x->name, "root", (const int64_t[]){0, 1}, 2);
+      add_knob(sk, KG_KNOB_CHOICE, x->name, "root", (const int64_t[]){0, 1, 2}, kind == SK_INNER ? 3 : 2);
     if (c == CLS_HEAVY && (kind == SK_TILE_CW || kind == SK_TILE_RK)) add_heavy_knobs(sk, x, kind);
     else add_vec_knob(sk, x);
     if (kind == SK_INNER && inner_reduction(x)) {
