@@ -17,8 +17,11 @@
  *     outer spatial loops fused for parallelism, the innermost split by a VECTOR knob and vectorized.
  *   - inner-axis reductions (a light reduction whose innermost reduction axis walks a read's innermost dimension:
  *     row sums, softmax's max and sum, norms) also get cpu/inner: the reduction rfactored into acc independent
- *     chains of vector lanes (the latency of each add hidden), combined by the stage itself; at root, rows per
- *     parallel task, parallel or not, or each row's reduction split into parallel parts for few long rows;
+ *     chains of vector lanes (the latency of each add hidden), combined by the stage itself; not an output: computed
+ *     at the parallel row loop of a stage that reads it, directly or through stages computed there (softmax's max
+ *     and sum both at the output's rows: one pass over each row), an elementwise producer optionally computed
+ *     there too as a row buffer (root knob 2); at root, rows per parallel task, parallel or not, or each row's
+ *     reduction split into parallel parts for few long rows;
  * cpu/simple (parallel + vectorize, producers inlined where legal) exists for every program and always realizes.
  * Register tiles (ri rows x rj columns: whole vectors, or a short axis whole) are rejected when their accumulators
  * would not fit in the vector registers; cache tiles are counted in register tiles (ti, tj: powers of two), so a
@@ -190,6 +193,45 @@ static kg_sstage *rfactor_lanes(rz *z, kg_sstage *x) {
 
 static kg_sstage *first_reader(const kg_schedule *s, const kg_sstage *st);
 
+#define MAX_LEVELS 8
+
+/* The combine of x's partial results as a tree instead of one serial chain over all of them (whose adds, each
+ * waiting for the last, cost as much as reading a short row): the acc chains added lane by lane into one
+ * vector, then its lanes halved until two remain, each level a stage x.rf.K of vectorized adds over the last
+ * one's results; x adds the last two. lv holds x.rf; the levels are appended, each read by the next.
+ * Requires x's loops untransformed and nothing computed at them. */
+static void combine_tree(rz *z, kg_sstage *x, int64_t lanes, kg_sstage **lv, int *nlv) {
+  kg_schedule *s = z->b.s;
+  while (*nlv < MAX_LEVELS && !z->b.failed) {
+    kg_iter *k = x->roots[x->nax + x->nrax - 1];
+    int64_t w = k->extent, next = w > lanes ? lanes : w / 2;
+    if (next < 2 || w % next || kg_builder_try(&z->b, KG_STEP_RFACTOR, x->name, &k->name, 1, next, 0, 1)) return;
+    kg_sstage *t = NULL;
+    for (int i = 0; i < s->nstages && !t; i++)
+      if (s->stages[i]->origin == KG_ORIGIN_RFACTOR && reads_tensor(x->body, s->stages[i]->out)) t = s->stages[i];
+    if (!t || t->nax < 2 || t->nrax != 1 || t->nleaves != t->nax + 1) {
+      kg_builder_fail(&z->b, "stage %s: unexpected combine stage", x->name);
+      return;
+    }
+    /* the lanes innermost */
+    kg_iter *ord[KG_STEP_MAX_NAMES];
+    int n = 0;
+    for (int a = 0; a < t->nax - 1 && n < KG_STEP_MAX_NAMES - 2; a++) ord[n++] = t->roots[a];
+    ord[n++] = t->roots[t->nax];
+    ord[n++] = t->roots[t->nax - 1];
+    kg_builder_reorder(&z->b, t, ord, n);
+    kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, t, t->roots[t->nax - 1], KG_THREAD_NONE);
+    lv[(*nlv)++] = t;
+  }
+}
+
+/* The partial results' stages lv[0..n) (each read by the next, the last by x) computed at x's loop l, each inside
+ * the next's row. */
+static void place_levels(rz *z, kg_sstage **lv, int n, kg_sstage *x, kg_iter *l) {
+  if (n > 0) kg_builder_compute_at(&z->b, lv[n - 1], x, l);
+  for (int k = n - 2; k >= 0 && !z->b.failed; k--) kg_builder_compute_at(&z->b, lv[k], lv[k + 1], lv[k + 1]->leaves[0]);
+}
+
 /* x computed at the parallel row loop of a stage at root that reads it: its first reader, else the first later
  * one where every other reader is computed inside that loop too (softmax's maximum at the output's rows, where
  * the row sum that also reads it is computed), so that each row is read from memory once. 1 when placed. */
@@ -211,7 +253,7 @@ static int at_reader_row(rz *z, kg_sstage *x) {
 /* cpu/inner: x's innermost reduction rfactored into lanes x acc partial results (stage x.rf, computed at x's
  * innermost row loop), their loop split into acc chains (unrolled by the unroll knob) of lanes-wide vectors: acc
  * independent vector accumulations hide the latency of each add, and x's serial loop over them is the
- * horizontal combine. When x stays at root (an output, or an unfused space) the rows knob gives each parallel task
+ * horizontal combine, or, by the combine knob, a tree of vectorized adds (combine_tree). When x stays at root (an output, or an unfused space) the rows knob gives each parallel task
  * that many consecutive rows and the par knob says whether the rows run in parallel at all (small problems lose to
  * the fork); its parts knob, above 1, splits each row's reduction among that many parallel tasks instead (for few
  * long rows): x.rf at root, its rows and parts fused into one parallel loop, x combining the parts. Part p holds
@@ -256,8 +298,13 @@ static void inner_reduce(rz *z, kg_sstage *x) {
     rf = NULL;
   }
   if (z->b.failed) return;
+  kg_sstage *lv[MAX_LEVELS];
+  int nlv = 0;
+  if (rf) lv[nlv++] = rf;
+  if (rf && !part && x->nax >= 1 && lanes >= 4 && knob(z, x->name, "combine", 0)) combine_tree(z, x, lanes, lv, &nlv);
+  if (z->b.failed) return;
   if (!x->is_output && !z->sk->space->unfused && at_reader_row(z, x)) {
-    if (rf) kg_builder_compute_at(&z->b, rf, x, x->leaves[0]);
+    place_levels(z, lv, nlv, x, x->leaves[0]);
     return;
   }
   if (x->nax == 0) return; /* a reduction to one value: no rows to spread */
@@ -269,7 +316,7 @@ static void inner_reduce(rz *z, kg_sstage *x) {
   int64_t rows = knob(z, x->name, "rows", 1);
   if (rows > 1 && row->extent > rows) row = kg_builder_split(&z->b, x, row, rows, &in);
   if (knob(z, x->name, "par", 1)) kg_builder_annotate(&z->b, KG_STEP_PARALLEL, x, row, KG_THREAD_NONE);
-  if (rf && !part) kg_builder_compute_at(&z->b, rf, x, in);
+  if (rf && !part) place_levels(z, lv, nlv, x, in);
 }
 
 /* The first stage after st that reads it directly and is not inlined (stages are in execution order). */
@@ -561,6 +608,7 @@ static void add_inner_knobs(kg_sketch *sk, const kg_sstage *x) {
     if (acc_values[k] <= rext) v[n++] = acc_values[k];
   add_knob(sk, KG_KNOB_TILE, x->name, "acc", v, n);
   add_knob(sk, KG_KNOB_CHOICE, x->name, "unroll", (const int64_t[]){0, 1}, 2);
+  add_knob(sk, KG_KNOB_CHOICE, x->name, "combine", (const int64_t[]){0, 1}, 2);
   if (x->nax == 0 || !(x->is_output || sk->space->unfused)) return;
   int64_t rows = 1;
   for (int a = 0; a < x->nax; a++) rows *= x->roots[a]->extent;
