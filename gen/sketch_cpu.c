@@ -19,9 +19,9 @@
  *     row sums, softmax's max and sum, norms) also get cpu/inner: the reduction rfactored into acc independent
  *     chains of vector lanes (the latency of each add hidden), combined by the stage itself; not an output: computed
  *     at the parallel row loop of a stage that reads it, directly or through stages computed there (softmax's max
- *     and sum both at the output's rows: one pass over each row), an elementwise producer optionally computed
- *     there too as a row buffer (root knob 2); at root, rows per parallel task, parallel or not, or each row's
- *     reduction split into parallel parts for few long rows;
+ *     and sum both at the output's rows: one pass over each row), an elementwise producer inlined or computed
+ *     there too as a row buffer (root knob 2), never at root; at root, rows per parallel task, parallel or not,
+ *     or each row's reduction split into parallel parts for few long rows;
  * cpu/simple (parallel + vectorize, producers inlined where legal) exists for every program and always realizes.
  * Register tiles (ri rows x rj columns: whole vectors, or a short axis whole) are rejected when their accumulators
  * would not fit in the vector registers; cache tiles are counted in register tiles (ti, tj: powers of two), so a
@@ -253,12 +253,12 @@ static int at_reader_row(rz *z, kg_sstage *x) {
 /* cpu/inner: x's innermost reduction rfactored into lanes x acc partial results (stage x.rf, computed at x's
  * innermost row loop), their loop split into acc chains (unrolled by the unroll knob) of lanes-wide vectors: acc
  * independent vector accumulations hide the latency of each add, and x's serial loop over them is the
- * horizontal combine, or, by the combine knob, a tree of vectorized adds (combine_tree). When x stays at root (an output, or an unfused space) the rows knob gives each parallel task
- * that many consecutive rows and the par knob says whether the rows run in parallel at all (small problems lose to
- * the fork); its parts knob, above 1, splits each row's reduction among that many parallel tasks instead (for few
- * long rows): x.rf at root, its rows and parts fused into one parallel loop, x combining the parts. Part p holds
- * columns p*lanes*acc.. (lanes*acc of them) of every chunk of parts*lanes*acc columns: whole cache lines when
- * lanes*acc is a multiple of 16 floats.
+ * horizontal combine, or, by the combine knob, a tree of vectorized adds (combine_tree). When x stays at root (an
+ * output, or an unfused space) the rows knob gives each parallel task that many consecutive rows and the par knob
+ * says whether the rows run in parallel at all (small problems lose to the fork); its parts knob, above 1, splits
+ * each row's reduction among that many parallel tasks instead (for few long rows): x.rf at root, its rows and
+ * parts fused into one parallel loop, x combining the parts. Part p holds columns p*lanes*acc.. (lanes*acc of them)
+ * of every chunk of parts*lanes*acc columns: whole cache lines when lanes*acc is a multiple of 16 floats.
  * Requires x's loops untransformed. */
 static void inner_reduce(rz *z, kg_sstage *x) {
   int64_t lanes = knob(z, x->name, "lanes", 1), acc = knob(z, x->name, "acc", 1), parts = knob(z, x->name, "parts", 1);
@@ -629,9 +629,10 @@ static void add_sketch(kg_space *sp, const kg_schedule *s, const char *name, ske
   for (int i = 0; i < s->nstages; i++) {
     const kg_sstage *x = s->stages[i];
     stage_class c = classify(x);
-    /* cpu/inner: 2 computes it at its reader's row */
+    /* cpu/inner: inlined or computed at its reader's row (2), never a pass of its own */
     if (c == CLS_ELEM && !x->is_output && kind != SK_SIMPLE && !sp->unfused)
-      add_knob(sk, KG_KNOB_CHOICE, x->name, "root", (const int64_t[]){0, 1, 2}, kind == SK_INNER ? 3 : 2);
+      add_knob(sk, KG_KNOB_CHOICE, x->name, "root",
+               kind == SK_INNER ? (const int64_t[]){0, 2} : (const int64_t[]){0, 1}, 2);
     if (c == CLS_HEAVY && (kind == SK_TILE_CW || kind == SK_TILE_RK)) add_heavy_knobs(sk, x, kind);
     else add_vec_knob(sk, x);
     if (kind == SK_INNER && inner_reduction(x)) {

@@ -224,7 +224,9 @@ const kg_sstage *kg_sched_broken_attachment(const kg_schedule *s, const kg_sched
   return NULL;
 }
 
-const kg_sstage *kg_schedule_find_broken_attachment(const kg_schedule *s) { return kg_sched_broken_attachment(s, NULL); }
+const kg_sstage *kg_schedule_find_broken_attachment(const kg_schedule *s) {
+  return kg_sched_broken_attachment(s, NULL);
+}
 
 int kg_sstage_nested_in(const kg_sstage *x, const kg_sstage *c, const kg_iter *l) {
   return kg_sched_nested_in(x, c, l, NULL);
