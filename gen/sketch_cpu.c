@@ -17,8 +17,11 @@
  *     outer spatial loops fused for parallelism, the innermost split by a VECTOR knob and vectorized.
  *   - inner-axis reductions (a light reduction whose innermost reduction axis walks a read's innermost dimension:
  *     row sums, softmax's max and sum, norms) also get cpu/inner: the reduction rfactored into acc independent
- *     chains of vector lanes (the latency of each add hidden), combined by the stage itself; at root, rows per
- *     parallel task, parallel or not, or each row's reduction split into parallel parts for few long rows;
+ *     chains of vector lanes (the latency of each add hidden), combined by the stage itself; not an output: computed
+ *     at the parallel row loop of a stage that reads it, directly or through stages computed there (softmax's max
+ *     and sum both at the output's rows: one pass over each row), an elementwise producer inlined or computed
+ *     there too as a row buffer (root knob 2), never at root; at root, rows per parallel task, parallel or not,
+ *     or each row's reduction split into parallel parts for few long rows;
  * cpu/simple (parallel + vectorize, producers inlined where legal) exists for every program and always realizes.
  * Register tiles (ri rows x rj columns: whole vectors, or a short axis whole) are rejected when their accumulators
  * would not fit in the vector registers; cache tiles are counted in register tiles (ti, tj: powers of two), so a
@@ -155,6 +158,16 @@ static void generic_root(rz *z, kg_sstage *st) {
   if (st->nleaves && !(st->nleaves == 1 && st->leaves[0]->kind == KG_LOOP_VECTORIZED)) parallel_outer(z, st, 3);
 }
 
+/* An elementwise stage computed at its reader's row: its innermost loop split by its vector knob and vectorized
+ * (the row buffer it fills is read back from cache). */
+static void row_vectorize(rz *z, kg_sstage *x) {
+  int64_t vec = knob(z, x->name, "vec", 1);
+  kg_iter *last = x->nleaves ? x->leaves[x->nleaves - 1] : NULL, *in = last;
+  if (!last || last->is_reduce || vec < 2) return;
+  if (last->extent > vec) kg_builder_split(&z->b, x, last, vec, &in);
+  kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, x, in, KG_THREAD_NONE);
+}
+
 /* A light reduction's innermost reduction loop split by the stage's rf knob into that many partial results
  * (stage x.rf, whose last spatial axis, the lanes, becomes its innermost loop, vectorized): the serial
  * accumulation chain becomes a vector one. x then combines the lanes. Returns x.rf (NULL: knob 1 or not
@@ -180,15 +193,72 @@ static kg_sstage *rfactor_lanes(rz *z, kg_sstage *x) {
 
 static kg_sstage *first_reader(const kg_schedule *s, const kg_sstage *st);
 
+#define MAX_LEVELS 8
+
+/* The combine of x's partial results as a tree instead of one serial chain over all of them (whose adds, each
+ * waiting for the last, cost as much as reading a short row): the acc chains added lane by lane into one
+ * vector, then its lanes halved until two remain, each level a stage x.rf.K of vectorized adds over the last
+ * one's results; x adds the last two. lv holds x.rf; the levels are appended, each read by the next.
+ * Requires x's loops untransformed and nothing computed at them. */
+static void combine_tree(rz *z, kg_sstage *x, int64_t lanes, kg_sstage **lv, int *nlv) {
+  kg_schedule *s = z->b.s;
+  while (*nlv < MAX_LEVELS && !z->b.failed) {
+    kg_iter *k = x->roots[x->nax + x->nrax - 1];
+    int64_t w = k->extent, next = w > lanes ? lanes : w / 2;
+    if (next < 2 || w % next || kg_builder_try(&z->b, KG_STEP_RFACTOR, x->name, &k->name, 1, next, 0, 1)) return;
+    kg_sstage *t = NULL;
+    for (int i = 0; i < s->nstages && !t; i++)
+      if (s->stages[i]->origin == KG_ORIGIN_RFACTOR && reads_tensor(x->body, s->stages[i]->out)) t = s->stages[i];
+    if (!t || t->nax < 2 || t->nrax != 1 || t->nleaves != t->nax + 1) {
+      kg_builder_fail(&z->b, "stage %s: unexpected combine stage", x->name);
+      return;
+    }
+    /* the lanes innermost */
+    kg_iter *ord[KG_STEP_MAX_NAMES];
+    int n = 0;
+    for (int a = 0; a < t->nax - 1 && n < KG_STEP_MAX_NAMES - 2; a++) ord[n++] = t->roots[a];
+    ord[n++] = t->roots[t->nax];
+    ord[n++] = t->roots[t->nax - 1];
+    kg_builder_reorder(&z->b, t, ord, n);
+    kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, t, t->roots[t->nax - 1], KG_THREAD_NONE);
+    lv[(*nlv)++] = t;
+  }
+}
+
+/* The partial results' stages lv[0..n) (each read by the next, the last by x) computed at x's loop l, each inside
+ * the next's row. */
+static void place_levels(rz *z, kg_sstage **lv, int n, kg_sstage *x, kg_iter *l) {
+  if (n > 0) kg_builder_compute_at(&z->b, lv[n - 1], x, l);
+  for (int k = n - 2; k >= 0 && !z->b.failed; k--) kg_builder_compute_at(&z->b, lv[k], lv[k + 1], lv[k + 1]->leaves[0]);
+}
+
+/* x computed at the parallel row loop of a stage at root that reads it: its first reader, else the first later
+ * one where every other reader is computed inside that loop too (softmax's maximum at the output's rows, where
+ * the row sum that also reads it is computed), so that each row is read from memory once. 1 when placed. */
+static int at_reader_row(rz *z, kg_sstage *x) {
+  const kg_schedule *s = z->b.s;
+  kg_sstage *first = first_reader(s, x);
+  for (int i = -1; i < s->nstages; i++) {
+    kg_sstage *c = i < 0 ? first : s->stages[i];
+    if (!c || (i >= 0 && (c == first || c->id <= x->id)) || c->attach != KG_ATTACH_ROOT || c->nleaves == 0 ||
+        c->leaves[0]->kind != KG_LOOP_PARALLEL)
+      continue;
+    if (!kg_builder_try(&z->b, KG_STEP_COMPUTE_AT, x->name, (const char *[]){c->name, c->leaves[0]->name}, 2, 0, 0,
+                        0))
+      return 1;
+  }
+  return 0;
+}
+
 /* cpu/inner: x's innermost reduction rfactored into lanes x acc partial results (stage x.rf, computed at x's
  * innermost row loop), their loop split into acc chains (unrolled by the unroll knob) of lanes-wide vectors: acc
  * independent vector accumulations hide the latency of each add, and x's serial loop over them is the
- * horizontal combine. When x stays at root (an output, or an unfused space) the rows knob gives each parallel task
- * that many consecutive rows and the par knob says whether the rows run in parallel at all (small problems lose to
- * the fork); its parts knob, above 1, splits each row's reduction among that many parallel tasks instead (for few
- * long rows): x.rf at root, its rows and parts fused into one parallel loop, x combining the parts. Part p holds
- * columns p*lanes*acc.. (lanes*acc of them) of every chunk of parts*lanes*acc columns: whole cache lines when
- * lanes*acc is a multiple of 16 floats.
+ * horizontal combine, or, by the combine knob, a tree of vectorized adds (combine_tree). When x stays at root (an
+ * output, or an unfused space) the rows knob gives each parallel task that many consecutive rows and the par knob
+ * says whether the rows run in parallel at all (small problems lose to the fork); its parts knob, above 1, splits
+ * each row's reduction among that many parallel tasks instead (for few long rows): x.rf at root, its rows and
+ * parts fused into one parallel loop, x combining the parts. Part p holds columns p*lanes*acc.. (lanes*acc of them)
+ * of every chunk of parts*lanes*acc columns: whole cache lines when lanes*acc is a multiple of 16 floats.
  * Requires x's loops untransformed. */
 static void inner_reduce(rz *z, kg_sstage *x) {
   int64_t lanes = knob(z, x->name, "lanes", 1), acc = knob(z, x->name, "acc", 1), parts = knob(z, x->name, "parts", 1);
@@ -228,11 +298,13 @@ static void inner_reduce(rz *z, kg_sstage *x) {
     rf = NULL;
   }
   if (z->b.failed) return;
-  kg_sstage *cons = !x->is_output && !z->sk->space->unfused ? first_reader(z->b.s, x) : NULL;
-  if (cons && cons->attach == KG_ATTACH_ROOT && cons->nleaves > 0 && cons->leaves[0]->kind == KG_LOOP_PARALLEL &&
-      !kg_builder_try(&z->b, KG_STEP_COMPUTE_AT, x->name, (const char *[]){cons->name, cons->leaves[0]->name}, 2, 0, 0,
-                      0)) {
-    if (rf) kg_builder_compute_at(&z->b, rf, x, x->leaves[0]);
+  kg_sstage *lv[MAX_LEVELS];
+  int nlv = 0;
+  if (rf) lv[nlv++] = rf;
+  if (rf && !part && x->nax >= 1 && lanes >= 4 && knob(z, x->name, "combine", 0)) combine_tree(z, x, lanes, lv, &nlv);
+  if (z->b.failed) return;
+  if (!x->is_output && !z->sk->space->unfused && at_reader_row(z, x)) {
+    place_levels(z, lv, nlv, x, x->leaves[0]);
     return;
   }
   if (x->nax == 0) return; /* a reduction to one value: no rows to spread */
@@ -244,7 +316,7 @@ static void inner_reduce(rz *z, kg_sstage *x) {
   int64_t rows = knob(z, x->name, "rows", 1);
   if (rows > 1 && row->extent > rows) row = kg_builder_split(&z->b, x, row, rows, &in);
   if (knob(z, x->name, "par", 1)) kg_builder_annotate(&z->b, KG_STEP_PARALLEL, x, row, KG_THREAD_NONE);
-  if (rf && !part) kg_builder_compute_at(&z->b, rf, x, in);
+  if (rf && !part) place_levels(z, lv, nlv, x, in);
 }
 
 /* The first stage after st that reads it directly and is not inlined (stages are in execution order). */
@@ -397,7 +469,11 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
     stage_class c = classify(x);
     if (kind == SK_TILE_CW && skip[x->id]) continue;
     if (c == CLS_ELEM && !x->is_output) {
-      if (!unfused && knob(&z, x->name, "root", 0) == 0 &&
+      if (kind == SK_INNER && !unfused && knob(&z, x->name, "root", 0) == 2 && at_reader_row(&z, x)) {
+        row_vectorize(&z, x);
+        continue;
+      }
+      if (!unfused && knob(&z, x->name, "root", 0) != 1 &&
           !kg_builder_try(&z.b, KG_STEP_COMPUTE_INLINE, x->name, NULL, 0, 0, 0, 0))
         continue;
       generic_root(&z, x);
@@ -532,6 +608,7 @@ static void add_inner_knobs(kg_sketch *sk, const kg_sstage *x) {
     if (acc_values[k] <= rext) v[n++] = acc_values[k];
   add_knob(sk, KG_KNOB_TILE, x->name, "acc", v, n);
   add_knob(sk, KG_KNOB_CHOICE, x->name, "unroll", (const int64_t[]){0, 1}, 2);
+  add_knob(sk, KG_KNOB_CHOICE, x->name, "combine", (const int64_t[]){0, 1}, 2);
   if (x->nax == 0 || !(x->is_output || sk->space->unfused)) return;
   int64_t rows = 1;
   for (int a = 0; a < x->nax; a++) rows *= x->roots[a]->extent;
@@ -552,8 +629,10 @@ static void add_sketch(kg_space *sp, const kg_schedule *s, const char *name, ske
   for (int i = 0; i < s->nstages; i++) {
     const kg_sstage *x = s->stages[i];
     stage_class c = classify(x);
+    /* cpu/inner: inlined or computed at its reader's row (2), never a pass of its own */
     if (c == CLS_ELEM && !x->is_output && kind != SK_SIMPLE && !sp->unfused)
-      add_knob(sk, KG_KNOB_CHOICE, x->name, "root", (const int64_t[]){0, 1}, 2);
+      add_knob(sk, KG_KNOB_CHOICE, x->name, "root",
+               kind == SK_INNER ? (const int64_t[]){0, 2} : (const int64_t[]){0, 1}, 2);
     if (c == CLS_HEAVY && (kind == SK_TILE_CW || kind == SK_TILE_RK)) add_heavy_knobs(sk, x, kind);
     else add_vec_knob(sk, x);
     if (kind == SK_INNER && inner_reduction(x)) {

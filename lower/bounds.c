@@ -398,6 +398,14 @@ static const kg_sstage *stage_of(const kg_region_query *q, const kg_tensor *t) {
   return q->stage_of_tensor[t->id];
 }
 
+/* Is stage t computed inside the consumer at the attach loop or deeper (another consumer of the producer that
+ * runs within each iteration of the attach loop)? */
+static int nested(const kg_region_query *q, const kg_sstage *t) {
+  const kg_sstage *C = q->consumer;
+  return t != C && t->attach == KG_ATTACH_AT && q->attach_leaf >= 0 && q->attach_leaf < C->nleaves &&
+         kg_sstage_nested_in(t, C, C->leaves[q->attach_leaf]);
+}
+
 /* Walks e recording every read of the producer; reads of inlined stages are followed with their axes bound to
  * the intervals of the read's indices. */
 static void collect_reads(rctx *R, const kg_expr *e) {
@@ -407,20 +415,27 @@ static void collect_reads(rctx *R, const kg_expr *e) {
       const kg_sstage *t = stage_of(R->q, e->read.tensor);
       if (t == R->q->producer) {
         for (int d = 0; d < e->read.n && d < R->ndim; d++) region_add(R, d, ival_of(R, e->read.idx[d]));
-      } else if (t && t->attach == KG_ATTACH_INLINE) {
-        ival saved[KG_MAX_DIMS];
-        for (int d = 0; d < t->nax && d < e->read.n; d++) {
-          int id = t->ax[d]->id;
-          if (id < 0 || id >= R->nenv) continue;
-          saved[d] = R->env[id];
+      } else if (t && (t->attach == KG_ATTACH_INLINE || nested(R->q, t))) {
+        /* an inlined stage, or one computed inside the consumer at the attach loop or deeper, whose reads of the
+         * producer happen within the same iteration: its spatial axes range over what this read covers, its
+         * reduction axes over their whole domain */
+        ival saved[KG_MAX_DIMS + KG_MAX_DIMS], vals[KG_MAX_DIMS + KG_MAX_DIMS];
+        int nv = t->nax + t->nrax < 2 * KG_MAX_DIMS ? t->nax + t->nrax : 2 * KG_MAX_DIMS;
+        for (int d = 0; d < nv; d++) {
+          const kg_ivar *iv = kg_sstage_axis(t, d);
+          if (d < t->nax) vals[d] = d < e->read.n ? ival_of(R, e->read.idx[d]) : ival_bad();
+          else vals[d] = iv->dyn ? ival_bad() : ival_const(iv->lo, iv->extent);
+          if (iv->id >= 0 && iv->id < R->nenv) saved[d] = R->env[iv->id];
         }
-        ival vals[KG_MAX_DIMS];
-        for (int d = 0; d < t->nax && d < e->read.n; d++) vals[d] = ival_of(R, e->read.idx[d]);
-        for (int d = 0; d < t->nax && d < e->read.n; d++)
-          if (t->ax[d]->id >= 0 && t->ax[d]->id < R->nenv) R->env[t->ax[d]->id] = vals[d];
+        for (int d = 0; d < nv; d++) {
+          const kg_ivar *iv = kg_sstage_axis(t, d);
+          if (iv->id >= 0 && iv->id < R->nenv) R->env[iv->id] = vals[d];
+        }
         collect_reads(R, t->body);
-        for (int d = 0; d < t->nax && d < e->read.n; d++)
-          if (t->ax[d]->id >= 0 && t->ax[d]->id < R->nenv) R->env[t->ax[d]->id] = saved[d];
+        for (int d = 0; d < nv; d++) {
+          const kg_ivar *iv = kg_sstage_axis(t, d);
+          if (iv->id >= 0 && iv->id < R->nenv) R->env[iv->id] = saved[d];
+        }
       }
       break;
     }
@@ -537,11 +552,13 @@ void kg_bounds_infer_region(const kg_region_query *q, kg_irexpr **min, int64_t *
   R.nenv = q->s->n_ivars;
   R.env = KG_NEW_ARRAY(a, ival, R.nenv > 0 ? R.nenv : 1);
 
-  /* Every other consumer (than C) reading P means the region must be the whole tensor. */
+  /* Every other consumer (than C) reading P, unless it is computed inside C within the attach loop (its reads are
+   * then followed from C's), means the region must be the whole tensor. */
   int others = 0;
   for (int i = 0; i < q->s->nstages; i++) {
     const kg_sstage *st = q->s->stages[i];
-    if (st != C && st != P && st->attach != KG_ATTACH_INLINE && reads_producer(q, st->body, 0)) others = 1;
+    if (st != C && st != P && st->attach != KG_ATTACH_INLINE && !nested(q, st) && reads_producer(q, st->body, 0))
+      others = 1;
   }
   if (!others) {
     ival *memo = KG_NEW_ARRAY(a, ival, C->nall > 0 ? C->nall : 1);

@@ -16,7 +16,9 @@
  * stage binding threads, an attached stage binding blocks, a reduction across blocks). Guards are kept.
  *
  * Requires: a schedule produced by kg_schedule_new/kg_schedule_apply (iter trees consistent, attach points are
- * leaves of non-inlined consumers, every attached stage consumed only by its attach stage). */
+ * leaves of non-inlined consumers, every attached stage consumed only by its attach stage and by stages computed
+ * inside it at the attach loop or deeper, which read the same region buffer: check_target refuses anything
+ * else). */
 #include <assert.h>
 #include <ctype.h>
 #include <stdarg.h>
@@ -890,6 +892,13 @@ static int64_t tensor_elems(lctx *L, const kg_tensor *t, kg_irexpr **dyn) {
 
 static int check_target(lctx *L) {
   const kg_schedule *s = L->s;
+  const kg_sstage *broken = kg_schedule_find_broken_attachment(s);
+  if (broken) {
+    fail(L, "lower: stage %s: computed at %s.%s, but a stage that reads it is computed outside that loop",
+         broken->name, broken->attach_stage ? broken->attach_stage->name : "?",
+         broken->attach_iter ? broken->attach_iter->name : "?");
+    return -1;
+  }
   for (int i = 0; i < s->nstages; i++) {
     kg_sstage *st = s->stages[i];
     if (st->attach == KG_ATTACH_INLINE) continue;

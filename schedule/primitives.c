@@ -114,7 +114,6 @@ static int prim_tile(kg_schedule *s, kg_sstage *st, const kg_step *step, char *e
 
 /* reorder S L...: at least two distinct leaves; they take their current slots in the order given. */
 static int prim_reorder(kg_schedule *s, kg_sstage *st, const kg_step *step, char *err, size_t errlen) {
-  (void)s;
   kg_iter *order[KG_STEP_MAX_NAMES];
   if (step->nnames < 2) FAIL("reorder: stage %s: needs at least two loops", st->name);
   for (int k = 0; k < step->nnames; k++) {
@@ -123,7 +122,21 @@ static int prim_reorder(kg_schedule *s, kg_sstage *st, const kg_step *step, char
     for (int j = 0; j < k; j++)
       if (order[j] == order[k]) FAIL("reorder: stage %s: loop %s is named twice", st->name, order[k]->name);
   }
+  kg_iter *before[KG_STEP_MAX_NAMES];
+  memcpy(before, order, sizeof(kg_iter *) * (size_t)step->nnames);
+  for (int a = 1; a < step->nnames; a++) /* the loops in their current order: what undoes the reorder */
+    for (int b = a; b > 0 && kg_sstage_leaf_index(st, before[b - 1]) > kg_sstage_leaf_index(st, before[b]); b--) {
+      kg_iter *t = before[b];
+      before[b] = before[b - 1];
+      before[b - 1] = t;
+    }
   do_reorder(st, order, step->nnames);
+  const kg_sstage *broken = kg_sched_broken_attachment(s, NULL);
+  if (broken) {
+    do_reorder(st, before, step->nnames);
+    FAIL("reorder: stage %s: stage %s is computed at %s.%s and a stage reading it would leave that loop", st->name,
+         broken->name, broken->attach_stage->name, broken->attach_iter->name);
+  }
   return 0;
 }
 
@@ -219,9 +232,9 @@ static int attached_inside(const kg_sstage *x, const kg_sstage *p) {
   return 0;
 }
 
-/* compute_at P C L: P not an output and not C; C not inlined and not computed inside P; L a leaf of C; the
- * consumers of P (non-inlined stages reading it directly or through inlined stages) are exactly {C}; and no
- * other attached stage loses its sole consumer because P stops being inlined. */
+/* compute_at P C L: P not an output and not C; C not inlined and not computed inside P; L a leaf of C; P has
+ * consumers (non-inlined stages reading it directly or through inlined stages), each C or computed inside C at
+ * L or deeper; and no other attached stage loses its attachment because P stops being inlined. */
 static int prim_compute_at(kg_schedule *s, kg_sstage *p, const kg_step *step, char *err, size_t errlen) {
   kg_sstage *c = kg_schedule_find_stage(s, step->names[0]);
   if (!c) FAIL("compute_at: stage %s: no stage named %s", p->name, step->names[0]);
@@ -235,13 +248,11 @@ static int prim_compute_at(kg_schedule *s, kg_sstage *p, const kg_step *step, ch
     FAIL("compute_at: stage %s: stage %s is computed inside %s, loop %s would make a cycle", p->name, c->name,
          p->name, l->name);
   kg_sched_hyp h = {p, 0};
-  const kg_sstage *cons[2] = {NULL, NULL};
-  int n = kg_sched_consumers(s, p, &h, cons, 2);
-  if (n == 0 || (n == 1 && cons[0] != c))
-    FAIL("compute_at: stage %s: stage %s does not read it (loop %s)", p->name, c->name, l->name);
-  if (n > 1)
-    FAIL("compute_at: stage %s: it is also read by stage %s, not only by %s (loop %s)", p->name,
-         cons[0] != c ? cons[0]->name : cons[1]->name, c->name, l->name);
+  const kg_sstage *other = kg_sched_attach_conflict(s, p, c, l, &h);
+  if (other == c) FAIL("compute_at: stage %s: stage %s does not read it (loop %s)", p->name, c->name, l->name);
+  if (other)
+    FAIL("compute_at: stage %s: it is also read by stage %s, which is not computed inside %s at loop %s", p->name,
+         other->name, c->name, l->name);
   const kg_sstage *broken = kg_sched_broken_attachment(s, &h);
   if (broken)
     FAIL("compute_at: stage %s: stage %s is computed at %s.%s and would gain another consumer (loop %s)", p->name,

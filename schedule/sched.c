@@ -191,15 +191,45 @@ int kg_sched_consumers(const kg_schedule *s, const kg_sstage *x, const kg_sched_
   return n;
 }
 
+int kg_sched_nested_in(const kg_sstage *x, const kg_sstage *c, const kg_iter *l, const kg_sched_hyp *h) {
+  int li = kg_sstage_leaf_index(c, l);
+  for (int guard = 0; li >= 0 && x && x->attach == KG_ATTACH_AT && !(h && h->stage == x) && guard < 1 << 16;
+       guard++) {
+    if (x->attach_stage == c) return kg_sstage_leaf_index(c, x->attach_iter) >= li;
+    x = x->attach_stage;
+  }
+  return 0;
+}
+
+const kg_sstage *kg_sched_attach_conflict(const kg_schedule *s, const kg_sstage *p, const kg_sstage *c,
+                                          const kg_iter *l, const kg_sched_hyp *h) {
+  const kg_sstage *other = NULL;
+  int inside = 0;
+  for (int i = 0; i < s->nstages; i++) {
+    const kg_sstage *r = s->stages[i];
+    if (r == p || kg_sched_is_inlined(r, h) || !reads_through(s, r, p->out, h, 0)) continue;
+    if (r == c || kg_sched_nested_in(r, c, l, h)) inside = 1;
+    else if (!other) other = r;
+  }
+  return inside ? other : c;
+}
+
 const kg_sstage *kg_sched_broken_attachment(const kg_schedule *s, const kg_sched_hyp *h) {
   for (int i = 0; i < s->nstages; i++) {
     const kg_sstage *x = s->stages[i];
     if (x->attach != KG_ATTACH_AT || (h && h->stage == x)) continue;
-    const kg_sstage *c = NULL;
-    if (kg_sched_consumers(s, x, h, &c, 1) != 1 || c != x->attach_stage) return x;
+    if (kg_sched_attach_conflict(s, x, x->attach_stage, x->attach_iter, h)) return x;
     if (kg_sched_is_inlined(x->attach_stage, h)) return x;
   }
   return NULL;
+}
+
+const kg_sstage *kg_schedule_find_broken_attachment(const kg_schedule *s) {
+  return kg_sched_broken_attachment(s, NULL);
+}
+
+int kg_sstage_nested_in(const kg_sstage *x, const kg_sstage *c, const kg_iter *l) {
+  return kg_sched_nested_in(x, c, l, NULL);
 }
 
 void kg_schedule_dump(kg_strbuf *b, const kg_schedule *s) {

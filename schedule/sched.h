@@ -196,6 +196,11 @@ kg_iter *kg_sstage_find_iter(const kg_sstage *st, const char *name); /* any iter
 int kg_sstage_leaf_index(const kg_sstage *st, const kg_iter *it);   /* -1 when not a leaf */
 /* Root axis r of st: the spatial axes (0..nax-1), then the reduction axes. */
 kg_ivar *kg_sstage_axis(const kg_sstage *st, int r);
+/* Is x computed inside stage c at its loop l or a loop inside l (attached there, or to a stage that is)? */
+int kg_sstage_nested_in(const kg_sstage *x, const kg_sstage *c, const kg_iter *l);
+/* The first attached stage whose attachment no longer holds (one of its consumers is neither its attach stage
+ * nor computed inside the attach loop, or it has none), or NULL. The primitives keep this NULL; lowering checks it. */
+const kg_sstage *kg_schedule_find_broken_attachment(const kg_schedule *s);
 
 /* The naive GPU mapping (gpu_default.c): every untouched root stage's spatial loops fused, split by threads and
  * bound to blockIdx.x / threadIdx.x. Appends ordinary steps to s->trace. */

@@ -20,10 +20,12 @@ kg_tensor *kg_sched_find_tensor(const kg_schedule *s, const char *name);
 /* Does e read tensor t directly? */
 int kg_sched_expr_reads(const kg_expr *e, const kg_tensor *t);
 
-/* Attachment bookkeeping. A stage X computed at (C, L) is only correct while the stages that consume X -- the
- * non-inlined stages reading X directly or through inlined stages -- are exactly {C}. Primitives that change
- * which stages are inlined must keep that true for every attached stage; this checks it with one stage's
- * inline state overridden (hyp_stage NULL: no override). Returns the first violating stage or NULL. */
+/* Attachment bookkeeping. A stage X computed at (C, L) is only correct while every stage that consumes X -- the
+ * non-inlined stages reading X directly or through inlined stages -- is C or computed inside C at L or deeper
+ * (softmax's row maximum at the row loop of its output, read there by the row sum computed at the same row), and
+ * there is one. Primitives that change which stages are inlined, or the order of loops, must keep that true for
+ * every attached stage; this checks it with one stage's inline state overridden (hyp_stage NULL: no override).
+ * Returns the first violating stage or NULL. */
 typedef struct kg_sched_hyp {
   const kg_sstage *stage;
   int inlined;
@@ -33,6 +35,14 @@ int kg_sched_is_inlined(const kg_sstage *st, const kg_sched_hyp *h);
  * them in out (in stage order). */
 int kg_sched_consumers(const kg_schedule *s, const kg_sstage *x, const kg_sched_hyp *h, const kg_sstage **out,
                        int max);
+/* Is x computed inside stage c at loop l or a loop inside it (attached there directly or through stages attached
+ * there), with the override h? */
+int kg_sched_nested_in(const kg_sstage *x, const kg_sstage *c, const kg_iter *l, const kg_sched_hyp *h);
+/* Can p be computed at loop l of c: every consumer of p is c or computed inside c at l or deeper (so p's region
+ * there is computed before each of them runs), and there is one? NULL if so, else the first consumer that is
+ * not (c itself when none is). */
+const kg_sstage *kg_sched_attach_conflict(const kg_schedule *s, const kg_sstage *p, const kg_sstage *c,
+                                          const kg_iter *l, const kg_sched_hyp *h);
 const kg_sstage *kg_sched_broken_attachment(const kg_schedule *s, const kg_sched_hyp *h);
 
 /* The first stage computed at loop it of st (it NULL: at any loop of st), or NULL. */

@@ -291,6 +291,31 @@ static void test_softmax(void) {
   ok_case("softmax inline e", KG_TEST_SOFTMAX, sz, "compute_inline e\n");
   ok_case("softmax all at row", KG_TEST_SOFTMAX, sz,
           "compute_at m e i\ncompute_at Y.r0 Y i\nsplit Y j 8\nvectorize Y j.i\nparallel Y i\n");
+  /* one pass over each row: the maximum computed at the output's row loop, read there by the row sum (computed
+   * at the same loop, exp inlined into both) and by the output; its region is the row's one value, not the
+   * whole tensor, and so is the sum's */
+  static const char one_pass[] = "split Y j 8\nvectorize Y j.i\nparallel Y i\nrfactor Y.r0 j2 16\n"
+                                 "split Y.r0.rf j2.i 8\nreorder Y.r0.rf i j2.o j2.i.o j2.i.i\n"
+                                 "vectorize Y.r0.rf j2.i.i\ncompute_at Y.r0 Y i\ncompute_at Y.r0.rf Y.r0 i\n"
+                                 "compute_inline e\nrfactor m j 16\nreorder m.rf i j.o j.i\nvectorize m.rf j.i\n"
+                                 "compute_at m Y i\ncompute_at m.rf m i\n";
+  o = expect_ok("softmax one pass", KG_TEST_SOFTMAX, sz, one_pass);
+  CHECK_STR_CONTAINS(o.code, "float m[1];");
+  CHECK_STR_CONTAINS(o.code, "float Y_r0[1];");
+  outcome_free(&o);
+  /* the exponentials kept in a row buffer (read by the sum and the output, both inside the row loop), the
+   * maximum computed at the buffer's row */
+  o = expect_ok("softmax one pass, exp row", KG_TEST_SOFTMAX, sz,
+                "parallel Y i\nrfactor Y.r0 j2 8\nreorder Y.r0.rf i j2.o j2.i\nvectorize Y.r0.rf j2.i\n"
+                "compute_at Y.r0 Y i\ncompute_at Y.r0.rf Y.r0 i\ncompute_at e Y i\ncompute_at m e i\n");
+  CHECK_STR_CONTAINS(o.code, "float e[33];");
+  CHECK_STR_CONTAINS(o.code, "float m[1];");
+  outcome_free(&o);
+  /* the row sum inside a column loop of the output, the maximum at the row loop outside it */
+  o = expect_ok("softmax max outside the sum's loop", KG_TEST_SOFTMAX, sz,
+                "compute_inline e\nsplit Y j 8\ncompute_at Y.r0 Y j.o\ncompute_at m Y i\n");
+  CHECK_STR_CONTAINS(o.code, "float m[1];");
+  outcome_free(&o);
 }
 
 static void test_conv2d(void) {
@@ -306,6 +331,9 @@ static void test_conv2d(void) {
   ok_case("conv2d P at reduction c", CONV2D, sz, "reorder Y n f c y x r s\ncompute_at P Y c\n");
   ok_case("conv2d P at split", CONV2D, sz, "split Y x 4\nfuse Y y x.o\ncompute_at P Y y*x.o\n");
   ok_case("conv2d cache_read of K", CONV2D, sz, "compute_inline P\ncache_read K local Y\ncompute_at K.local Y f\n");
+  /* a copy of X made at y for the padding computed inside it at x: its region covers every x of the row */
+  ok_case("conv2d X copy at y, padding at x", CONV2D, sz,
+          "cache_read X local P\ncompute_at P Y x\ncompute_at X.local Y y\n");
 }
 
 static const char *const SCALAR =

@@ -294,6 +294,31 @@ static void test_placement(void) {
   ILLEGAL(s, "compute_inline e", "compute_inline", "stage e", "stage m is computed at its loop i.o");
   kg_schedule_free(s);
 
+  /* a stage read by several: computed at a loop of one of them when every other is computed inside it at that
+   * loop or deeper (the row maximum at the output's row loop, where the row sum is computed too) */
+  s = kg_schedule_new(p);
+  m = kg_schedule_find_stage(s, "m");
+  y = kg_schedule_find_stage(s, "Y");
+  OK(s, "compute_inline e");
+  snprintf(buf, sizeof buf, "also read by stage %s, which is not computed inside Y at loop i", sum);
+  ILLEGAL(s, "compute_at m Y i", "compute_at", "stage m", buf);
+  snprintf(buf, sizeof buf, "compute_at %s Y j", sum);
+  OK(s, buf);
+  OK(s, "compute_at m Y i");
+  CHECK(m->attach == KG_ATTACH_AT && m->attach_stage == y && m->attach_iter == kg_sstage_find_iter(y, "i"));
+  /* the sum at j, inside i: a reorder that takes it outside m's loop is refused and changes nothing */
+  ILLEGAL(s, "reorder Y j i", "reorder", "stage Y", "stage m is computed at Y.i");
+  CHECKF(strcmp(leaves(s, "Y"), "i(8) j(16)") == 0, "%s", leaves(s, "Y"));
+  snprintf(buf, sizeof buf, "compute_root %s", sum);
+  ILLEGAL(s, buf, "compute_root", sum, "stage m is computed at Y.i");
+  /* m at the sum's own loop: Y, which reads m too, is not inside the sum */
+  OK(s, "compute_root m");
+  snprintf(buf, sizeof buf, "compute_at m %s i", sum);
+  ILLEGAL(s, buf, "compute_at", "stage m", "also read by stage Y");
+  /* m at Y.j with the sum at Y.j: the sum comes after m in the stages' order, so it reads m's region */
+  OK(s, "compute_at m Y j");
+  kg_schedule_free(s);
+
   /* a cache stage read by one stage can be inlined, brought back, and computed at its reader */
   s = kg_schedule_new(p);
   snprintf(buf, sizeof buf, "cache_read e local %s", sum);
@@ -322,7 +347,11 @@ static void test_placement(void) {
   ILLEGAL(s, "compute_root P", "compute_root", "stage P", "stage X.local is computed at Y.y");
   ILLEGAL(s, "compute_at P Y x", "compute_at", "stage P", "stage X.local is computed at Y.y");
   OK(s, "compute_root X.local\ncompute_root P\ncompute_at X.local P w\ncompute_at P Y x");
-  ILLEGAL(s, "compute_at X.local Y y", "compute_at", "stage X.local", "stage Y does not read it");
+  /* its consumer P is computed inside Y at x, so X.local can be computed at Y's outer loop y (a row of the
+   * padded input's tiles); a reorder that takes x outside y is refused */
+  OK(s, "compute_at X.local Y y");
+  ILLEGAL(s, "reorder Y x y", "reorder", "stage Y", "stage X.local is computed at Y.y");
+  ILLEGAL(s, "compute_at X.local Y s", "compute_at", "stage X.local", "stage Y does not read it (loop s)");
   kg_schedule_free(s);
   kg_program_free(p);
 }

@@ -160,8 +160,10 @@ static void check_heavy_knobs(const char *text, const char *sizes, const char *s
   kg_program_free(p);
 }
 
-/* cpu/inner of program text at sizes: npoints random points, every one realizes (no knob combination is illegal)
- * and verifies against the reference; steps: what some realized point of it holds. */
+/* cpu/inner of program text at sizes: random points, every one realizes (no knob combination is illegal), the
+ * first npoints verify against the reference; steps: what some realized point of it holds (among at least
+ * INNER_DRAWS, whatever npoints: realizing is cheap, running is not). */
+#define INNER_DRAWS 200
 static void check_inner(const char *text, const char *sizes, int npoints, const char *const *steps, int nsteps) {
   kg_test_workload w;
   memset(&w, 0, sizeof w);
@@ -176,14 +178,14 @@ static void check_inner(const char *text, const char *sizes, int npoints, const 
   uint64_t rng = 4242;
   char err[1024], what[256];
   int *found = calloc((size_t)nsteps + 1, sizeof *found);
-  for (int d = 0; si >= 0 && d < npoints; d++) {
+  for (int d = 0; si >= 0 && (d < npoints || d < INNER_DRAWS); d++) {
     kg_point pt;
     kg_space_sample(sp, si, &rng, &pt);
     kg_schedule *s = kg_space_realize(sp, &pt, err, sizeof err);
     snprintf(what, sizeof what, "%s %s cpu/inner point %d", w.p->def->name, sizes, d);
     CHECKF(s != NULL, "%s: %s", what, err);
     if (!s) continue;
-    check_runs(&w, s, what);
+    if (d < npoints) check_runs(&w, s, what);
     char *t = kg_trace_to_text(&s->trace);
     for (int k = 0; k < nsteps; k++) found[k] |= strstr(t, steps[k]) != NULL;
     free(t);
@@ -194,6 +196,51 @@ static void check_inner(const char *text, const char *sizes, int npoints, const 
   free(found);
   kg_space_free(sp);
   kg_test_workload_free(&w);
+}
+
+/* The trace of the point of cpu/inner at which each knob named in set ("knob=value" lines) has that value and
+ * every other knob its first value (NULL when a knob or value is not in the sketch, or the point does not
+ * realize); run: also built, run and verified. The tuner can only find what such a point realizes. */
+static char *inner_point(const char *text, const char *sizes, const char *const *set, int nset, int run) {
+  kg_test_workload w;
+  memset(&w, 0, sizeof w);
+  w.p = kg_test_load_sizes(text, sizes);
+  kg_program *p = w.p;
+  if (!p) return NULL;
+  if (run) {
+    kg_data_init(&w.d, w.p, KG_TEST_DATA_SEED);
+    kg_data_reference(&w.d, w.p, KG_TEST_DATA_SEED);
+  }
+  kg_space *sp = kg_space_new(p, KG_TARGET_C, NULL);
+  int si = kg_space_find_sketch(sp, "cpu/inner"), ok = si >= 0;
+  char *t = NULL, err[512];
+  kg_point pt = {.sketch = si};
+  if (ok) {
+    const kg_sketch *sk = &sp->sketches[si];
+    pt.nknobs = sk->nknobs;
+    for (int k = 0; k < sk->nknobs; k++) pt.knobs[k] = sk->knobs[k].values[0];
+    for (int i = 0; i < nset && ok; i++) {
+      const char *eq = strchr(set[i], '=');
+      int k = -1;
+      for (int j = 0; eq && j < sk->nknobs; j++)
+        if (strlen(sk->knobs[j].name) == (size_t)(eq - set[i]) && !strncmp(sk->knobs[j].name, set[i], eq - set[i]))
+          k = j;
+      int64_t v = eq ? atoll(eq + 1) : -1;
+      int found = 0;
+      for (int j = 0; k >= 0 && j < sk->knobs[k].nvalues; j++) found |= sk->knobs[k].values[j] == v;
+      CHECKF(found, "%s %s: cpu/inner has no knob value %s", p->def->name, sizes, set[i]);
+      ok = found;
+      if (found) pt.knobs[k] = v;
+    }
+  }
+  kg_schedule *s = ok ? kg_space_realize(sp, &pt, err, sizeof err) : NULL;
+  CHECKF(!ok || s, "%s %s: the point does not realize: %s", p->def->name, sizes, err);
+  if (s) t = kg_trace_to_text(&s->trace);
+  if (s && run) check_runs(&w, s, "cpu/inner point");
+  kg_schedule_free(s);
+  kg_space_free(sp);
+  kg_test_workload_free(&w);
+  return t;
 }
 
 /* kg_space_size of program text at sizes, and that of its sketch name alone */
@@ -262,6 +309,45 @@ int main(void) {
   else unsetenv("KGEN_CFLAGS");
   free(saved);
 
+  /* one pass over each row: softmax's maximum computed at the output's rows, where the row sum that also reads it
+   * is computed (the exponentials inlined into both, or kept in a row buffer computed there too); layernorm's
+   * mean at the output's rows, where the variance that also reads it is computed */
+  static const char *const one_pass[] = {"compute_inline e", "compute_at Y.r0 Y i", "compute_at m Y i"};
+  CHECK(sketch_has(KG_TEST_SOFTMAX, "N=16 D=64", "cpu/inner", one_pass, 3));
+  static const char *const exp_row[] = {"compute_at Y.r0 Y i", "compute_at e Y i", "vectorize e j.i",
+                                        "compute_at m Y i"};
+  CHECK(sketch_has(KG_TEST_SOFTMAX, "N=16 D=64", "cpu/inner", exp_row, 4));
+  /* the hand-written one-pass softmax at the bench size: the exponentials in a row buffer, max and sum in 4
+   * chains of 16 lanes combined by a tree */
+  static const char *const sm_best[] = {"e.root=2", "e.vec=16", "Y.vec=16", "m.lanes=16", "m.acc=4",
+                                        "m.combine=1", "Y.r0.lanes=16", "Y.r0.acc=4", "Y.r0.combine=1"};
+  char *smt = inner_point(KG_TEST_SOFTMAX, "N=4096 D=1024", sm_best, 9, 0);
+  CHECK_STR_CONTAINS(smt, "compute_at e Y i\nsplit e j 16\nvectorize e j.i\n");
+  free(smt);
+  /* the same point at a size where nothing divides: built, run and verified */
+  smt = inner_point(KG_TEST_SOFTMAX, "N=67 D=100", sm_best, 9, 1);
+  CHECK_STR_CONTAINS(smt, "parallel Y i\n");
+  CHECK_STR_CONTAINS(smt, "compute_at Y.r0.rf Y.r0.rf.2 i\n");
+  CHECK_STR_CONTAINS(smt, "compute_at e Y i\nsplit e j 16\nvectorize e j.i\n");
+  CHECK_STR_CONTAINS(smt, "compute_at m Y i\n");
+  CHECK_STR_CONTAINS(smt, "compute_at m.rf m.rf.2 i\n");
+  free(smt);
+  char *ln = kg_test_read_file("te/lib/layernorm.te", NULL);
+  CHECK(ln != NULL);
+  if (ln) {
+    static const char *const ln_steps[] = {"compute_at v.r0 Y i", "compute_at mu.r0 Y i", "parallel Y i"};
+    CHECK(sketch_has(ln, "N=9 D=31", "cpu/inner", ln_steps, 3));
+    /* mean and variance in 4 chains of 16 lanes with a tree combine, both at the output's rows: verified */
+    static const char *const ln_best[] = {"Y.vec=16", "mu.r0.lanes=16", "mu.r0.acc=4", "mu.r0.combine=1",
+                                          "v.r0.lanes=16", "v.r0.acc=4", "v.r0.combine=1"};
+    char *lt = inner_point(ln, "N=67 D=100", ln_best, 7, 1);
+    CHECK_STR_CONTAINS(lt, "compute_at v.r0 Y i\n");
+    CHECK_STR_CONTAINS(lt, "compute_at mu.r0 Y i\n");
+    CHECK_STR_CONTAINS(lt, "compute_at mu.r0.rf mu.r0.rf.2 i\n");
+    free(lt);
+    free(ln);
+  }
+
   /* light reductions: partial results in vector lanes, computed at the reduction's row */
   static const char *const rf[] = {"rfactor Y.r0 j2", "compute_at Y.r0.rf Y.r0", "vectorize Y.r0.rf j2.i",
                                    "rfactor m j"};
@@ -277,24 +363,61 @@ int main(void) {
     check_inner(rr, "N=37 D=41", 8 * npoints, rows_steps, 5);
     static const char *const parts_steps[] = {"parallel Y.rf i*j.i.o", "vectorize Y.rf j.i.i.i"};
     check_inner(rr, "N=3 D=300", 8 * npoints, parts_steps, 2);
+    /* the combine of the partial results as a tree of vectorized adds: 4 chains of 8 lanes added into one
+     * vector, halved to 4 then 2 lanes, the stage adding the last 2 */
+    static const char *const tree[] = {"Y.lanes=8", "Y.acc=4", "Y.combine=1", "Y.rows=4"};
+    char *tt = inner_point(rr, "N=37 D=41", tree, 4, 1);
+    CHECK_STR_CONTAINS(tt, "rfactor Y j 32\nsplit Y.rf j.i 8\nreorder Y.rf i j.o j.i.o j.i.i\nvectorize Y.rf j.i.i\n"
+                           "rfactor Y j.i 8\nreorder Y.rf.2 i j.i.o j.i.i\nvectorize Y.rf.2 j.i.i\n"
+                           "rfactor Y j.i.i 4\nreorder Y.rf.3 i j.i.i.o j.i.i.i\nvectorize Y.rf.3 j.i.i.i\n"
+                           "rfactor Y j.i.i.i 2\nreorder Y.rf.4 i j.i.i.i.o j.i.i.i.i\nvectorize Y.rf.4 j.i.i.i.i\n");
+    CHECK_STR_CONTAINS(tt, "compute_at Y.rf.4 Y i.i\ncompute_at Y.rf.3 Y.rf.4 i\ncompute_at Y.rf.2 Y.rf.3 i\n"
+                           "compute_at Y.rf Y.rf.2 i\n");
+    free(tt);
+    /* the hand-written schedule that reads rows at the rate of a copy: 4 chains of 16-lane vectors, their
+     * combine a tree, 8 rows per parallel task */
+    static const char *const best[] = {"Y.lanes=16", "Y.acc=4", "Y.combine=1", "Y.rows=8", "Y.par=1"};
+    char *t = inner_point(rr, "N=4096 D=4096", best, 5, 0);
+    CHECK_STR_CONTAINS(t, "rfactor Y j 64\nsplit Y.rf j.i 16\nreorder Y.rf i j.o j.i.o j.i.i\nvectorize Y.rf j.i.i\n"
+                          "rfactor Y j.i 16\n");
+    CHECK_STR_CONTAINS(t, "split Y i 8\nparallel Y i.o\ncompute_at Y.rf.5 Y i.i\n");
+    free(t);
     /* the space's size: cpu/simple (no knob) and cpu/inner: lanes {1,4,8,16,32} x acc {1,2,3,4,6,8} x unroll 2 x
-     * rows {1,2,4,8,16,32} x par 2 x parts {1,2,4,8} */
+     * combine 2 x rows {1,2,4,8,16,32} x par 2 x parts {1,2,4,8} */
     uint64_t inner = 0;
     uint64_t n = space_size(rr, "N=37 D=41", "cpu/inner", &inner);
-    CHECKF(n == 2881 && inner == 2880, "reduce_rows N=37 D=41: %llu points, cpu/inner %llu", (unsigned long long)n,
+    CHECKF(n == 5761 && inner == 5760, "reduce_rows N=37 D=41: %llu points, cpu/inner %llu", (unsigned long long)n,
            (unsigned long long)inner);
     free(rr);
   }
-  /* softmax: its max and sum get lanes, acc and unroll (computed at the consumer's rows: no rows knob), the
-   * elementwise stages their own knobs as in cpu/rows */
+  /* softmax: its max and sum get lanes, acc, unroll and combine (computed at the consumer's rows: no rows knob), the
+   * elementwise stages their own knobs as in cpu/rows, but e's root inlined or at its reader's rows (2) */
   uint64_t simple_points = 0, rows_points = 0, inner_points = 0;
   uint64_t total = space_size(KG_TEST_SOFTMAX, "N=16 D=64", "cpu/rows", &rows_points);
   space_size(KG_TEST_SOFTMAX, "N=16 D=64", "cpu/inner", &inner_points);
   space_size(KG_TEST_SOFTMAX, "N=16 D=64", "cpu/simple", &simple_points);
   CHECKF(rows_points > 0 && total == simple_points + rows_points + inner_points &&
-             inner_points == rows_points / (3 * 3) * 60 * 60,
+             inner_points == rows_points / (3 * 3) * 120 * 120,
          "softmax N=16 D=64: %llu points: cpu/simple %llu, cpu/rows %llu, cpu/inner %llu", (unsigned long long)total,
          (unsigned long long)simple_points, (unsigned long long)rows_points, (unsigned long long)inner_points);
+
+  /* the tree combine in printed C: each level a vectorized loop over the lanes it keeps (the chains' vectors
+   * added into one, then halved), the stage itself adding the last two */
+  char *rrt = kg_test_read_file("te/lib/reduce_rows.te", NULL);
+  if (rrt) {
+    static const char tree[] =
+        "rfactor Y j 64\nsplit Y.rf j.i 16\nreorder Y.rf i j.o j.i.o j.i.i\nvectorize Y.rf j.i.i\n"
+        "rfactor Y j.i 16\nreorder Y.rf.2 i j.i.o j.i.i\nvectorize Y.rf.2 j.i.i\n"
+        "rfactor Y j.i.i 8\nreorder Y.rf.3 i j.i.i.o j.i.i.i\nvectorize Y.rf.3 j.i.i.i\n"
+        "parallel Y i\ncompute_at Y.rf.3 Y i\ncompute_at Y.rf.2 Y.rf.3 i\ncompute_at Y.rf Y.rf.2 i\n";
+    char *src = c_source(rrt, "N=8 D=256", tree);
+    CHECK_STR_CONTAINS(src, "/* stage Y.rf (computed at Y.rf.2.i) */");
+    CHECK_STR_CONTAINS(src, "j_i_i < 16; j_i_i++) { /* Y.rf.2.j.i.i */");
+    CHECK_STR_CONTAINS(src, "Y_rf_3_j_i_i_i < 8; Y_rf_3_j_i_i_i++) { /* Y.rf.3.j.i.i.i */");
+    CHECK_STR_CONTAINS(src, "j_i_i_i < 8; j_i_i_i++) { /* Y.j.i.i.i */");
+    free(src);
+    free(rrt);
+  }
 
   check_heavy_knobs(KG_TEST_MATMUL, "M=64 N=64 K=64", "C", 64, 64);
   check_heavy_knobs(KG_TEST_MATMUL, "M=24 N=56 K=8", "C", 24, 56);
