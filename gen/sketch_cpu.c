@@ -10,6 +10,10 @@
  *                    outer part runs outside the register tile (cache blocking), optionally with the operand that
  *                    the vector lanes read packed (cache_read local) at that level. codegen/c.c keeps such an
  *                    accumulation in registers around the inner reduction loop;
+ *     in cpu/tile-cw the lane knob may put the vector lanes on another spatial axis than the innermost, one that
+ *     an operand indexes while another is broadcast across it (a convolution's output channels): the operand
+ *     packed at root with that axis innermost, the accumulator stored so (sketch_cpu_lanes.c), and the row axis
+ *     then any other (the output width);
  *   - light reductions (no reuse: softmax rows, norms, reduce_rows): parallel rows; when not an output, computed
  *     at the row loop of its only consumer so that a row is reused from cache (cpu/rows); an rf knob rfactors
  *     the innermost reduction into vector lanes of partial results (a serial float sum does not vectorize);
