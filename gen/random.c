@@ -40,12 +40,6 @@ typedef struct draw_ctx {
   int done; /* successful steps so far */
 } draw_ctx;
 
-/* A cache stage whose storage order a step may still choose (reorder_storage's requirements). */
-static int is_relayoutable(const kg_sstage *st) {
-  return (st->origin == KG_ORIGIN_CACHE_READ || st->origin == KG_ORIGIN_CACHE_WRITE) && st->attach == KG_ATTACH_ROOT &&
-         st->nax >= 2 && st->nax <= KG_STEP_MAX_NAMES && kg_sched_untransformed(st);
-}
-
 static kg_sstage *pick_stage(draw_ctx *c, int (*ok)(const kg_sstage *)) {
   kg_sstage *cand[256];
   int n = 0;
@@ -243,20 +237,6 @@ static int draw_step(draw_ctx *c, kg_step_kind kind, kg_step *step) {
     step->nints = 1;
     break;
   }
-  case KG_STEP_REORDER_STORAGE: {
-    if (!(st = pick_stage(c, is_relayoutable))) return 0;
-    /* a random permutation of the spatial axes (Fisher-Yates) */
-    int perm[KG_STEP_MAX_NAMES];
-    for (int a = 0; a < st->nax; a++) perm[a] = a;
-    for (int a = st->nax - 1; a > 0; a--) {
-      int b = rng_below(r, a + 1), t = perm[a];
-      perm[a] = perm[b];
-      perm[b] = t;
-    }
-    for (int a = 0; a < st->nax; a++) step->names[a] = st->ax[perm[a]]->name;
-    step->nnames = st->nax;
-    break;
-  }
   default:
     return 0;
   }
@@ -279,7 +259,6 @@ void kg_schedule_random(kg_schedule *s, uint64_t seed, kg_target_kind target, in
       [KG_STEP_PARALLEL] = 5,      [KG_STEP_BIND] = target == KG_TARGET_CUDA ? 6 : 0,
       [KG_STEP_COMPUTE_AT] = 10,   [KG_STEP_COMPUTE_INLINE] = 7, [KG_STEP_COMPUTE_ROOT] = 2,
       [KG_STEP_CACHE_READ] = 3,    [KG_STEP_CACHE_WRITE] = 2,    [KG_STEP_RFACTOR] = 2,
-      [KG_STEP_REORDER_STORAGE] = 2,
   };
   int max_attempts = 20 * (nsteps > 0 ? nsteps : 0) + 20;
   char err[512];
@@ -287,9 +266,7 @@ void kg_schedule_random(kg_schedule *s, uint64_t seed, kg_target_kind target, in
     int w[KG_STEP_COUNT], total = 0;
     for (int k = 0; k < KG_STEP_COUNT; k++) {
       w[k] = weight[k];
-      if (c.done < 3 && (k == KG_STEP_CACHE_READ || k == KG_STEP_CACHE_WRITE || k == KG_STEP_RFACTOR ||
-                          k == KG_STEP_REORDER_STORAGE))
-        w[k] *= 4;
+      if (c.done < 3 && (k == KG_STEP_CACHE_READ || k == KG_STEP_CACHE_WRITE || k == KG_STEP_RFACTOR)) w[k] *= 4;
       total += w[k];
     }
     int x = rng_below(&r, total), kind = 0;

@@ -562,9 +562,12 @@ static void test_random(void) {
     kg_program_free(p);
   }
   for (int k = 0; k < KG_STEP_COUNT; k++) {
-    if (k != KG_STEP_BIND) CHECKF(seen[0][k] > 0, "C target never drew %s", kg_step_names[k]);
+    /* reorder_storage is the sketches' (lanes over a packed operand); random draws keep the layouts, so that
+     * the draws of every seed stay what they were before it existed */
+    if (k != KG_STEP_BIND && k != KG_STEP_REORDER_STORAGE)
+      CHECKF(seen[0][k] > 0, "C target never drew %s", kg_step_names[k]);
     /* the GPU generator builds its tiles from split + reorder, has no use for parallel (CPU threads) and
-     * leaves stages at root by not moving them; its staged copies keep their tensor's layout */
+     * leaves stages at root by not moving them */
     if (k != KG_STEP_TILE && k != KG_STEP_PARALLEL && k != KG_STEP_COMPUTE_ROOT && k != KG_STEP_REORDER_STORAGE)
       CHECKF(seen[1][k] > 0, "CUDA target never drew %s", kg_step_names[k]);
   }
