@@ -10,6 +10,10 @@
  *                    outer part runs outside the register tile (cache blocking), optionally with the operand that
  *                    the vector lanes read packed (cache_read local) at that level. codegen/c.c keeps such an
  *                    accumulation in registers around the inner reduction loop;
+ *     in cpu/tile-cw the lane knob may put the vector lanes on another spatial axis than the innermost, one that
+ *     an operand indexes while another is broadcast across it (a convolution's output channels): the operand
+ *     packed at root with that axis innermost, the accumulator stored so (sketch_cpu_lanes.c), and the row axis
+ *     then any other (the output width);
  *   - light reductions (no reuse: softmax rows, norms, reduce_rows): parallel rows; when not an output, computed
  *     at the row loop of its only consumer so that a row is reused from cache (cpu/rows); an rf knob rfactors
  *     the innermost reduction into vector lanes of partial results (a serial float sum does not vectorize);
@@ -37,6 +41,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "build.h"
+#include "sketch_cpu_lanes.h"
 #include "space.h"
 
 #define MAX_STAGES 64
@@ -343,7 +348,8 @@ static kg_sstage *epilogue_of(const kg_schedule *s, const kg_sstage *h, int sp_u
 /* Heavy stage h tiled for registers and cache. */
 static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
   kg_schedule *s = z->b.s;
-  int nax = h->nax, last = nax - 1;
+  /* last: the axis of the vector lanes, the innermost unless the lane knob picks another (cpu/tile-cw only) */
+  int nax = h->nax, last = kind == SK_TILE_CW ? (int)knob(z, h->name, "lane", nax - 1) : nax - 1;
   int row = nax >= 2 ? (int)knob(z, h->name, "row", nax - 2) : -1;
   /* the cache tiles are whole multiples of the register tile (a remainder inside a cache tile would put a guard
    * in the unrolled register tile); both capped at their loop's extent */
@@ -355,12 +361,31 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
     kg_builder_fail(&z->b, "stage %s: a %lldx%lld register tile spills", h->name, (long long)ri, (long long)rj);
     return;
   }
+  if (row == last || last < 0 || last >= nax) {
+    kg_builder_fail(&z->b, "stage %s: the row axis is the lane axis", h->name);
+    return;
+  }
   int64_t ti = ri * knob(z, h->name, "ti", 1), tj = rj * knob(z, h->name, "tj", 1);
   if (ti > rext) ti = rext;
   if (tj > lext) tj = lext;
-  /* o: the stage whose loops carry the tiles; a: where the accumulation runs */
+  /* o: the stage whose loops carry the tiles; a: where the accumulation runs; pos[i]: the position of h's axis i
+   * among a's axes (a lane axis other than the innermost is stored innermost) */
   kg_sstage *o = h, *a = h;
-  if (kind == SK_TILE_CW) {
+  int pos[16], perm[16];
+  for (int i = 0; i < 16; i++) pos[i] = i;
+  if (nax > 16) {
+    kg_builder_fail(&z->b, "stage %s: too many axes", h->name);
+    return;
+  }
+  if (kind == SK_TILE_CW && last != nax - 1) {
+    if (epilogue_of(s, h, z->sk->space->unfused)) {
+      kg_builder_fail(&z->b, "stage %s: lanes over axis %d need the accumulation in its own local", h->name, last);
+      return;
+    }
+    a = kg_cpu_lanes_prepare(&z->b, h, last, perm);
+    if (!a) return;
+    for (int i = 0; i < nax; i++) pos[perm[i]] = i;
+  } else if (kind == SK_TILE_CW) {
     kg_sstage *c = epilogue_of(s, h, z->sk->space->unfused);
     if (c) {
       o = c;
@@ -433,20 +458,30 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
     kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, o, lii, KG_THREAD_NONE);
     return;
   }
-  /* the accumulation at the register tile: other spatial axes, reductions, row (unrolled), last (vectorized) */
-  kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, o, lii, KG_THREAD_NONE);
+  /* the accumulation at the register tile: other spatial axes, reductions, row (unrolled), last (vectorized).
+   * With lanes over an axis other than the innermost, the copy out stores across them (not vectorized), and
+   * a lane tile of several vectors is one unrolled loop of single vectors: gcc keeps the accumulators of a
+   * wider vectorized loop in memory when reduction loops surround it. */
+  if (last == nax - 1) kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, o, lii, KG_THREAD_NONE);
   kg_builder_compute_at(&z->b, a, o, lio);
   if (z->b.failed) return;
   n = 0;
   for (int i = 0; i < a->nax; i++)
-    if (i != row && i != last) ord[n++] = a->roots[i];
+    if (i != row && i != last) ord[n++] = a->roots[pos[i]];
   for (int r = 0; r < a->nrax; r++) ord[n++] = a->roots[a->nax + r];
-  if (row >= 0) ord[n++] = a->roots[row];
-  ord[n++] = a->roots[last];
+  if (row >= 0) ord[n++] = a->roots[pos[row]];
+  kg_iter *lane = a->roots[pos[last]], *lane_o = NULL;
+  int64_t lw = rj < lext ? rj : lext;
+  if (last != nax - 1 && lw > VEC_LANES && lw % VEC_LANES == 0)
+    lane_o = kg_builder_split(&z->b, a, lane, VEC_LANES, &lane);
+  if (lane_o) ord[n++] = lane_o;
+  ord[n++] = lane;
+  if (z->b.failed) return;
   kg_builder_reorder(&z->b, a, ord, n);
   if (row >= 0 && knob(z, h->name, "unroll", 1) > 1)
-    kg_builder_annotate(&z->b, KG_STEP_UNROLL, a, a->roots[row], KG_THREAD_NONE);
-  kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, a, a->roots[last], KG_THREAD_NONE);
+    kg_builder_annotate(&z->b, KG_STEP_UNROLL, a, a->roots[pos[row]], KG_THREAD_NONE);
+  if (lane_o) kg_builder_annotate(&z->b, KG_STEP_UNROLL, a, lane_o, KG_THREAD_NONE);
+  kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, a, lane, KG_THREAD_NONE);
 }
 
 static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char *err, size_t errlen) {
@@ -562,12 +597,21 @@ static void add_vec_knob(kg_sketch *sk, const kg_sstage *st) {
   if (st->nax && st->nrax == 0) add_knob(sk, KG_KNOB_VECTOR, st->name, "vec", v, n);
 }
 
-static void add_heavy_knobs(kg_sketch *sk, const kg_sstage *h, sketch_kind kind) {
+static void add_heavy_knobs(kg_sketch *sk, const kg_schedule *s, const kg_sstage *h, sketch_kind kind) {
   int nax = h->nax, last = nax - 1;
-  int64_t v[KG_KNOB_MAX_VALUES];
+  int64_t v[KG_KNOB_MAX_VALUES], lanes[KG_KNOB_MAX_VALUES];
+  /* the lane axis: the innermost, or (cpu/tile-cw, accumulating in its own local) an axis whose operand a
+   * packed copy makes contiguous (a convolution's output channels); the row axis is then any other */
+  int nlanes = 0;
+  if (kind == SK_TILE_CW && nax >= 2 && !epilogue_of(s, h, sk->space->unfused))
+    nlanes = kg_cpu_lane_axes(h, lanes, KG_KNOB_MAX_VALUES - 1);
+  if (nlanes) {
+    lanes[nlanes++] = last;
+    add_knob(sk, KG_KNOB_CHOICE, h->name, "lane", lanes, nlanes);
+  }
   if (nax >= 2) {
     int n = 0;
-    for (int a = 0; a < nax - 1; a++)
+    for (int a = 0; a < (nlanes ? nax : nax - 1); a++)
       if (h->roots[a]->extent > 1) v[n++] = a;
     if (!n) v[n++] = nax - 2;
     add_knob(sk, KG_KNOB_CHOICE, h->name, "row", v, n);
@@ -583,6 +627,19 @@ static void add_heavy_knobs(kg_sketch *sk, const kg_sstage *h, sketch_kind kind)
   }
   int64_t le = h->roots[last]->extent;
   int n = vector_col_values(le, v);
+  /* register columns for every lane axis: the union of their values, in increasing order */
+  for (int l = 0; l + 1 < nlanes; l++) {
+    int64_t w[KG_KNOB_MAX_VALUES];
+    int m = vector_col_values(h->roots[lanes[l]]->extent, w);
+    for (int i = 0; i < m; i++) {
+      int k = 0;
+      while (k < n && v[k] < w[i]) k++;
+      if ((k < n && v[k] == w[i]) || n == KG_KNOB_MAX_VALUES) continue;
+      memmove(&v[k + 1], &v[k], sizeof v[0] * (size_t)(n - k));
+      v[k] = w[i];
+      n++;
+    }
+  }
   add_knob(sk, KG_KNOB_VECTOR, h->name, "rj", v, n);
   n = mult_values(le, v[0], v);
   add_knob(sk, KG_KNOB_TILE, h->name, "tj", v, n);
@@ -633,7 +690,7 @@ static void add_sketch(kg_space *sp, const kg_schedule *s, const char *name, ske
     if (c == CLS_ELEM && !x->is_output && kind != SK_SIMPLE && !sp->unfused)
       add_knob(sk, KG_KNOB_CHOICE, x->name, "root",
                kind == SK_INNER ? (const int64_t[]){0, 2} : (const int64_t[]){0, 1}, 2);
-    if (c == CLS_HEAVY && (kind == SK_TILE_CW || kind == SK_TILE_RK)) add_heavy_knobs(sk, x, kind);
+    if (c == CLS_HEAVY && (kind == SK_TILE_CW || kind == SK_TILE_RK)) add_heavy_knobs(sk, s, x, kind);
     else add_vec_knob(sk, x);
     if (kind == SK_INNER && inner_reduction(x)) {
       add_inner_knobs(sk, x);

@@ -412,3 +412,82 @@ int kg_sched_rfactor(kg_schedule *s, kg_sstage *st, const kg_step *step, char *e
   kg_sched_insert_stage(s, rs, st->id);
   return 0;
 }
+
+/* ---- reorder_storage S AXIS... ----
+ * Requires: S a stage that cache_read or cache_write created (its tensor is the schedule's own, so no caller sees
+ * its layout), at root, untransformed, nothing computed at its loops; AXIS... every spatial axis of S once. The
+ * tensor's dimensions take the order given (the last is contiguous in memory); S's spatial axes follow them, so
+ * its default loop nest walks the new layout in order, and every read of the tensor is rewritten to match. A
+ * cache_read of an operand whose vector lanes would read it with a stride (a convolution's weights F,C,R,S read
+ * along F) so becomes a packed copy that the lanes read contiguously; a cache_write's local accumulator likewise
+ * keeps the lanes' axis innermost. */
+static kg_expr *permute_reads(kg_schedule *s, const kg_expr *e, const kg_tensor *t, const int *perm) {
+  if (!e) return NULL;
+  kg_expr *c = KG_NEW(&s->arena, kg_expr);
+  *c = *e;
+  switch (e->kind) {
+  case KG_EXPR_READ:
+    c->read.idx = KG_NEW_ARRAY(&s->arena, kg_expr *, e->read.n > 0 ? e->read.n : 1);
+    for (int i = 0; i < e->read.n; i++)
+      c->read.idx[i] = permute_reads(s, e->read.idx[e->read.tensor == t ? perm[i] : i], t, perm);
+    break;
+  case KG_EXPR_UNARY:
+  case KG_EXPR_BINARY:
+    c->op.a = permute_reads(s, e->op.a, t, perm);
+    c->op.b = permute_reads(s, e->op.b, t, perm);
+    break;
+  case KG_EXPR_CALL:
+    c->call.args = KG_NEW_ARRAY(&s->arena, kg_expr *, e->call.n > 0 ? e->call.n : 1);
+    for (int i = 0; i < e->call.n; i++) c->call.args[i] = permute_reads(s, e->call.args[i], t, perm);
+    break;
+  case KG_EXPR_REDUCE:
+    c->reduce.body = permute_reads(s, e->reduce.body, t, perm);
+    break;
+  default:
+    break;
+  }
+  return c;
+}
+
+int kg_sched_reorder_storage(kg_schedule *s, kg_sstage *st, const kg_step *step, char *err, size_t errlen) {
+  const char *first = step->nnames ? step->names[0] : "?";
+  if (st->origin != KG_ORIGIN_CACHE_READ && st->origin != KG_ORIGIN_CACHE_WRITE)
+    FAIL("reorder_storage: stage %s: loop %s: only a stage made by cache_read or cache_write has a layout the "
+         "schedule may choose",
+         st->name, first);
+  if (st->attach != KG_ATTACH_ROOT)
+    FAIL("reorder_storage: stage %s: loop %s: the stage must be at root (reorder its storage before compute_at)",
+         st->name, first);
+  if (!kg_sched_untransformed(st))
+    FAIL("reorder_storage: stage %s: loop %s: its loops were already transformed; reorder_storage first",
+         st->name, first);
+  const kg_sstage *x = kg_sched_attached_at(s, st, NULL);
+  if (x)
+    FAIL("reorder_storage: stage %s: loop %s: stage %s is computed at its loop %s", st->name, first, x->name,
+         x->attach_iter->name);
+  if (step->nnames != st->nax)
+    FAIL("reorder_storage: stage %s: loop %s: %d axes given, the stage has %d spatial axes", st->name, first,
+         step->nnames, st->nax);
+  /* perm[d]: the old dimension that becomes dimension d */
+  int perm[KG_MAX_DIMS], seen[KG_MAX_DIMS] = {0};
+  for (int d = 0; d < step->nnames; d++) {
+    int a = -1;
+    for (int k = 0; k < st->nax; k++)
+      if (strcmp(st->ax[k]->name, step->names[d]) == 0) a = k;
+    if (a < 0) FAIL("reorder_storage: stage %s: loop %s: not a spatial axis of the stage", st->name, step->names[d]);
+    if (seen[a]) FAIL("reorder_storage: stage %s: loop %s: named twice", st->name, step->names[d]);
+    seen[a] = 1;
+    perm[d] = a;
+  }
+  kg_tensor *t = st->out;
+  int64_t shape[KG_MAX_DIMS];
+  int dyn[KG_MAX_DIMS];
+  kg_ivar **ax = KG_NEW_ARRAY(&s->arena, kg_ivar *, st->nax > 0 ? st->nax : 1);
+  for (int d = 0; d < st->nax; d++) shape[d] = t->shape[perm[d]], dyn[d] = t->dyn[perm[d]], ax[d] = st->ax[perm[d]];
+  for (int d = 0; d < st->nax; d++) t->shape[d] = shape[d], t->dyn[d] = dyn[d];
+  st->ax = ax;
+  for (int i = 0; i < s->nstages; i++)
+    if (kg_sched_expr_reads(s->stages[i]->body, t)) s->stages[i]->body = permute_reads(s, s->stages[i]->body, t, perm);
+  kg_sched_reset_roots(s, st);
+  return 0;
+}

@@ -336,6 +336,7 @@ int kg_schedule_apply(kg_schedule *s, const kg_step *step, char *err, size_t err
     case KG_STEP_COMPUTE_ROOT: rc = prim_compute_root(s, st, step, err, errlen); break;
     case KG_STEP_CACHE_WRITE: rc = kg_sched_cache_write(s, st, step, err, errlen); break;
     case KG_STEP_RFACTOR: rc = kg_sched_rfactor(s, st, step, err, errlen); break;
+    case KG_STEP_REORDER_STORAGE: rc = kg_sched_reorder_storage(s, st, step, err, errlen); break;
     default: rc = kg_sched_fail(err, errlen, "%s: unsupported", prim); break;
     }
   }

@@ -109,7 +109,9 @@ typedef struct kg_sstage {
  *   cache_read TENSOR SCOPE READER...   names = {SCOPE, READER...}  creates stage "TENSOR.SCOPE"
  *   cache_write STAGE SCOPE             names = {SCOPE}             creates stage "STAGE.SCOPE" that computes
  *   rfactor STAGE LOOP FACTOR           names = {LOOP} (a root reduction axis), ints = {FACTOR}: creates stage
- *                                       "STAGE.rf" computing partial results over the FACTOR-wide inner part */
+ *                                       "STAGE.rf" computing partial results over the FACTOR-wide inner part
+ *   reorder_storage STAGE AXIS...       names = STAGE's spatial axes in their new storage order (a stage that
+ *                                       cache_read or cache_write made; its readers are rewritten) */
 /* name, text, then the step's form: how many names (min, max) and how many integers follow the stage. */
 #define KG_STEPS(X)                                                                                         \
   X(SPLIT, "split", 1, 1, 1) X(TILE, "tile", 2, 2, 2) X(REORDER, "reorder", 2, KG_STEP_MAX_NAMES, 0)          \
@@ -117,7 +119,7 @@ typedef struct kg_sstage {
   X(PARALLEL, "parallel", 1, 1, 0) X(BIND, "bind", 2, 2, 0) X(COMPUTE_AT, "compute_at", 2, 2, 0)              \
   X(COMPUTE_INLINE, "compute_inline", 0, 0, 0) X(COMPUTE_ROOT, "compute_root", 0, 0, 0)                       \
   X(CACHE_READ, "cache_read", 2, KG_STEP_MAX_NAMES, 0) X(CACHE_WRITE, "cache_write", 1, 1, 0)                 \
-  X(RFACTOR, "rfactor", 1, 1, 1)
+  X(RFACTOR, "rfactor", 1, 1, 1) X(REORDER_STORAGE, "reorder_storage", 1, KG_STEP_MAX_NAMES, 0)
 typedef enum {
 #define X(n, s, lo, hi, ni) KG_STEP_##n,
   KG_STEPS(X)

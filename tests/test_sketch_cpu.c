@@ -419,6 +419,10 @@ int main(void) {
     free(rrt);
   }
 
+  /* a matmul's rows can carry the lanes too (A packed K-major, B's values broadcast) */
+  static const char *const mlanes[] = {"reorder_storage C.local j i", "reorder_storage A.local ax1 ax0",
+                                       "vectorize C.local i"};
+  CHECK(sketch_has(KG_TEST_MATMUL, "M=64 N=64 K=64", "cpu/tile-cw", mlanes, 3));
   check_heavy_knobs(KG_TEST_MATMUL, "M=64 N=64 K=64", "C", 64, 64);
   check_heavy_knobs(KG_TEST_MATMUL, "M=24 N=56 K=8", "C", 24, 56);
   char *conv = kg_test_read_file("bench/workloads/conv2d_3x3.te", NULL);
@@ -437,6 +441,13 @@ int main(void) {
     char *src = c_source(conv, "N=1 C=4 H=8 W=24 F=8", trace);
     CHECK_STR_CONTAINS(src, "register accumulator of Y_local around loop c */");
     free(src);
+    /* lanes over the output channels: weights packed C,R,S,F at root, the accumulator stored with f innermost,
+     * register rows over the output width; a two-vector lane tile as an unrolled loop of single vectors */
+    static const char *const lanes[] = {"reorder_storage Y.local n y x f", "cache_read K local Y.local",
+                                        "reorder_storage K.local ax1 ax2 ax3 ax0", "vectorize K.local ax0",
+                                        "unroll Y.local x", "split Y.local f 16", "unroll Y.local f.o",
+                                        "vectorize Y.local f.i"};
+    CHECK(sketch_has(conv, "N=1 C=4 H=8 W=24 F=32", "cpu/tile-cw", lanes, 8));
     free(conv);
   }
   TEST_END();

@@ -32,6 +32,7 @@ static const char *canonical =
     "cache_read A shared C D\n"
     "cache_write C local\n"
     "rfactor m j 16\n"
+    "reorder_storage C.local j i\n"
     "split C x 9223372036854775807\n";
 
 static void test_round_trip(void) {
@@ -39,7 +40,7 @@ static void test_round_trip(void) {
   kg_trace_init(&t);
   char err[256];
   CHECKF(kg_trace_parse(&t, "t.trace", canonical, strlen(canonical), err, sizeof err) == 0, "%s", err);
-  CHECK(t.nsteps == 16);
+  CHECK(t.nsteps == 17);
   char *text = kg_trace_to_text(&t);
   CHECKF(strcmp(text, canonical) == 0, "got:\n%s", text);
   /* specific fields */
@@ -51,7 +52,9 @@ static void test_round_trip(void) {
   CHECK(t.steps[10].kind == KG_STEP_COMPUTE_INLINE && t.steps[10].nnames == 0 && t.steps[10].nints == 0);
   CHECK(t.steps[12].kind == KG_STEP_CACHE_READ && strcmp(t.steps[12].stage, "A") == 0 &&
         t.steps[12].nnames == 3 && strcmp(t.steps[12].names[0], "shared") == 0);
-  CHECK(t.steps[15].ints[0] == INT64_MAX);
+  CHECK(t.steps[15].kind == KG_STEP_REORDER_STORAGE && strcmp(t.steps[15].stage, "C.local") == 0 &&
+        t.steps[15].nnames == 2 && strcmp(t.steps[15].names[0], "j") == 0 && t.steps[15].nints == 0);
+  CHECK(t.steps[16].ints[0] == INT64_MAX);
 
   /* print -> parse gives identical steps */
   kg_trace u;
@@ -148,6 +151,7 @@ static void test_errors(void) {
   expect_error("compute_inline e f\n", 19, "compute_inline takes STAGE");
   expect_error("compute_at P C\n", 15, "compute_at takes STAGE CONSUMER LOOP");
   expect_error("rfactor C k\n", 12, "rfactor takes STAGE LOOP FACTOR");
+  expect_error("reorder_storage C.local\n", 24, "reorder_storage takes STAGE AXIS...");
   expect_error("split C i\0 4\n", 13, "unexpected control character (byte 0x00)");
   expect_error("vectorize C i\x01\n", 15, "unexpected control character (byte 0x01)");
   /* the error of a later line, after good ones, is reported with its line number and nothing is appended */
