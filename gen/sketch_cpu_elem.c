@@ -26,6 +26,10 @@
  * Non-output stages are inlined; in an unfused space, or where inlining is illegal, they are tiled at root the
  * same way, with their own knobs (an unfused space has them).
  *
+ * The sketches of the other CPU rules, made before this one, get a stream knob for each streamable output of
+ * the program (softmax's and the norms' outputs, a matmul's fused epilogue): their realization is wrapped so that
+ * the knob's `stream` step follows it (realize_streamed).
+ *
  * Requires: realize receives a fresh default schedule of the space's program. */
 #include <stdio.h>
 #include <string.h>
@@ -209,8 +213,59 @@ static void add_stage_knobs(kg_sketch *sk, const kg_schedule *s, const kg_sstage
   if (streamable(s, st)) add_knob(sk, KG_KNOB_CHOICE, st->name, "stream", (const int64_t[]){0, 1}, 2);
 }
 
+/* The other CPU sketches (rows, inner-axis reductions, tiled heavy stages with their epilogue, simple) realized,
+ * then the point's stream knobs applied: their outputs without reduction (softmax's, the norms', a fused
+ * epilogue's) may be streamed too. The rule's own realize runs on a copy of the sketch holding its own function
+ * and data, so the rules need not know of the wrapping. */
+typedef struct stream_wrap {
+  kg_sketch_realize_fn realize;
+  void *data;
+  int nstreams;
+  const char *streams[ELEM_MAX_STAGES]; /* the streamable outputs */
+} stream_wrap;
+
+static int realize_streamed(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char *err, size_t errlen) {
+  const stream_wrap *w = sk->data;
+  kg_sketch inner = *sk;
+  inner.realize = w->realize;
+  inner.data = w->data;
+  if (w->realize && w->realize(&inner, pt, s, err, errlen)) return -1;
+  ez z = {.sk = sk, .pt = pt};
+  kg_builder_init(&z.b, s);
+  for (int i = 0; i < w->nstreams; i++) {
+    kg_sstage *st = kg_schedule_find_stage(s, w->streams[i]);
+    /* a rule may have left the stage where streaming does not apply: the point is then the one without it */
+    if (st && eknob(&z, st->name, "stream", 0))
+      kg_builder_try(&z.b, KG_STEP_STREAM, st->name, NULL, 0, 0, 0, 0);
+  }
+  return 0;
+}
+
+/* Adds a stream knob for every streamable output of sp's program to the sketches the other rules made
+ * (sketches [0, upto)). */
+static void add_stream_knobs(kg_space *sp, const kg_schedule *s, int upto) {
+  stream_wrap proto = {0};
+  for (int i = 0; i < s->nstages && proto.nstreams < ELEM_MAX_STAGES; i++)
+    if (s->stages[i]->nax >= 1 && streamable(s, s->stages[i])) proto.streams[proto.nstreams++] = s->stages[i]->name;
+  if (!proto.nstreams) return;
+  for (int k = 0; k < upto; k++) {
+    kg_sketch *sk = &sp->sketches[k];
+    if (sk->nknobs + proto.nstreams > KG_SPACE_MAX_KNOBS) continue;
+    stream_wrap *w = kg_arena_alloc(&sp->arena, sizeof *w);
+    *w = proto;
+    for (int i = 0; i < w->nstreams; i++) w->streams[i] = kg_arena_strdup(&sp->arena, proto.streams[i]);
+    w->realize = sk->realize;
+    w->data = sk->data;
+    sk->realize = realize_streamed;
+    sk->data = w;
+    for (int i = 0; i < w->nstreams; i++)
+      add_knob(sk, KG_KNOB_CHOICE, w->streams[i], "stream", (const int64_t[]){0, 1}, 2);
+  }
+}
+
 int kg_sketches_cpu_elem(kg_space *sp) {
   kg_schedule *s = kg_schedule_new(sp->prog);
+  add_stream_knobs(sp, s, sp->nsketches);
   int ok = s->nstages > 0, spatial = 0;
   for (int i = 0; i < s->nstages && ok; i++) {
     ok = elem_stage(s->stages[i]) && s->stages[i]->nax <= KG_STEP_MAX_NAMES - 4;

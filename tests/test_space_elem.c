@@ -245,6 +245,59 @@ static void test_stream(void) {
   }
 }
 
+/* The other rules' sketches of program text at sizes carry a stream knob for output Y: with it set, some sketch's
+ * points realize with `stream Y`, verify, and some print non-temporal stores (Y's rows vectorized). */
+static void check_stream_knob(const char *path, const char *sizes) {
+  char *text = kg_test_read_file(path, NULL);
+  CHECK(text != NULL);
+  if (!text) return;
+  kg_test_workload w;
+  memset(&w, 0, sizeof w);
+  w.p = kg_test_load_sizes(text, sizes);
+  free(text);
+  CHECK(w.p != NULL);
+  if (!w.p) return;
+  kg_data_init(&w.d, w.p, KG_TEST_DATA_SEED);
+  kg_data_reference(&w.d, w.p, KG_TEST_DATA_SEED);
+  kg_space *sp = kg_space_new(w.p, KG_TARGET_C, NULL);
+  uint64_t rng = 2024;
+  int knobs = 0, streamed = 0, printed = 0;
+  char err[1024];
+  for (int si = 0; si < sp->nsketches; si++) {
+    const kg_sketch *sk = &sp->sketches[si];
+    int k = -1;
+    for (int i = 0; i < sk->nknobs; i++)
+      if (!strcmp(sk->knobs[i].name, "Y.stream")) k = i;
+    knobs += k >= 0;
+    for (int d = 0; k >= 0 && d < 3; d++) {
+      kg_point pt;
+      kg_space_sample(sp, si, &rng, &pt);
+      pt.knobs[k] = 1;
+      kg_schedule *s = kg_space_realize(sp, &pt, err, sizeof err);
+      if (!s) continue;
+      char *t = kg_trace_to_text(&s->trace);
+      if (strstr(t, "stream Y\n")) {
+        char what[256];
+        snprintf(what, sizeof what, "%s %s %s streamed", path, sizes, sk->name);
+        if (streamed++ < 3) check_runs(&w, s, what);
+        kg_arena la;
+        kg_arena_init(&la);
+        kg_lowered *lw = kg_lower(s, KG_TARGET_C, &la, err, sizeof err);
+        char *c = NULL;
+        if (lw && kg_codegen_c(lw, "kgen_entry", &c, err, sizeof err) == 0) printed += strstr(c, "kg_stream16(kg_ntp") != NULL;
+        free(c);
+        kg_arena_free(&la);
+      }
+      free(t);
+      kg_schedule_free(s);
+    }
+  }
+  CHECKF(knobs >= 2 && streamed >= 2 && printed >= 1, "%s %s: %d sketches with Y.stream, %d streamed, %d printed", path,
+         sizes, knobs, streamed, printed);
+  kg_space_free(sp);
+  kg_test_workload_free(&w);
+}
+
 int main(void) {
   test_stream();
   char *files[KG_TEST_MAX_WORKLOADS];
@@ -259,5 +312,7 @@ int main(void) {
   check_elem("te/lib/bias_gelu_residual.te", 3, bgr_steps, 5);
   static const char *const mp_steps[] = {"vectorize Y", "parallel Y", "reorder Y n*c*y.o r s"};
   check_elem("te/lib/maxpool2d.te", 4, mp_steps, 2);
+  check_stream_knob("te/lib/softmax.te", "N=7 D=64");
+  check_stream_knob("te/lib/layernorm.te", "N=9 D=80");
   TEST_END();
 }
