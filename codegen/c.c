@@ -206,19 +206,33 @@ static void put_stream_iter(cgen *g, const stream_body *sb, const char *target_f
   kg_strbuf_puts(b, "}\n");
 }
 
-/* A vectorized loop whose one store is streamed: ordinary stores up to the first 64-byte boundary of the
- * destination, then whole 16-float vectors computed into an aligned buffer and written with kg_stream16
- * (non-temporal), then ordinary stores for the tail. The fence that orders them comes after the enclosing
- * parallel loop's iterations (put_loop_plain) and after the root nest (kg_codegen_c_function). */
+/* A simd loop of one iteration per value of v in [lo, hi) (C expressions), storing as the body does. */
+static void put_stream_loop(cgen *g, const stream_body *sb, const char *v, const char *lo, const char *hi, int ind) {
+  put_omp(&g->b, ind, "simd");
+  kg_strbuf_indent(&g->b, ind);
+  kg_strbuf_printf(&g->b, "for (int64_t %s = %s; %s < %s; %s++) ", v, lo, v, hi, v);
+  put_stream_iter(g, sb, NULL, v, ind);
+}
+
+/* A vectorized loop whose one store is streamed. Where the destination of its first iteration is 64-byte aligned
+ * and it has at least 16 iterations, whole 16-float vectors are computed into an aligned buffer (which the
+ * compiler keeps in a register) and written with kg_stream16 (non-temporal), and the iterations after the last
+ * whole vector by an ordinary simd loop; otherwise the whole loop is an ordinary simd loop (ordinary stores before
+ * a boundary would share cache lines with the streamed ones, which costs more than it saves). The fence that
+ * orders the stores comes after the enclosing parallel loop's iterations (put_loop_plain) and after the root nest
+ * (kg_codegen_c_function). */
 static void put_loop_stream(cgen *g, const kg_irstmt *s, const stream_body *sb, int ind) {
   kg_strbuf *b = &g->b;
   const char *v = s->loop.var->name, *buf = sb->store->store.buf->name;
+  char n[300], k[300];
+  snprintf(n, sizeof n, "kg_n_%s", v);
+  snprintf(k, sizeof k, "kg_ntk_%s", v);
   kg_strbuf_indent(b, ind);
   kg_strbuf_printf(b, "{ /* stream %s: loop %s.%s stores whole aligned vectors non-temporally */\n", buf,
                    s->loop.stage_name ? s->loop.stage_name : "?", s->loop.loop_name ? s->loop.loop_name : "?");
   ind++;
   kg_strbuf_indent(b, ind);
-  kg_strbuf_printf(b, "const int64_t kg_n_%s = ", v);
+  kg_strbuf_printf(b, "const int64_t %s = ", n);
   put_expr(g, s->loop.extent);
   kg_strbuf_puts(b, ";\n");
   /* the first iteration's address: the loop variable 0 (every other variable is the enclosing loops') */
@@ -236,29 +250,26 @@ static void put_loop_stream(cgen *g, const kg_irstmt *s, const stream_body *sb, 
   kg_strbuf_indent(b, ind);
   kg_strbuf_puts(b, "}\n");
   kg_strbuf_indent(b, ind);
-  kg_strbuf_printf(b, "int64_t kg_ntk_%s = kg_min64(kg_n_%s, (int64_t)((((uintptr_t)0 - (uintptr_t)kg_ntp_%s) & 63) / "
-                   "sizeof(float)));\n", v, v, v);
+  kg_strbuf_printf(b, "int64_t %s = 0;\n", k);
   kg_strbuf_indent(b, ind);
-  kg_strbuf_printf(b, "for (int64_t %s = 0; %s < kg_ntk_%s; %s++) ", v, v, v, v);
-  put_stream_iter(g, sb, NULL, v, ind);
-  kg_strbuf_indent(b, ind);
-  kg_strbuf_printf(b, "for (; kg_ntk_%s + 16 <= kg_n_%s; kg_ntk_%s += 16) {\n", v, v, v);
+  kg_strbuf_printf(b, "if (((uintptr_t)kg_ntp_%s & 63) == 0) {\n", v);
   kg_strbuf_indent(b, ind + 1);
+  kg_strbuf_printf(b, "for (; %s + 16 <= %s; %s += 16) {\n", k, n, k);
+  kg_strbuf_indent(b, ind + 2);
   kg_strbuf_printf(b, "float kg_ntb_%s[16] __attribute__((aligned(64)));\n", v);
-  put_omp(b, ind + 1, "simd");
+  put_omp(b, ind + 2, "simd");
+  kg_strbuf_indent(b, ind + 2);
+  kg_strbuf_printf(b, "for (int64_t %s = %s; %s < %s + 16; %s++) ", v, k, v, k, v);
+  char fmt[400];
+  snprintf(fmt, sizeof fmt, "kg_ntb_%%s[%%s - %s]", k);
+  put_stream_iter(g, sb, fmt, v, ind + 2);
+  kg_strbuf_indent(b, ind + 2);
+  kg_strbuf_printf(b, "kg_stream16(kg_ntp_%s + %s, kg_ntb_%s);\n", v, k, v);
   kg_strbuf_indent(b, ind + 1);
-  kg_strbuf_printf(b, "for (int64_t %s = kg_ntk_%s; %s < kg_ntk_%s + 16; %s++) ", v, v, v, v, v);
-  char fmt[64];
-  snprintf(fmt, sizeof fmt, "kg_ntb_%%s[%%s - kg_ntk_%s]", v);
-  put_stream_iter(g, sb, fmt, v, ind + 1);
-  kg_strbuf_indent(b, ind + 1);
-  kg_strbuf_printf(b, "kg_stream16(kg_ntp_%s + kg_ntk_%s, kg_ntb_%s);\n", v, v, v);
+  kg_strbuf_puts(b, "}\n");
   kg_strbuf_indent(b, ind);
   kg_strbuf_puts(b, "}\n");
-  put_omp(b, ind, "simd");
-  kg_strbuf_indent(b, ind);
-  kg_strbuf_printf(b, "for (int64_t %s = kg_ntk_%s; %s < kg_n_%s; %s++) ", v, v, v, v, v);
-  put_stream_iter(g, sb, NULL, v, ind);
+  put_stream_loop(g, sb, v, k, n, ind);
   kg_strbuf_indent(b, ind - 1);
   kg_strbuf_puts(b, "}\n");
 }

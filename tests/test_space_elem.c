@@ -217,7 +217,8 @@ static void test_stream(void) {
   lowered_text(tr, "M=100 N=70", "stream Y\n", KG_TARGET_CUDA, &ir, &c, err, sizeof err);
   CHECKF(!ir && strstr(err, "stream (non-temporal stores) is available on the C target only"), "cuda: %s", err);
   free(ir);
-  /* it runs and verifies: transpose and an elementwise chain, non-dividing tiles (head, vectors and tail) */
+  /* it runs and verifies: transpose and an elementwise chain with non-dividing tiles, rows of sizes that leave some
+   * loops 64-byte aligned (streamed vectors, then a tail) and others not (ordinary stores) */
   static const char *const runs[][3] = {
       {"te/lib/transpose.te", "tile Y j i 8 40\nfuse Y j.o i.o\nparallel Y j.o*i.o\nvectorize Y i.i\nstream Y\n",
        "M=100 N=37"},
