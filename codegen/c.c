@@ -27,7 +27,9 @@
  * decides how to write each node in C: a non-constant extent is computed once into a const before its loop
  * (OpenMP's canonical form), loop kinds become pragmas (a vectorized loop whose body has loops gets none), a local
  * allocation lives on the stack up to KG_C_STACK_BYTES and on the heap beyond, a SEQ opens a block only when it
- * declares a LET, and a one-line comment that opens an if's then branch goes on the if's line.
+ * declares a LET, a one-line comment that opens an if's then branch goes on the if's line, and a streamed store
+ * (`stream`) becomes non-temporal vector stores where its loop is vectorized and the store contiguous (see
+ * put_loop_stream), with the fences that order them.
  *
  * Requires: a kg_lowered for KG_TARGET_C (no bound loops, no shared allocations: rejected with an error). */
 #include <stdarg.h>
@@ -84,6 +86,193 @@ static void put_expr(cgen *g, const kg_irexpr *e) {
 }
 
 static void put_stmt(cgen *g, const kg_irstmt *s, int ind);
+static void put_omp(kg_strbuf *b, int ind, const char *what);
+
+/* ---- streamed (non-temporal) stores ---- */
+
+/* Does s hold a streamed store? */
+static int has_stream(const kg_irstmt *s) {
+  switch (s->kind) {
+    case KG_IRS_STORE: return s->store.stream;
+    case KG_IRS_SEQ:
+      for (int i = 0; i < s->seq.n; i++)
+        if (has_stream(s->seq.items[i])) return 1;
+      return 0;
+    case KG_IRS_FOR: return has_stream(s->loop.body);
+    case KG_IRS_IF: return has_stream(s->cond.then) || (s->cond.otherwise && has_stream(s->cond.otherwise));
+    case KG_IRS_ALLOC: return has_stream(s->alloc.body);
+    default: return 0;
+  }
+}
+
+static int uses_var(kg_irexpr *e, const kg_irvar *v) {
+  if (e->kind == KG_IRE_VAR) return e->var == v;
+  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
+  int n = kg_ir_children(e, kids);
+  for (int i = 0; i < n; i++)
+    if (uses_var(*kids[i], v)) return 1;
+  return 0;
+}
+
+/* The LETs of a streamed loop's body, which its index may go through. */
+#define STREAM_MAX_LETS 16
+typedef struct stream_body {
+  const kg_irstmt *store;
+  const kg_irstmt *lets[STREAM_MAX_LETS];
+  int nlets;
+} stream_body;
+
+/* The coefficient of v in e when e is affine in v (sums, differences and products by constants of terms that
+ * are v, a LET of the body affine in v, or do not use it): 0 and *c set, else -1. */
+static int var_coef(kg_irexpr *e, const kg_irvar *v, const stream_body *sb, int64_t *c) {
+  int64_t ca, cb, k;
+  if (e->kind == KG_IRE_VAR) {
+    for (int i = 0; i < sb->nlets; i++)
+      if (sb->lets[i]->let.var == e->var) return var_coef(sb->lets[i]->let.value, v, sb, c);
+    *c = e->var == v;
+    return 0;
+  }
+  if (e->kind == KG_IRE_INT || e->kind == KG_IRE_FLOAT) {
+    *c = 0;
+    return 0;
+  }
+  if (e->kind != KG_IRE_BINARY || e->ty != KG_TY_INT) {
+    /* anything else: fine when neither v nor a LET of the body appears in it */
+    if (uses_var(e, v)) return -1;
+    for (int i = 0; i < sb->nlets; i++)
+      if (uses_var(e, sb->lets[i]->let.var)) return -1;
+    *c = 0;
+    return 0;
+  }
+  switch (e->bin.op) {
+    case KG_OP_ADD:
+    case KG_OP_SUB:
+      if (var_coef(e->bin.a, v, sb, &ca) || var_coef(e->bin.b, v, sb, &cb)) return -1;
+      *c = e->bin.op == KG_OP_ADD ? ca + cb : ca - cb;
+      return 0;
+    case KG_OP_MUL:
+      if (var_coef(e->bin.a, v, sb, &ca) || var_coef(e->bin.b, v, sb, &cb)) return -1;
+      if (ca && cb) return -1;
+      if (ca && kg_ir_is_const(e->bin.b, &k)) *c = ca * k;
+      else if (cb && kg_ir_is_const(e->bin.a, &k)) *c = cb * k;
+      else if (!ca && !cb) *c = 0;
+      else return -1;
+      return 0;
+    default:
+      if (var_coef(e->bin.a, v, sb, &ca) || var_coef(e->bin.b, v, sb, &cb) || ca || cb) return -1;
+      *c = 0;
+      return 0;
+  }
+}
+
+/* Vectorized loop s whose body is LETs and one streamed store at unit stride in the loop's variable
+ * (consecutive iterations write consecutive floats): 1 with *sb filled; else 0. */
+static int stream_body_of(const kg_irstmt *s, stream_body *sb) {
+  memset(sb, 0, sizeof *sb);
+  if (s->kind != KG_IRS_FOR || s->loop.kind != KG_LOOP_VECTORIZED) return 0;
+  const kg_irstmt *b = s->loop.body;
+  while (b->kind == KG_IRS_SEQ && b->seq.n == 1) b = b->seq.items[0];
+  if (b->kind == KG_IRS_SEQ) {
+    for (int i = 0; i < b->seq.n - 1; i++) {
+      if (b->seq.items[i]->kind != KG_IRS_LET || sb->nlets >= STREAM_MAX_LETS) return 0;
+      sb->lets[sb->nlets++] = b->seq.items[i];
+    }
+    b = b->seq.n ? b->seq.items[b->seq.n - 1] : b;
+  }
+  int64_t c;
+  if (b->kind != KG_IRS_STORE || !b->store.stream || var_coef(b->store.index, s->loop.var, sb, &c) || c != 1)
+    return 0;
+  sb->store = b;
+  return 1;
+}
+
+/* One iteration of a streamed loop's body: its LETs, then "<target> = value;" */
+static void put_stream_iter(cgen *g, const stream_body *sb, const char *target_fmt, const char *v, int ind) {
+  kg_strbuf *b = &g->b;
+  kg_strbuf_puts(b, "{\n");
+  for (int i = 0; i < sb->nlets; i++) put_stmt(g, sb->lets[i], ind + 1);
+  kg_strbuf_indent(b, ind + 1);
+  if (target_fmt) {
+    kg_strbuf_printf(b, target_fmt, v, v);
+  } else {
+    kg_strbuf_printf(b, "%s[", sb->store->store.buf->name);
+    put_expr(g, sb->store->store.index);
+    kg_strbuf_puts(b, "]");
+  }
+  kg_strbuf_puts(b, " = ");
+  put_expr(g, sb->store->store.value);
+  kg_strbuf_puts(b, ";\n");
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_puts(b, "}\n");
+}
+
+/* A simd loop of one iteration per value of v in [lo, hi) (C expressions), storing as the body does. */
+static void put_stream_loop(cgen *g, const stream_body *sb, const char *v, const char *lo, const char *hi, int ind) {
+  put_omp(&g->b, ind, "simd");
+  kg_strbuf_indent(&g->b, ind);
+  kg_strbuf_printf(&g->b, "for (int64_t %s = %s; %s < %s; %s++) ", v, lo, v, hi, v);
+  put_stream_iter(g, sb, NULL, v, ind);
+}
+
+/* A vectorized loop whose one store is streamed. Where the destination of its first iteration is 64-byte aligned
+ * and it has at least 16 iterations, whole 16-float vectors are computed into an aligned buffer (which the
+ * compiler keeps in a register) and written with kg_stream16 (non-temporal), and the iterations after the last
+ * whole vector by an ordinary simd loop; otherwise the whole loop is an ordinary simd loop (ordinary stores before
+ * a boundary would share cache lines with the streamed ones, which costs more than it saves). The fence that
+ * orders the stores comes after the enclosing parallel loop's iterations (put_loop_plain) and after the root nest
+ * (kg_codegen_c_function). */
+static void put_loop_stream(cgen *g, const kg_irstmt *s, const stream_body *sb, int ind) {
+  kg_strbuf *b = &g->b;
+  const char *v = s->loop.var->name, *buf = sb->store->store.buf->name;
+  char n[300], k[300];
+  snprintf(n, sizeof n, "kg_n_%s", v);
+  snprintf(k, sizeof k, "kg_ntk_%s", v);
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_printf(b, "{ /* stream %s: loop %s.%s stores whole aligned vectors non-temporally */\n", buf,
+                   s->loop.stage_name ? s->loop.stage_name : "?", s->loop.loop_name ? s->loop.loop_name : "?");
+  ind++;
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_printf(b, "const int64_t %s = ", n);
+  put_expr(g, s->loop.extent);
+  kg_strbuf_puts(b, ";\n");
+  /* the first iteration's address: the loop variable 0 (every other variable is the enclosing loops') */
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_printf(b, "float *kg_ntp_%s;\n", v);
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_puts(b, "{\n");
+  kg_strbuf_indent(b, ind + 1);
+  kg_strbuf_printf(b, "const int64_t %s = 0;\n", v);
+  for (int i = 0; i < sb->nlets; i++) put_stmt(g, sb->lets[i], ind + 1);
+  kg_strbuf_indent(b, ind + 1);
+  kg_strbuf_printf(b, "kg_ntp_%s = &%s[", v, buf);
+  put_expr(g, sb->store->store.index);
+  kg_strbuf_puts(b, "];\n");
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_puts(b, "}\n");
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_printf(b, "int64_t %s = 0;\n", k);
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_printf(b, "if (((uintptr_t)kg_ntp_%s & 63) == 0) {\n", v);
+  kg_strbuf_indent(b, ind + 1);
+  kg_strbuf_printf(b, "for (; %s + 16 <= %s; %s += 16) {\n", k, n, k);
+  kg_strbuf_indent(b, ind + 2);
+  kg_strbuf_printf(b, "float kg_ntb_%s[16] __attribute__((aligned(64)));\n", v);
+  put_omp(b, ind + 2, "simd");
+  kg_strbuf_indent(b, ind + 2);
+  kg_strbuf_printf(b, "for (int64_t %s = %s; %s < %s + 16; %s++) ", v, k, v, k, v);
+  char fmt[400];
+  snprintf(fmt, sizeof fmt, "kg_ntb_%%s[%%s - %s]", k);
+  put_stream_iter(g, sb, fmt, v, ind + 2);
+  kg_strbuf_indent(b, ind + 2);
+  kg_strbuf_printf(b, "kg_stream16(kg_ntp_%s + %s, kg_ntb_%s);\n", v, k, v);
+  kg_strbuf_indent(b, ind + 1);
+  kg_strbuf_puts(b, "}\n");
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_puts(b, "}\n");
+  put_stream_loop(g, sb, v, k, n, ind);
+  kg_strbuf_indent(b, ind - 1);
+  kg_strbuf_puts(b, "}\n");
+}
 
 /* The statements of s without braces of their own (the caller opened a block). */
 static void put_block_items(cgen *g, const kg_irstmt *s, int ind) {
@@ -105,7 +294,7 @@ static void put_omp(kg_strbuf *b, int ind, const char *what) {
 
 /* The loop's pragmas and header up to its opening brace (the caller prints the body and the closing brace).
  * -1 when the loop cannot be printed for the C target. */
-static int put_for_head(cgen *g, const kg_irstmt *s, int ind) {
+static int put_for_head(cgen *g, const kg_irstmt *s, int ind, int nowait) {
   kg_strbuf *b = &g->b;
   int64_t ext = 0;
   if (s->loop.kind == KG_LOOP_BOUND || s->loop.tag != KG_THREAD_NONE) {
@@ -125,7 +314,7 @@ static int put_for_head(cgen *g, const kg_irstmt *s, int ind) {
     kg_strbuf_puts(b, ";\n");
   }
   switch (s->loop.kind) {
-    case KG_LOOP_PARALLEL: put_omp(b, ind, "parallel for"); break;
+    case KG_LOOP_PARALLEL: put_omp(b, ind, nowait ? "for nowait" : "parallel for"); break;
     case KG_LOOP_VECTORIZED:
       if (kg_ir_contains_loop(s->loop.body)) {
         kg_strbuf_indent(b, ind);
@@ -151,10 +340,29 @@ static int put_for_head(cgen *g, const kg_irstmt *s, int ind) {
 }
 
 static void put_loop_plain(cgen *g, const kg_irstmt *s, int ind) {
-  if (put_for_head(g, s, ind)) return;
+  stream_body sb;
+  if (stream_body_of(s, &sb)) {
+    put_loop_stream(g, s, &sb, ind);
+    return;
+  }
+  /* a parallel loop with streamed stores: each thread fences its own before the region's closing barrier */
+  int fence = s->loop.kind == KG_LOOP_PARALLEL && has_stream(s->loop.body);
+  if (fence) {
+    put_omp(&g->b, ind, "parallel");
+    kg_strbuf_indent(&g->b, ind);
+    kg_strbuf_puts(&g->b, "{\n");
+    ind++;
+  }
+  if (put_for_head(g, s, ind, fence)) return;
   put_block_items(g, s->loop.body, ind + 1);
   kg_strbuf_indent(&g->b, ind);
   kg_strbuf_puts(&g->b, "}\n");
+  if (fence) {
+    kg_strbuf_indent(&g->b, ind);
+    kg_strbuf_puts(&g->b, "kg_stream_fence();\n");
+    kg_strbuf_indent(&g->b, ind - 1);
+    kg_strbuf_puts(&g->b, "}\n");
+  }
 }
 
 static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
@@ -281,6 +489,9 @@ static const char prelude[] =
     "#include <stdint.h>\n"
     "#include <stdlib.h>\n"
     "#include <string.h>\n"
+    "#if defined(__SSE__) && !defined(__CUDACC__) && (defined(__x86_64__) || defined(__i386__))\n"
+    "#include <immintrin.h>\n"
+    "#endif\n"
     "#endif\n"
     "#ifndef KG_RESTRICT\n"
     "#ifdef __cplusplus\n"
@@ -446,6 +657,25 @@ static const char prelude[] =
     "  return kg_bitsf((kg_fbits(a < b ? a : b) | kg_fbits(b < a ? b : a)) | kg_nan_mask(a, b));\n"
     "}\n"
     "static inline int64_t kg_min64(int64_t a, int64_t b) { return a < b ? a : b; }\n"
+    "/* Streamed stores (`stream`): 16 floats from an aligned buffer to a 64-byte aligned destination with\n"
+    " * non-temporal stores, which bypass the caches, and the fence that orders them before whatever follows (they\n"
+    " * are weakly ordered). Ordinary stores where the intrinsics are not available. */\n"
+    "#if defined(__SSE__) && !defined(__CUDACC__) && (defined(__x86_64__) || defined(__i386__))\n"
+    "static inline void kg_stream16(float *p, const float *v) {\n"
+    "#if defined(__AVX512F__)\n"
+    "  _mm512_stream_ps(p, _mm512_load_ps(v));\n"
+    "#elif defined(__AVX__)\n"
+    "  _mm256_stream_ps(p, _mm256_load_ps(v));\n"
+    "  _mm256_stream_ps(p + 8, _mm256_load_ps(v + 8));\n"
+    "#else\n"
+    "  for (int k = 0; k < 16; k += 4) _mm_stream_ps(p + k, _mm_load_ps(v + k));\n"
+    "#endif\n"
+    "}\n"
+    "static inline void kg_stream_fence(void) { _mm_sfence(); }\n"
+    "#else\n"
+    "static inline void kg_stream16(float *p, const float *v) { memcpy(p, v, 16 * sizeof(float)); }\n"
+    "static inline void kg_stream_fence(void) {}\n"
+    "#endif\n"
     "#endif\n"
     "\n";
 
@@ -558,7 +788,12 @@ int kg_codegen_c_function(const kg_lowered *f, const char *fn_name, char **out, 
     for (int i = 0; i < f->ntemps; i++) put_temp_give(b, f->temps[i], fn_name, "    ");
     kg_strbuf_puts(b, "    return -2;\n  }\n");
   }
-  put_block_items(&g, f->body, 1);
+  for (int i = 0; f->body->kind == KG_IRS_SEQ && i < f->body->seq.n; i++) {
+    put_stmt(&g, f->body->seq.items[i], 1);
+    /* a serial nest's streamed stores are ordered before anything after it */
+    if (has_stream(f->body->seq.items[i])) kg_strbuf_puts(b, "  kg_stream_fence();\n");
+  }
+  if (f->body->kind != KG_IRS_SEQ) put_stmt(&g, f->body, 1);
   for (int i = 0; i < f->ntemps; i++) put_temp_give(b, f->temps[i], fn_name, "  ");
   kg_strbuf_puts(b, "  return kg_status;\n}\n");
   if (g.failed) {

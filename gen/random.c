@@ -4,7 +4,7 @@
  * For the C target the draws also keep the schedule runnable on the CPU: no bind, "local" scope only, a
  * parallel loop only as the outermost loop of a stage computed at root (at most one per stage), a vectorized
  * loop only innermost (extent <= 64, nothing computed at it), reorder and compute_at never move or enter an
- * annotated loop, unroll only short loops. */
+ * annotated loop, unroll only short loops; `stream` on an output without reduction (C only). */
 #include <string.h>
 #include "../schedule/sched_impl.h"
 #include "random.h"
@@ -237,6 +237,17 @@ static int draw_step(draw_ctx *c, kg_step_kind kind, kg_step *step) {
     step->nints = 1;
     break;
   }
+  case KG_STEP_STREAM: {
+    /* the primitive's own conditions, so that the draw is rarely wasted: a root output without reduction */
+    if (!cpu) return 0;
+    kg_sstage *cand[64];
+    int n = 0;
+    for (int i = 0; i < s->nstages && n < 64; i++)
+      if (s->stages[i]->is_output && !s->stages[i]->nrax && !s->stages[i]->stream) cand[n++] = s->stages[i];
+    if (!n) return 0;
+    st = cand[rng_below(r, n)];
+    break;
+  }
   default:
     return 0;
   }
@@ -259,6 +270,7 @@ void kg_schedule_random(kg_schedule *s, uint64_t seed, kg_target_kind target, in
       [KG_STEP_PARALLEL] = 5,      [KG_STEP_BIND] = target == KG_TARGET_CUDA ? 6 : 0,
       [KG_STEP_COMPUTE_AT] = 10,   [KG_STEP_COMPUTE_INLINE] = 7, [KG_STEP_COMPUTE_ROOT] = 2,
       [KG_STEP_CACHE_READ] = 3,    [KG_STEP_CACHE_WRITE] = 2,    [KG_STEP_RFACTOR] = 2,
+      [KG_STEP_STREAM] = target == KG_TARGET_CUDA ? 0 : 2,
   };
   int max_attempts = 20 * (nsteps > 0 ? nsteps : 0) + 20;
   char err[512];

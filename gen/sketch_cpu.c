@@ -42,6 +42,7 @@
 #include <string.h>
 #include "build.h"
 #include "sketch_cpu_lanes.h"
+#include "sketch_cpu_elem.h"
 #include "space.h"
 
 #define MAX_STAGES 64
@@ -723,6 +724,7 @@ int kg_sketches_cpu(kg_space *sp) {
   }
   if (light) add_sketch(sp, s, "cpu/rows", SK_ROWS);
   if (inner) add_sketch(sp, s, "cpu/inner", SK_INNER);
+  kg_sketches_cpu_elem(sp);
   kg_schedule_free(s);
   return sp->nsketches - before;
 }

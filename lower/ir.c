@@ -442,7 +442,7 @@ static void print_stmt(kg_strbuf *b, const kg_irstmt *s, int ind) {
       break;
     case KG_IRS_STORE:
       kg_strbuf_indent(b, ind);
-      kg_strbuf_printf(b, "%s[", s->store.buf->name);
+      kg_strbuf_printf(b, "%s%s[", s->store.stream ? "stream " : "", s->store.buf->name);
       print_expr(b, s->store.index);
       kg_strbuf_puts(b, "] = ");
       print_expr(b, s->store.value);

@@ -132,6 +132,7 @@ struct kg_irstmt {
     struct {
       kg_buffer *buf;
       kg_irexpr *index, *value;
+      int stream; /* a non-temporal store (the stage is streamed, C target): a hint, same meaning */
     } store;
     struct {
       kg_irvar *var;

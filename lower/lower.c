@@ -553,6 +553,7 @@ static kg_irstmt *build_store(lctx *L, nest *n, kg_irexpr **leafval, store_mode 
     if (st->red != KG_RED_NONE) value = combine(L, st->red, kg_ir_load(a, buf, ix), value);
   }
   kg_irstmt *store = kg_ir_store(a, buf, ix, value);
+  store->store.stream = st->stream && buf->scope == KG_SCOPE_GLOBAL;
   store->pos = st->out->pos; /* the statement that defines the tensor, for messages about generated code */
   kg_irexpr *g = build_guard(L, n, val);
   if (g) g = use_lets(L, g, letvar, nroot);
@@ -910,6 +911,11 @@ static int check_target(lctx *L) {
       }
     }
     if (L->target == KG_TARGET_CUDA) {
+      /* refused rather than ignored: a trace that asks for it was made for the CPU */
+      if (st->stream) {
+        fail(L, "lower: stage %s: stream (non-temporal stores) is available on the C target only", st->name);
+        return -1;
+      }
       if (check_cuda_stage(L, st)) return -1;
       continue;
     }

@@ -15,7 +15,8 @@
  *   allocations are shared or local (a shared one may sit inside thread loops: the printer declares it per block
  *   and the threads fill it together), a cross-thread reduction reduces a local one-element buffer across a
  *   threadIdx tag; no allocation is of global scope (global temporaries are f->temps); a register accumulator
- *   (regacc.c) is a local allocation on the C target that names the buffer it accumulates;
+ *   (regacc.c) is a local allocation on the C target that names the buffer it accumulates; a streamed
+ *   (non-temporal) store is a C-target store to an output parameter;
  * - barriers and cross-thread reductions: every thread of the block must reach them, so none sits under an IF
  *   whose condition, or in a loop whose extent, depends on a threadIdx-bound loop variable (directly or through
  *   LETs) or on a threadIdx (KG_IRE_THREAD: the single-writer and launch guards);
@@ -313,6 +314,8 @@ static void check_stmt(vctx *V, const kg_irstmt *s) {
       check_index(V, s->store.buf, s->store.index, "store");
       if (V->failed) return;
       if (s->store.buf->is_input) FAIL("store to the input %s", s->store.buf->name);
+      if (s->store.stream && (V->f->target != KG_TARGET_C || s->store.buf->param_index < 0))
+        FAIL("streamed store to %s, which is not an output on the C target", s->store.buf->name);
       check_expr(V, s->store.value, "value");
       if (!V->failed && s->store.value->ty != KG_TY_F32) vfail(V, "stored value is not F32");
       return;

@@ -304,6 +304,22 @@ static int prim_compute_root(kg_schedule *s, kg_sstage *p, const kg_step *step, 
   return 0;
 }
 
+/* stream P: P computed at root, with no reduction (each element stored once), writing a program output that no
+ * stage reads (non-temporal stores leave the data in memory, not in cache), not already streamed. */
+static int prim_stream(kg_schedule *s, kg_sstage *p, const kg_step *step, char *err, size_t errlen) {
+  (void)step;
+  if (p->stream) FAIL("stream: stage %s: is already streamed", p->name);
+  if (!p->is_output) FAIL("stream: stage %s: is not an output (its values are read again)", p->name);
+  if (p->attach != KG_ATTACH_ROOT) FAIL("stream: stage %s: is not computed at root", p->name);
+  if (p->nrax) FAIL("stream: stage %s: is a reduction (loop %s): its elements are stored more than once", p->name,
+                    p->rax[0]->name);
+  for (int i = 0; i < s->nstages; i++)
+    if (kg_sched_expr_reads(s->stages[i]->body, p->out))
+      FAIL("stream: stage %s: stage %s reads it", p->name, s->stages[i]->name);
+  p->stream = 1;
+  return 0;
+}
+
 int kg_schedule_apply(kg_schedule *s, const kg_step *step, char *err, size_t errlen) {
   if (err && errlen) err[0] = 0;
   if ((unsigned)step->kind >= KG_STEP_COUNT) FAIL("unknown step kind %d", (int)step->kind);
@@ -337,6 +353,7 @@ int kg_schedule_apply(kg_schedule *s, const kg_step *step, char *err, size_t err
     case KG_STEP_CACHE_WRITE: rc = kg_sched_cache_write(s, st, step, err, errlen); break;
     case KG_STEP_RFACTOR: rc = kg_sched_rfactor(s, st, step, err, errlen); break;
     case KG_STEP_REORDER_STORAGE: rc = kg_sched_reorder_storage(s, st, step, err, errlen); break;
+    case KG_STEP_STREAM: rc = prim_stream(s, st, step, err, errlen); break;
     default: rc = kg_sched_fail(err, errlen, "%s: unsupported", prim); break;
     }
   }

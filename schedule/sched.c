@@ -244,7 +244,7 @@ void kg_schedule_dump(kg_strbuf *b, const kg_schedule *s) {
       kg_strbuf_puts(b, "inline");
     else
       kg_strbuf_printf(b, "at %s.%s", st->attach_stage->name, st->attach_iter->name);
-    kg_strbuf_printf(b, "  scope=%s  loops:", kg_scope_names[st->scope]);
+    kg_strbuf_printf(b, "  scope=%s%s  loops:", kg_scope_names[st->scope], st->stream ? "  stream" : "");
     for (int l = 0; l < st->nleaves; l++) {
       const kg_iter *it = st->leaves[l];
       kg_strbuf_printf(b, " %s(%lld", it->name, (long long)it->extent);

@@ -85,6 +85,11 @@ typedef struct kg_sstage {
   kg_expr *body;    /* reads refer to tensors; created/rewritten bodies live in the schedule's arena */
   int is_output;    /* writes a program output: never inlined or attached */
   kg_scope scope;   /* storage of out; GLOBAL by default (an attached GLOBAL stage is lowered as LOCAL) */
+  int stream;       /* `stream`: out is written with non-temporal stores, which bypass the caches (C target). Set
+                     * only on a root, elementwise stage writing a program output that no stage reads: every
+                     * element is stored once and never read back, so keeping it in cache only evicts data the
+                     * kernel still reads. No primitive can make the stage violate this afterwards (outputs are
+                     * never inlined or attached, and nothing may read them) */
 
   kg_iter **roots;  /* nax + nrax */
   kg_iter **all;    /* every iter made for this stage, in creation order (for lookup by name) */
@@ -111,7 +116,8 @@ typedef struct kg_sstage {
  *   rfactor STAGE LOOP FACTOR           names = {LOOP} (a root reduction axis), ints = {FACTOR}: creates stage
  *                                       "STAGE.rf" computing partial results over the FACTOR-wide inner part
  *   reorder_storage STAGE AXIS...       names = STAGE's spatial axes in their new storage order (a stage that
- *                                       cache_read or cache_write made; its readers are rewritten) */
+ *                                       cache_read or cache_write made; its readers are rewritten)
+ *   stream STAGE                        non-temporal (streaming) stores for STAGE's output (see kg_sstage.stream) */
 /* name, text, then the step's form: how many names (min, max) and how many integers follow the stage. */
 #define KG_STEPS(X)                                                                                         \
   X(SPLIT, "split", 1, 1, 1) X(TILE, "tile", 2, 2, 2) X(REORDER, "reorder", 2, KG_STEP_MAX_NAMES, 0)          \
@@ -119,7 +125,8 @@ typedef struct kg_sstage {
   X(PARALLEL, "parallel", 1, 1, 0) X(BIND, "bind", 2, 2, 0) X(COMPUTE_AT, "compute_at", 2, 2, 0)              \
   X(COMPUTE_INLINE, "compute_inline", 0, 0, 0) X(COMPUTE_ROOT, "compute_root", 0, 0, 0)                       \
   X(CACHE_READ, "cache_read", 2, KG_STEP_MAX_NAMES, 0) X(CACHE_WRITE, "cache_write", 1, 1, 0)                 \
-  X(RFACTOR, "rfactor", 1, 1, 1) X(REORDER_STORAGE, "reorder_storage", 1, KG_STEP_MAX_NAMES, 0)
+  X(RFACTOR, "rfactor", 1, 1, 1) X(REORDER_STORAGE, "reorder_storage", 1, KG_STEP_MAX_NAMES, 0)               \
+  X(STREAM, "stream", 0, 0, 0)
 typedef enum {
 #define X(n, s, lo, hi, ni) KG_STEP_##n,
   KG_STEPS(X)
