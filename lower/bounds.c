@@ -537,11 +537,13 @@ void kg_bounds_infer_region(const kg_region_query *q, kg_irexpr **min, int64_t *
   R.nenv = q->s->n_ivars;
   R.env = KG_NEW_ARRAY(a, ival, R.nenv > 0 ? R.nenv : 1);
 
-  /* Every other consumer (than C) reading P means the region must be the whole tensor. */
+  /* Every other consumer (than C and the siblings) reading P means the region must be the whole tensor. */
   int others = 0;
   for (int i = 0; i < q->s->nstages; i++) {
     const kg_sstage *st = q->s->stages[i];
-    if (st != C && st != P && st->attach != KG_ATTACH_INLINE && reads_producer(q, st->body, 0)) others = 1;
+    int sib = 0;
+    for (int k = 0; k < q->nsib && !sib; k++) sib = q->sib[k] == st;
+    if (st != C && st != P && !sib && st->attach != KG_ATTACH_INLINE && reads_producer(q, st->body, 0)) others = 1;
   }
   if (!others) {
     ival *memo = KG_NEW_ARRAY(a, ival, C->nall > 0 ? C->nall : 1);
@@ -558,6 +560,21 @@ void kg_bounds_infer_region(const kg_region_query *q, kg_irexpr **min, int64_t *
       if (iv->id >= 0 && iv->id < R.nenv) R.env[iv->id] = abs;
     }
     collect_reads(&R, C->body);
+    /* each sibling over its whole domain, one after the other (stages may share axis variables) */
+    for (int k = 0; k < q->nsib; k++) {
+      const kg_sstage *X = q->sib[k];
+      for (int r = 0; r < X->nax + X->nrax; r++) {
+        const kg_ivar *iv = kg_sstage_axis(X, r);
+        lin dm0 = lin_from_ir(a, q->sib_min[k][r], NULL, 0);
+        ival dm = relax_lin(q, &dm0), abs = ival_bad();
+        if (dm.ok && ext_sum(dm.ext, q->sib_ext[k][r], &abs.ext)) {
+          abs.min = dm.min;
+          abs.ok = 1;
+        }
+        if (iv->id >= 0 && iv->id < R.nenv) R.env[iv->id] = abs;
+      }
+      collect_reads(&R, X->body);
+    }
   }
   for (int d = 0; d < t->ndim; d++) {
     int64_t shape = t->shape[d];

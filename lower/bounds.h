@@ -70,6 +70,13 @@ typedef struct kg_region_query {
   /* C's symbolic extents by iter id (lowering's, NULL where constant; the array itself may be NULL): a fused loop
    * whose inner part follows a dynamic size splits its value by that expression, not by ext's bound. */
   kg_irexpr *const *sext;
+  /* Other consumers of P computed at the same loop as P (after it), each over its whole domain (its region of
+   * this iteration): sib_min and sib_ext hold, per sibling, the absolute min and extent of each of its root axes
+   * (spatial then reduction). The region is the union of what C and they read. nsib 0: none. */
+  int nsib;
+  const kg_sstage *const *sib;
+  kg_irexpr *const *const *sib_min;
+  const int64_t *const *sib_ext;
 } kg_region_query;
 void kg_bounds_infer_region(const kg_region_query *q, kg_irexpr **min, int64_t *ext_out);
 /* tighten.c: on the C target, the guards of non-dividing splits in perfect nests become tighter loop extents. */

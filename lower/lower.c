@@ -29,6 +29,7 @@
 
 typedef struct region {
   kg_buffer *buf;
+  int64_t size; /* elements */
   int ndim;
   kg_irexpr *min[KG_MAX_DIMS];
   int64_t ext[KG_MAX_DIMS];
@@ -331,13 +332,15 @@ static kg_irexpr *build_guard(lctx *L, nest *n, kg_irexpr **val) {
 static kg_irexpr *lower_expr(lctx *L, const kg_expr *e);
 
 /* t (NULL for a region buffer): its dimensions that follow dynamic sizes make symbolic strides. */
+/* perm (NULL: axis order): the dimensions from outermost to innermost in memory (a stage's storage order). */
 static kg_irexpr *flat_index(lctx *L, kg_irexpr **idx, int ndim, const int64_t *dims, kg_irexpr *const *mins,
-                             const kg_tensor *t) {
+                             const kg_tensor *t, const int *perm) {
   kg_arena *a = L->a;
   kg_irexpr *r = kg_ir_int(a, 0);
   int64_t stride = 1;
   kg_irexpr *sstride = NULL; /* the stride as an expression once a symbolic dimension has been passed */
-  for (int d = ndim - 1; d >= 0; d--) {
+  for (int pos = ndim - 1; pos >= 0; pos--) {
+    int d = perm ? perm[pos] : pos;
     kg_irexpr *x = idx[d];
     if (mins) x = kg_ir_binary(a, KG_OP_SUB, x, mins[d]);
     r = kg_ir_binary(a, KG_OP_ADD, kg_ir_binary(a, KG_OP_MUL, x, sstride ? sstride : kg_ir_int(a, stride)), r);
@@ -357,7 +360,7 @@ static kg_irexpr *buffer_index(lctx *L, kg_tensor *t, kg_irexpr **idx, kg_buffer
   kg_sstage *st = L->tstage[t->id];
   if (rg) {
     *buf = rg->buf;
-    return flat_index(L, idx, rg->ndim, rg->ext, rg->min, NULL);
+    return flat_index(L, idx, rg->ndim, rg->ext, rg->min, NULL, st ? st->storage : NULL);
   }
   if (st && st->attach == KG_ATTACH_AT) {
     fail(L, "lower: tensor %s is used outside the loop %s of stage %s where it is computed", t->name,
@@ -370,7 +373,7 @@ static kg_irexpr *buffer_index(lctx *L, kg_tensor *t, kg_irexpr **idx, kg_buffer
     fail(L, "lower: tensor %s has no buffer", t->name);
     return kg_ir_int(L->a, 0);
   }
-  return flat_index(L, idx, t->ndim, t->shape, NULL, t);
+  return flat_index(L, idx, t->ndim, t->shape, NULL, t, st ? st->storage : NULL);
 }
 
 static kg_irexpr *lower_read(lctx *L, const kg_expr *e) {
@@ -535,8 +538,8 @@ static kg_irstmt *build_store(lctx *L, nest *n, kg_irexpr **leafval, store_mode 
   for (int d = 0; d < st->nax && d < KG_MAX_DIMS; d++) idx[d] = L->env[st->ax[d]->id];
   kg_buffer *buf = n->out_buf;
   kg_irexpr *ix;
-  if (n->out_region) ix = flat_index(L, idx, st->nax, n->out_region->ext, n->out_region->min, NULL);
-  else ix = flat_index(L, idx, st->nax, st->out->shape, NULL, st->out);
+  if (n->out_region) ix = flat_index(L, idx, st->nax, n->out_region->ext, n->out_region->min, NULL, st->storage);
+  else ix = flat_index(L, idx, st->nax, st->out->shape, NULL, st->out, st->storage);
   kg_irexpr *value;
   if (mode == STORE_INIT) {
     value = kg_ir_float(a, kg_reducer_identity(st->red));
@@ -685,14 +688,19 @@ static kg_irstmt *build_body(lctx *L, nest *n, int k) {
 
   region **rg = KG_NEW_ARRAY(a, region *, nat);
   region **saved = KG_NEW_ARRAY(a, region *, nat);
-  for (int j = 0; j < nat; j++) {
+  /* each stage's domain here (its region), for the stages before it that it reads: consumers first */
+  kg_irexpr ***sib_min = KG_NEW_ARRAY(a, kg_irexpr **, nat);
+  int64_t **sib_ext = KG_NEW_ARRAY(a, int64_t *, nat);
+  kg_irexpr ***sib_sext = KG_NEW_ARRAY(a, kg_irexpr **, nat);
+  for (int j = nat - 1; j >= 0; j--) {
     kg_sstage *P = at[j];
     region *r = KG_NEW(a, region);
     r->ndim = P->out->ndim;
     int symbolic = 0;
     kg_region_query q = {a, s, st, k, n->ext, n->leafvar, n->dom_min, P, L->tstage,
                          L->target == KG_TARGET_CUDA && P->scope == KG_SCOPE_SHARED ? &L->relax : NULL, &symbolic,
-                         n->sext};
+                         n->sext, nat - 1 - j, (const kg_sstage *const *)at + j + 1,
+                         (kg_irexpr *const *const *)sib_min + j + 1, (const int64_t *const *)sib_ext + j + 1};
     kg_bounds_infer_region(&q, r->min, r->ext);
     if (symbolic)
       fail(L, "lower: stage %s: computed at %s.%s, its region spans a whole dimension that follows a dynamic size; "
@@ -703,17 +711,23 @@ static kg_irstmt *build_body(lctx *L, nest *n, int k) {
         fail(L, "lower: stage %s: region size overflows", P->name);
         size = 1;
       }
-    r->buf = new_buffer(L, P->out, P->scope == KG_SCOPE_SHARED ? KG_SCOPE_SHARED : KG_SCOPE_LOCAL, size, NULL);
+    r->size = size;
     rg[j] = r;
-    saved[j] = L->bind[P->out->id];
-    L->bind[P->out->id] = r;
+    root_domain(L, P, r, &sib_min[j], &sib_ext[j], &sib_sext[j]);
+  }
+  /* the buffers in stage order (their names and ids as when each region was inferred in that order) */
+  for (int j = 0; j < nat; j++) {
+    kg_sstage *P = at[j];
+    rg[j]->buf = new_buffer(L, P->out, P->scope == KG_SCOPE_SHARED ? KG_SCOPE_SHARED : KG_SCOPE_LOCAL, rg[j]->size,
+                            NULL);
+    saved[j] = L->bind[at[j]->out->id];
+    L->bind[at[j]->out->id] = rg[j];
   }
   kg_irstmt *seq = kg_ir_seq(a);
   for (int j = 0; j < nat; j++) {
     kg_sstage *P = at[j];
-    kg_irexpr **dmin, **dsext;
-    int64_t *dext;
-    root_domain(L, P, rg[j], &dmin, &dext, &dsext);
+    kg_irexpr **dmin = sib_min[j], **dsext = sib_sext[j];
+    int64_t *dext = sib_ext[j];
     int barriers = L->target == KG_TARGET_CUDA && rg[j]->buf->scope == KG_SCOPE_SHARED;
     kg_ir_seq_push(a, seq, kg_ir_comment(a, kg_arena_printf(a, "stage %s (computed at %s.%s)", P->name, st->name,
                                                               it->name)));

@@ -219,9 +219,11 @@ static int attached_inside(const kg_sstage *x, const kg_sstage *p) {
   return 0;
 }
 
-/* compute_at P C L: P not an output and not C; C not inlined and not computed inside P; L a leaf of C; the
- * consumers of P (non-inlined stages reading it directly or through inlined stages) are exactly {C}; and no
- * other attached stage loses its sole consumer because P stops being inlined. */
+/* compute_at P C L: P not an output and not C; C not inlined and not computed inside P; L a leaf of C; every
+ * consumer of P (non-inlined stages reading it directly or through inlined stages) is C or a stage already
+ * computed at the same loop C.L that runs after P (P then computes, at each iteration of L, the union of what
+ * they read: a producer shared by several stages of one tile); and no other attached stage loses its consumers
+ * because P stops being inlined or moves. */
 static int prim_compute_at(kg_schedule *s, kg_sstage *p, const kg_step *step, char *err, size_t errlen) {
   kg_sstage *c = kg_schedule_find_stage(s, step->names[0]);
   if (!c) FAIL("compute_at: stage %s: no stage named %s", p->name, step->names[0]);
@@ -234,17 +236,16 @@ static int prim_compute_at(kg_schedule *s, kg_sstage *p, const kg_step *step, ch
   if (attached_inside(c, p))
     FAIL("compute_at: stage %s: stage %s is computed inside %s, loop %s would make a cycle", p->name, c->name,
          p->name, l->name);
-  kg_sched_hyp h = {p, 0};
-  const kg_sstage *cons[2] = {NULL, NULL};
-  int n = kg_sched_consumers(s, p, &h, cons, 2);
-  if (n == 0 || (n == 1 && cons[0] != c))
-    FAIL("compute_at: stage %s: stage %s does not read it (loop %s)", p->name, c->name, l->name);
-  if (n > 1)
-    FAIL("compute_at: stage %s: it is also read by stage %s, not only by %s (loop %s)", p->name,
-         cons[0] != c ? cons[0]->name : cons[1]->name, c->name, l->name);
+  kg_sched_hyp h = {p, 0, c, l};
+  const kg_sstage *bad = NULL;
+  if (!kg_sched_attach_ok(s, p, c, l, &h, &bad)) {
+    if (!bad) FAIL("compute_at: stage %s: stage %s does not read it (loop %s)", p->name, c->name, l->name);
+    FAIL("compute_at: stage %s: it is also read by stage %s, which is neither %s nor computed after it at %s.%s "
+         "(loop %s)", p->name, bad->name, c->name, c->name, l->name, l->name);
+  }
   const kg_sstage *broken = kg_sched_broken_attachment(s, &h);
   if (broken)
-    FAIL("compute_at: stage %s: stage %s is computed at %s.%s and would gain another consumer (loop %s)", p->name,
+    FAIL("compute_at: stage %s: stage %s is computed at %s.%s and would lose its consumers there (loop %s)", p->name,
          broken->name, broken->attach_stage->name, broken->attach_iter->name, l->name);
   p->attach = KG_ATTACH_AT;
   p->attach_stage = c;
@@ -267,7 +268,7 @@ static int prim_compute_inline(kg_schedule *s, kg_sstage *p, const kg_step *step
   int read = 0;
   for (int i = 0; i < s->nstages && !read; i++) read = kg_sched_expr_reads(s->stages[i]->body, p->out);
   if (!read) FAIL("compute_inline: stage %s: no stage reads it", p->name);
-  kg_sched_hyp h = {p, 1};
+  kg_sched_hyp h = {p, 1, NULL, NULL};
   const kg_sstage *broken = kg_sched_broken_attachment(s, &h);
   if (broken)
     FAIL("compute_inline: stage %s: stage %s is computed at %s.%s and would gain another consumer", p->name,
@@ -282,7 +283,7 @@ static int prim_compute_inline(kg_schedule *s, kg_sstage *p, const kg_step *step
 static int prim_compute_root(kg_schedule *s, kg_sstage *p, const kg_step *step, char *err, size_t errlen) {
   (void)step;
   if (p->attach == KG_ATTACH_ROOT) FAIL("compute_root: stage %s: is already computed at root", p->name);
-  kg_sched_hyp h = {p, 0};
+  kg_sched_hyp h = {p, 0, NULL, NULL};
   const kg_sstage *broken = kg_sched_broken_attachment(s, &h);
   if (broken)
     FAIL("compute_root: stage %s: stage %s is computed at %s.%s and would gain another consumer", p->name,
@@ -290,6 +291,30 @@ static int prim_compute_root(kg_schedule *s, kg_sstage *p, const kg_step *step, 
   p->attach = KG_ATTACH_ROOT;
   p->attach_stage = NULL;
   p->attach_iter = NULL;
+  return 0;
+}
+
+/* reorder_storage P AXIS...: P not an output (its layout is the caller's) and not inlined (it has no storage); the
+ * names are P's spatial axes, each once. P's tensor (its global buffer at root, its region buffer when computed
+ * at a loop) then stores its dimensions in that order, the last one contiguous: a copy made by cache_read can so
+ * hold an operand transposed, for the loops that read it along another dimension. */
+static int prim_reorder_storage(kg_schedule *s, kg_sstage *p, const kg_step *step, char *err, size_t errlen) {
+  if (p->is_output) FAIL("reorder_storage: stage %s: is an output; its layout is the caller's", p->name);
+  if (p->attach == KG_ATTACH_INLINE) FAIL("reorder_storage: stage %s: is inlined and has no storage", p->name);
+  if (step->nnames != p->nax)
+    FAIL("reorder_storage: stage %s: names %d axes, the stage has %d spatial axes", p->name, step->nnames, p->nax);
+  int *perm = KG_NEW_ARRAY(&s->arena, int, p->nax > 0 ? p->nax : 1);
+  unsigned char used[KG_STEP_MAX_NAMES] = {0};
+  for (int k = 0; k < step->nnames; k++) {
+    int d = -1;
+    for (int a = 0; a < p->nax && d < 0; a++)
+      if (strcmp(p->ax[a]->name, step->names[k]) == 0) d = a;
+    if (d < 0) FAIL("reorder_storage: stage %s: no spatial axis named %s", p->name, step->names[k]);
+    if (used[d]) FAIL("reorder_storage: stage %s: axis %s named twice", p->name, step->names[k]);
+    used[d] = 1;
+    perm[k] = d;
+  }
+  p->storage = perm;
   return 0;
 }
 
@@ -325,6 +350,7 @@ int kg_schedule_apply(kg_schedule *s, const kg_step *step, char *err, size_t err
     case KG_STEP_COMPUTE_ROOT: rc = prim_compute_root(s, st, step, err, errlen); break;
     case KG_STEP_CACHE_WRITE: rc = kg_sched_cache_write(s, st, step, err, errlen); break;
     case KG_STEP_RFACTOR: rc = kg_sched_rfactor(s, st, step, err, errlen); break;
+    case KG_STEP_REORDER_STORAGE: rc = prim_reorder_storage(s, st, step, err, errlen); break;
     default: rc = kg_sched_fail(err, errlen, "%s: unsupported", prim); break;
     }
   }

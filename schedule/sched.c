@@ -191,12 +191,42 @@ int kg_sched_consumers(const kg_schedule *s, const kg_sstage *x, const kg_sched_
   return n;
 }
 
+/* Where st is computed under h: *c and *l (NULL, NULL at root or inlined). */
+static void placement(const kg_sstage *st, const kg_sched_hyp *h, const kg_sstage **c, const kg_iter **l) {
+  if (h && h->stage == st) {
+    *c = h->inlined ? NULL : h->at_stage;
+    *l = h->inlined ? NULL : h->at_iter;
+    return;
+  }
+  *c = st->attach == KG_ATTACH_AT ? st->attach_stage : NULL;
+  *l = st->attach == KG_ATTACH_AT ? st->attach_iter : NULL;
+}
+
+int kg_sched_attach_ok(const kg_schedule *s, const kg_sstage *x, const kg_sstage *c, const kg_iter *l,
+                       const kg_sched_hyp *h, const kg_sstage **bad) {
+  int n = 0;
+  if (bad) *bad = NULL;
+  for (int i = 0; i < s->nstages; i++) {
+    const kg_sstage *r = s->stages[i];
+    if (r == x || kg_sched_is_inlined(r, h) || !reads_through(s, r, x->out, h, 0)) continue;
+    n++;
+    if (r == c) continue;
+    const kg_sstage *rc;
+    const kg_iter *rl;
+    placement(r, h, &rc, &rl);
+    /* a sibling runs after x at the same loop: x comes first in execution order */
+    if (rc == c && rl == l && r->id > x->id) continue;
+    if (bad) *bad = r;
+    return 0;
+  }
+  return n > 0;
+}
+
 const kg_sstage *kg_sched_broken_attachment(const kg_schedule *s, const kg_sched_hyp *h) {
   for (int i = 0; i < s->nstages; i++) {
     const kg_sstage *x = s->stages[i];
     if (x->attach != KG_ATTACH_AT || (h && h->stage == x)) continue;
-    const kg_sstage *c = NULL;
-    if (kg_sched_consumers(s, x, h, &c, 1) != 1 || c != x->attach_stage) return x;
+    if (!kg_sched_attach_ok(s, x, x->attach_stage, x->attach_iter, h, NULL)) return x;
     if (kg_sched_is_inlined(x->attach_stage, h)) return x;
   }
   return NULL;
@@ -214,7 +244,12 @@ void kg_schedule_dump(kg_strbuf *b, const kg_schedule *s) {
       kg_strbuf_puts(b, "inline");
     else
       kg_strbuf_printf(b, "at %s.%s", st->attach_stage->name, st->attach_iter->name);
-    kg_strbuf_printf(b, "  scope=%s  loops:", kg_scope_names[st->scope]);
+    kg_strbuf_printf(b, "  scope=%s", kg_scope_names[st->scope]);
+    if (st->storage) {
+      kg_strbuf_puts(b, "  storage:");
+      for (int d = 0; d < st->nax; d++) kg_strbuf_printf(b, " %s", st->ax[st->storage[d]]->name);
+    }
+    kg_strbuf_puts(b, "  loops:");
     for (int l = 0; l < st->nleaves; l++) {
       const kg_iter *it = st->leaves[l];
       kg_strbuf_printf(b, " %s(%lld", it->name, (long long)it->extent);

@@ -85,6 +85,8 @@ typedef struct kg_sstage {
   kg_expr *body;    /* reads refer to tensors; created/rewritten bodies live in the schedule's arena */
   int is_output;    /* writes a program output: never inlined or attached */
   kg_scope scope;   /* storage of out; GLOBAL by default (an attached GLOBAL stage is lowered as LOCAL) */
+  int *storage;     /* NULL: out stored row-major in axis order; else its dimensions from outermost to innermost
+                     * in memory (a permutation of 0..nax-1, set by reorder_storage) */
 
   kg_iter **roots;  /* nax + nrax */
   kg_iter **all;    /* every iter made for this stage, in creation order (for lookup by name) */
@@ -109,7 +111,8 @@ typedef struct kg_sstage {
  *   cache_read TENSOR SCOPE READER...   names = {SCOPE, READER...}  creates stage "TENSOR.SCOPE"
  *   cache_write STAGE SCOPE             names = {SCOPE}             creates stage "STAGE.SCOPE" that computes
  *   rfactor STAGE LOOP FACTOR           names = {LOOP} (a root reduction axis), ints = {FACTOR}: creates stage
- *                                       "STAGE.rf" computing partial results over the FACTOR-wide inner part */
+ *                                       "STAGE.rf" computing partial results over the FACTOR-wide inner part
+ *   reorder_storage STAGE AXIS...       names = every spatial axis of STAGE once, outermost in memory first */
 /* name, text, then the step's form: how many names (min, max) and how many integers follow the stage. */
 #define KG_STEPS(X)                                                                                         \
   X(SPLIT, "split", 1, 1, 1) X(TILE, "tile", 2, 2, 2) X(REORDER, "reorder", 2, KG_STEP_MAX_NAMES, 0)          \
@@ -117,7 +120,7 @@ typedef struct kg_sstage {
   X(PARALLEL, "parallel", 1, 1, 0) X(BIND, "bind", 2, 2, 0) X(COMPUTE_AT, "compute_at", 2, 2, 0)              \
   X(COMPUTE_INLINE, "compute_inline", 0, 0, 0) X(COMPUTE_ROOT, "compute_root", 0, 0, 0)                       \
   X(CACHE_READ, "cache_read", 2, KG_STEP_MAX_NAMES, 0) X(CACHE_WRITE, "cache_write", 1, 1, 0)                 \
-  X(RFACTOR, "rfactor", 1, 1, 1)
+  X(RFACTOR, "rfactor", 1, 1, 1) X(REORDER_STORAGE, "reorder_storage", 1, KG_STEP_MAX_NAMES, 0)
 typedef enum {
 #define X(n, s, lo, hi, ni) KG_STEP_##n,
   KG_STEPS(X)

@@ -20,19 +20,28 @@ kg_tensor *kg_sched_find_tensor(const kg_schedule *s, const char *name);
 /* Does e read tensor t directly? */
 int kg_sched_expr_reads(const kg_expr *e, const kg_tensor *t);
 
-/* Attachment bookkeeping. A stage X computed at (C, L) is only correct while the stages that consume X -- the
- * non-inlined stages reading X directly or through inlined stages -- are exactly {C}. Primitives that change
- * which stages are inlined must keep that true for every attached stage; this checks it with one stage's
- * inline state overridden (hyp_stage NULL: no override). Returns the first violating stage or NULL. */
+/* Attachment bookkeeping. A stage X computed at (C, L) is only correct while every stage that consumes X -- the
+ * non-inlined stages reading X directly or through inlined stages -- is C itself or a stage computed at the same
+ * loop (C, L) (a sibling there, run after X): then each consumer's reads of X lie in the region that X computes
+ * at that loop. Primitives that change which stages are inlined or where a stage is computed must keep that true
+ * for every attached stage; this checks it with one stage's placement overridden (hyp stage NULL: no override):
+ * inlined, or else computed at (at_stage, at_iter), at root when at_stage is NULL. Returns the first violating
+ * stage or NULL. */
 typedef struct kg_sched_hyp {
   const kg_sstage *stage;
   int inlined;
+  const kg_sstage *at_stage;
+  const kg_iter *at_iter;
 } kg_sched_hyp;
 int kg_sched_is_inlined(const kg_sstage *st, const kg_sched_hyp *h);
 /* Consumers of x (non-inlined, reading x directly or through inlined stages): their count; the first max of
  * them in out (in stage order). */
 int kg_sched_consumers(const kg_schedule *s, const kg_sstage *x, const kg_sched_hyp *h, const kg_sstage **out,
                        int max);
+/* Whether stage x, computed at (c, l), has every consumer (under h) at c or computed at (c, l), and one at
+ * least; when not, *bad (may be NULL) is the first consumer elsewhere (NULL when there is none at all). */
+int kg_sched_attach_ok(const kg_schedule *s, const kg_sstage *x, const kg_sstage *c, const kg_iter *l,
+                       const kg_sched_hyp *h, const kg_sstage **bad);
 const kg_sstage *kg_sched_broken_attachment(const kg_schedule *s, const kg_sched_hyp *h);
 
 /* The first stage computed at loop it of st (it NULL: at any loop of st), or NULL. */

@@ -83,6 +83,7 @@ static const char *const step_usage[KG_STEP_COUNT] = {
     [KG_STEP_CACHE_READ] = "TENSOR SCOPE READER...",
     [KG_STEP_CACHE_WRITE] = "STAGE SCOPE",
     [KG_STEP_RFACTOR] = "STAGE LOOP FACTOR",
+    [KG_STEP_REORDER_STORAGE] = "STAGE AXIS...",
 };
 
 /* Tokens of one line (at most this many are looked at: more is an argument-count error anyway). */
