@@ -239,7 +239,12 @@ static int prim_compute_at(kg_schedule *s, kg_sstage *p, const kg_step *step, ch
   kg_sched_hyp h = {p, 0, c, l};
   const kg_sstage *bad = NULL;
   if (!kg_sched_attach_ok(s, p, c, l, &h, &bad)) {
-    if (!bad) FAIL("compute_at: stage %s: stage %s does not read it (loop %s)", p->name, c->name, l->name);
+    /* none of its consumers is C or at C.L: C does not read it (the message of a single consumer elsewhere) */
+    const kg_sstage *cons[KG_STEP_MAX_NAMES];
+    int n = kg_sched_consumers(s, p, &h, cons, KG_STEP_MAX_NAMES), near = 0;
+    for (int i = 0; i < n && i < KG_STEP_MAX_NAMES; i++)
+      near |= cons[i] == c || (cons[i]->attach == KG_ATTACH_AT && cons[i]->attach_stage == c && cons[i]->attach_iter == l);
+    if (!bad || !near) FAIL("compute_at: stage %s: stage %s does not read it (loop %s)", p->name, c->name, l->name);
     FAIL("compute_at: stage %s: it is also read by stage %s, which is neither %s nor computed after it at %s.%s "
          "(loop %s)", p->name, bad->name, c->name, c->name, l->name, l->name);
   }

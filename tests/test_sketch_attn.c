@@ -120,7 +120,7 @@ static void check_illegal(void) {
   /* a shared producer: its other consumers must already be computed at the same loop */
   CHECK(apply_text(s, "split O i 4\ncompute_at O.r0 O i.o", err, sizeof err) == 0);
   ILLEGAL(s, "compute_at e O i.o", "compute_at: stage e", "also read by stage O.r1");
-  ILLEGAL(s, "compute_at e O i.i", "compute_at: stage e", "also read by stage O.r0");
+  ILLEGAL(s, "compute_at e O i.i", "compute_at: stage e", "stage O does not read it");
   CHECK(apply_text(s, "compute_at O.r1 O i.i", err, sizeof err) == 0);
   ILLEGAL(s, "compute_at e O i.o", "compute_at: stage e", "also read by stage O.r1");
   CHECKF(apply_text(s, "compute_at O.r1 O i.o\ncompute_at e O i.o", err, sizeof err) == 0, "%s", err);
