@@ -23,7 +23,8 @@
  * last axis (whole vectors), its reductions outside. Register tiles whose accumulators would not fit in the vector
  * registers fail to realize.
  *
- * Requires: realize receives a fresh default schedule of the space's program. */
+ * Not in an unfused space (the sketch is fusion). Requires: realize receives a fresh default schedule of the space's
+ * program. */
 #include <stdio.h>
 #include <string.h>
 #include "build.h"
@@ -352,6 +353,8 @@ static void add_rows_knob(kg_sketch *sk, const char *stage, int64_t extent) {
 }
 
 int kg_sketches_cpu_attn(kg_space *sp) {
+  /* the whole sketch is fusion: an unfused space keeps every stage at root */
+  if (sp->unfused) return 0;
   kg_schedule *s = kg_schedule_new(sp->prog);
   attn_shape sh;
   int added = 0;

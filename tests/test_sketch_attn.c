@@ -204,6 +204,14 @@ int main(void) {
   check_fused_schedule("B=3 S=37 T=70 D=19 E=33");
 
   CHECK(has_attn_lib("attention"));
+  {
+    kg_program *p = kg_test_load_sizes(attention_text, "B=2 S=9 T=11 D=7 E=5");
+    kg_space_opts o = {1};
+    kg_space *sp = p ? kg_space_new_opts(p, KG_TARGET_C, NULL, &o) : NULL;
+    CHECK(sp && kg_space_find_sketch(sp, "cpu/attn") < 0);
+    if (sp) kg_space_free(sp);
+    kg_program_free(p);
+  }
   CHECK(has_attn(bmm_softmax, "B=2 M=9 N=13 K=5"));
   const char *others[] = {"matmul", "batch_matmul", "softmax", "layernorm", "mlp_epilogue", "reduce_rows", "conv2d"};
   for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
