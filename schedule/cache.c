@@ -280,6 +280,9 @@ int kg_sched_cache_write(kg_schedule *s, kg_sstage *st, const kg_step *step, cha
   const kg_sstage *x = kg_sched_attached_at(s, st, NULL);
   if (x)
     FAIL("cache_write: stage %s: stage %s is computed at its loop %s", st->name, x->name, x->attach_iter->name);
+  if ((x = kg_sched_reads_attached(s, st)))
+    FAIL("cache_write: stage %s: it reads stage %s, computed at %s.%s, which the cache stage would not see", st->name,
+         x->name, x->attach_stage->name, x->attach_iter->name);
   if (!numel_fits(st->out->ndim, st->out->shape))
     FAIL("cache_write: stage %s: the cache would have more than 2^40 elements", st->name);
   if (strlen(st->name) + 12 > KG_MAX_LOOP_NAME)
@@ -333,6 +336,9 @@ int kg_sched_rfactor(kg_schedule *s, kg_sstage *st, const kg_step *step, char *e
     FAIL("rfactor: stage %s: loop %s: the partial tensor would have too many dimensions", st->name, lname);
   const kg_sstage *x = kg_sched_attached_at(s, st, NULL);
   if (x) FAIL("rfactor: stage %s: stage %s is computed at its loop %s", st->name, x->name, x->attach_iter->name);
+  if ((x = kg_sched_reads_attached(s, st)))
+    FAIL("rfactor: stage %s: loop %s: it reads stage %s, computed at %s.%s, which the partial stage would not see",
+         st->name, lname, x->name, x->attach_stage->name, x->attach_iter->name);
   int kr = it->root_axis - st->nax;
   const kg_ivar *k = st->rax[kr];
   /* the partial tensor's last dimension and the outer loop's extent would follow the size */

@@ -124,7 +124,8 @@ static void check_illegal(void) {
   CHECK(apply_text(s, "compute_at O.r1 O i.i", err, sizeof err) == 0);
   ILLEGAL(s, "compute_at e O i.o", "compute_at: stage e", "also read by stage O.r1");
   CHECKF(apply_text(s, "compute_at O.r1 O i.o\ncompute_at e O i.o", err, sizeof err) == 0, "%s", err);
-  /* once e is computed there, its consumers stay */
+  /* once e is computed there, its consumers stay, and no stage made from them runs at root */
+  ILLEGAL(s, "rfactor O.r1 j2 2", "rfactor: stage O.r1", "it reads stage e, computed at O.i.o");
   ILLEGAL(s, "compute_root O.r1", "compute_root: stage O.r1", "stage e is computed at O.i.o");
   ILLEGAL(s, "compute_at O.r1 O i.i", "compute_at: stage O.r1", "stage e is computed at O.i.o");
   ILLEGAL(s, "compute_at O.r0 O c", "compute_at: stage O.r0", "stage e is computed at O.i.o");
