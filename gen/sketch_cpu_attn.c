@@ -342,7 +342,7 @@ static int col_values(int64_t extent, int64_t *out) {
 }
 
 static const int64_t reg_rows[] = {1, 2, 3, 4, 6, 8};
-static const int64_t tile_rows[] = {8, 16, 32, 48, 64, 96, 128};
+static const int64_t tile_rows[] = {16, 32, 48, 64, 96, 128};
 
 static void add_rows_knob(kg_sketch *sk, const char *stage, int64_t extent) {
   int64_t v[8];
@@ -367,9 +367,14 @@ int kg_sketches_cpu_attn(kg_space *sp) {
       const kg_sstage *A = s->stages[sh.out], *H1 = s->stages[sh.h1];
       int64_t rows = A->roots[sh.rowpos]->extent, v[KG_KNOB_MAX_VALUES];
       int n = 0;
+      /* row tiles that divide the rows (a ragged last tile leaves the vectorized row loops of every stage of the
+       * block a run-time extent, and their register tiles in memory: twice as slow), or the rows whole; others
+       * only when none does */
       for (size_t k = 0; k < sizeof tile_rows / sizeof tile_rows[0]; k++)
-        if (tile_rows[k] < rows) v[n++] = tile_rows[k];
+        if (tile_rows[k] < rows && rows % tile_rows[k] == 0) v[n++] = tile_rows[k];
       if (rows <= tile_rows[sizeof tile_rows / sizeof tile_rows[0] - 1]) v[n++] = rows;
+      if (n == 0)
+        for (size_t k = 0; k < sizeof tile_rows / sizeof tile_rows[0]; k++) v[n++] = tile_rows[k];
       add_knob(sk, KG_KNOB_TILE, "attn", "ti", v, n);
       add_knob(sk, KG_KNOB_CHOICE, "attn", "col", (const int64_t[]){0, 1}, 2);
       int64_t keys = H1->roots[H1->nax - 1]->extent;
