@@ -42,6 +42,8 @@
 
 /* Local regions up to this many bytes live on the stack. */
 #define KG_C_STACK_BYTES (16 * 1024)
+/* floats in 32 AVX-512 registers */
+#define KG_C_REG_FLOATS 512
 
 typedef struct cgen {
   kg_strbuf b;
@@ -439,7 +441,15 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
         else
           kg_strbuf_printf(b, "{ /* %s: %lld floats, %s */\n", buf->name, n, kg_scope_names[buf->scope]);
         kg_strbuf_indent(b, ind + 1);
-        kg_strbuf_printf(b, "float %s[%lld];\n", buf->name, n);
+        /* A buffer larger than the vector register file cannot become registers anyway; read through a restrict
+         * pointer, gcc keeps the register accumulators of the loops that read it in registers (a plain array
+         * there makes it store them to the stack at every step of the reduction: a packed operand tile). */
+        if (!buf->reg_acc && n > KG_C_REG_FLOATS) {
+          kg_strbuf_printf(b, "float %s_s[%lld];\n", buf->name, n);
+          kg_strbuf_indent(b, ind + 1);
+          kg_strbuf_printf(b, "float *KG_RESTRICT %s = %s_s;\n", buf->name, buf->name);
+        } else
+          kg_strbuf_printf(b, "float %s[%lld];\n", buf->name, n);
         put_block_items(g, s->alloc.body, ind + 1);
       } else {
         /* too large for the stack; on allocation failure the body is skipped and the status recorded (see the

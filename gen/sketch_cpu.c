@@ -725,6 +725,7 @@ int kg_sketches_cpu(kg_space *sp) {
   if (light) add_sketch(sp, s, "cpu/rows", SK_ROWS);
   if (inner) add_sketch(sp, s, "cpu/inner", SK_INNER);
   kg_sketches_cpu_elem(sp);
+  kg_sketches_cpu_attn(sp);
   kg_schedule_free(s);
   return sp->nsketches - before;
 }

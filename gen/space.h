@@ -120,5 +120,6 @@ int kg_space_check_unfused(const kg_schedule *s, char *err, size_t errlen);
 
 /* Rules: add the sketches their rules derive for sp->prog (each returns how many it added). */
 int kg_sketches_cpu(kg_space *sp);
+int kg_sketches_cpu_attn(kg_space *sp); /* sketch_cpu_attn.c, called by kg_sketches_cpu */
 int kg_sketches_gpu(kg_space *sp);
 #endif

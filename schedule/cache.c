@@ -280,6 +280,9 @@ int kg_sched_cache_write(kg_schedule *s, kg_sstage *st, const kg_step *step, cha
   const kg_sstage *x = kg_sched_attached_at(s, st, NULL);
   if (x)
     FAIL("cache_write: stage %s: stage %s is computed at its loop %s", st->name, x->name, x->attach_iter->name);
+  if ((x = kg_sched_reads_attached(s, st)))
+    FAIL("cache_write: stage %s: it reads stage %s, computed at %s.%s, which the cache stage would not see", st->name,
+         x->name, x->attach_stage->name, x->attach_iter->name);
   if (!numel_fits(st->out->ndim, st->out->shape))
     FAIL("cache_write: stage %s: the cache would have more than 2^40 elements", st->name);
   if (strlen(st->name) + 12 > KG_MAX_LOOP_NAME)
@@ -333,6 +336,9 @@ int kg_sched_rfactor(kg_schedule *s, kg_sstage *st, const kg_step *step, char *e
     FAIL("rfactor: stage %s: loop %s: the partial tensor would have too many dimensions", st->name, lname);
   const kg_sstage *x = kg_sched_attached_at(s, st, NULL);
   if (x) FAIL("rfactor: stage %s: stage %s is computed at its loop %s", st->name, x->name, x->attach_iter->name);
+  if ((x = kg_sched_reads_attached(s, st)))
+    FAIL("rfactor: stage %s: loop %s: it reads stage %s, computed at %s.%s, which the partial stage would not see",
+         st->name, lname, x->name, x->attach_stage->name, x->attach_iter->name);
   int kr = it->root_axis - st->nax;
   const kg_ivar *k = st->rax[kr];
   /* the partial tensor's last dimension and the outer loop's extent would follow the size */
@@ -414,14 +420,17 @@ int kg_sched_rfactor(kg_schedule *s, kg_sstage *st, const kg_step *step, char *e
 }
 
 /* ---- reorder_storage S AXIS... ----
- * Requires: S a stage that cache_read or cache_write created (its tensor is the schedule's own, so no caller sees
- * its layout), at root, untransformed, nothing computed at its loops; AXIS... every spatial axis of S once. The
- * tensor's dimensions take the order given (the last is contiguous in memory); S's spatial axes follow them, so
- * its default loop nest walks the new layout in order, and every read of the tensor is rewritten to match. A
- * cache_read of an operand whose vector lanes would read it with a stride (a convolution's weights F,C,R,S read
- * along F) so becomes a packed copy that the lanes read contiguously; a cache_write's local accumulator likewise
- * keeps the lanes' axis innermost. */
-static kg_expr *permute_reads(kg_schedule *s, const kg_expr *e, const kg_tensor *t, const int *perm) {
+ * Requires: S not a program output (the caller owns its layout; inputs are no stage), at root, untransformed,
+ * nothing computed at its loops; AXIS... every spatial axis of S once. S's tensor -- a copy cache_read or
+ * cache_write made, or a program temporary, which the schedule then replaces by its own copy of the tensor so
+ * that the program and other schedules keep the declared layout -- takes its dimensions in the order given (the
+ * last is contiguous in memory); S's spatial axes follow them, so its default loop nest walks the new layout in
+ * order, and every read of the tensor is rewritten to match. A cache_read of an operand whose vector lanes would
+ * read it with a stride (a convolution's weights F,C,R,S read along F) so becomes a packed copy that the lanes
+ * read contiguously; a cache_write's local accumulator likewise keeps the lanes' axis innermost; attention's score
+ * block stored keys-major makes the softmax's reductions over the keys vertical vector operations. */
+static kg_expr *permute_reads(kg_schedule *s, const kg_expr *e, const kg_tensor *t, kg_tensor *nt,
+                              const int *perm) {
   if (!e) return NULL;
   kg_expr *c = KG_NEW(&s->arena, kg_expr);
   *c = *e;
@@ -429,19 +438,20 @@ static kg_expr *permute_reads(kg_schedule *s, const kg_expr *e, const kg_tensor 
   case KG_EXPR_READ:
     c->read.idx = KG_NEW_ARRAY(&s->arena, kg_expr *, e->read.n > 0 ? e->read.n : 1);
     for (int i = 0; i < e->read.n; i++)
-      c->read.idx[i] = permute_reads(s, e->read.idx[e->read.tensor == t ? perm[i] : i], t, perm);
+      c->read.idx[i] = permute_reads(s, e->read.idx[e->read.tensor == t ? perm[i] : i], t, nt, perm);
+    if (e->read.tensor == t) c->read.tensor = nt;
     break;
   case KG_EXPR_UNARY:
   case KG_EXPR_BINARY:
-    c->op.a = permute_reads(s, e->op.a, t, perm);
-    c->op.b = permute_reads(s, e->op.b, t, perm);
+    c->op.a = permute_reads(s, e->op.a, t, nt, perm);
+    c->op.b = permute_reads(s, e->op.b, t, nt, perm);
     break;
   case KG_EXPR_CALL:
     c->call.args = KG_NEW_ARRAY(&s->arena, kg_expr *, e->call.n > 0 ? e->call.n : 1);
-    for (int i = 0; i < e->call.n; i++) c->call.args[i] = permute_reads(s, e->call.args[i], t, perm);
+    for (int i = 0; i < e->call.n; i++) c->call.args[i] = permute_reads(s, e->call.args[i], t, nt, perm);
     break;
   case KG_EXPR_REDUCE:
-    c->reduce.body = permute_reads(s, e->reduce.body, t, perm);
+    c->reduce.body = permute_reads(s, e->reduce.body, t, nt, perm);
     break;
   default:
     break;
@@ -451,10 +461,11 @@ static kg_expr *permute_reads(kg_schedule *s, const kg_expr *e, const kg_tensor 
 
 int kg_sched_reorder_storage(kg_schedule *s, kg_sstage *st, const kg_step *step, char *err, size_t errlen) {
   const char *first = step->nnames ? step->names[0] : "?";
-  if (st->origin != KG_ORIGIN_CACHE_READ && st->origin != KG_ORIGIN_CACHE_WRITE)
-    FAIL("reorder_storage: stage %s: loop %s: only a stage made by cache_read or cache_write has a layout the "
-         "schedule may choose",
-         st->name, first);
+  if (st->is_output)
+    FAIL("reorder_storage: stage %s: loop %s: it writes a program output, whose layout is the caller's", st->name,
+         first);
+  if (st->attach == KG_ATTACH_INLINE)
+    FAIL("reorder_storage: stage %s: loop %s: it is inlined and has no storage", st->name, first);
   if (st->attach != KG_ATTACH_ROOT)
     FAIL("reorder_storage: stage %s: loop %s: the stage must be at root (reorder its storage before compute_at)",
          st->name, first);
@@ -479,15 +490,26 @@ int kg_sched_reorder_storage(kg_schedule *s, kg_sstage *st, const kg_step *step,
     seen[a] = 1;
     perm[d] = a;
   }
-  kg_tensor *t = st->out;
+  /* a program temporary's tensor belongs to the program: the schedule permutes its own copy */
+  kg_tensor *t = st->out, *nt = t;
+  if (st->origin == KG_ORIGIN_PROGRAM) {
+    nt = KG_NEW(&s->arena, kg_tensor);
+    *nt = *t;
+  }
+  kg_ivar **ax = KG_NEW_ARRAY(&s->arena, kg_ivar *, st->nax > 0 ? st->nax : 1);
   int64_t shape[KG_MAX_DIMS];
   int dyn[KG_MAX_DIMS];
-  kg_ivar **ax = KG_NEW_ARRAY(&s->arena, kg_ivar *, st->nax > 0 ? st->nax : 1);
-  for (int d = 0; d < st->nax; d++) shape[d] = t->shape[perm[d]], dyn[d] = t->dyn[perm[d]], ax[d] = st->ax[perm[d]];
-  for (int d = 0; d < st->nax; d++) t->shape[d] = shape[d], t->dyn[d] = dyn[d];
+  kg_expr *sexpr[KG_MAX_DIMS];
+  for (int d = 0; d < st->nax; d++) {
+    shape[d] = t->shape[perm[d]], dyn[d] = t->dyn[perm[d]], sexpr[d] = t->shape_expr[perm[d]];
+    ax[d] = st->ax[perm[d]];
+  }
+  for (int d = 0; d < st->nax; d++) nt->shape[d] = shape[d], nt->dyn[d] = dyn[d], nt->shape_expr[d] = sexpr[d];
   st->ax = ax;
+  st->out = nt;
   for (int i = 0; i < s->nstages; i++)
-    if (kg_sched_expr_reads(s->stages[i]->body, t)) s->stages[i]->body = permute_reads(s, s->stages[i]->body, t, perm);
+    if (kg_sched_expr_reads(s->stages[i]->body, t))
+      s->stages[i]->body = permute_reads(s, s->stages[i]->body, t, nt, perm);
   kg_sched_reset_roots(s, st);
   return 0;
 }

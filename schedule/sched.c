@@ -214,6 +214,15 @@ const kg_sstage *kg_sched_attach_conflict(const kg_schedule *s, const kg_sstage 
   return inside ? other : c;
 }
 
+const kg_sstage *kg_sched_reads_attached(const kg_schedule *s, const kg_sstage *st) {
+  for (int i = 0; i < s->nstages; i++) {
+    const kg_sstage *x = s->stages[i];
+    if (x != st && x->attach == KG_ATTACH_AT && x->attach_stage != st && reads_through(s, st, x->out, NULL, 0))
+      return x;
+  }
+  return NULL;
+}
+
 const kg_sstage *kg_sched_broken_attachment(const kg_schedule *s, const kg_sched_hyp *h) {
   for (int i = 0; i < s->nstages; i++) {
     const kg_sstage *x = s->stages[i];

@@ -45,6 +45,9 @@ const kg_sstage *kg_sched_attach_conflict(const kg_schedule *s, const kg_sstage 
                                           const kg_iter *l, const kg_sched_hyp *h);
 const kg_sstage *kg_sched_broken_attachment(const kg_schedule *s, const kg_sched_hyp *h);
 
+/* A stage computed at a loop (of another stage) that st consumes, or NULL: a cache or rfactor stage made from st
+ * would run at root and read it where it is not computed. */
+const kg_sstage *kg_sched_reads_attached(const kg_schedule *s, const kg_sstage *st);
 /* The first stage computed at loop it of st (it NULL: at any loop of st), or NULL. */
 kg_sstage *kg_sched_attached_at(const kg_schedule *s, const kg_sstage *st, const kg_iter *it);
 /* Does st still have its default loops (leaves are the roots, in order, all serial)? */

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "../base/strbuf.h"
 #include "../schedule/sched.h"
+#include "../schedule/sched_impl.h"
 #include "../gen/random.h"
 #include "testutil.h"
 
@@ -467,7 +468,7 @@ static void test_reorder_storage(void) {
   if (!p) return;
   kg_schedule *s = kg_schedule_new(p);
   OK(s, "cache_read B local C\ncache_write C local");
-  ILLEGAL(s, "reorder_storage C i j", "reorder_storage", "stage C", "only a stage made by cache_read or cache_write");
+  ILLEGAL(s, "reorder_storage C i j", "reorder_storage", "stage C", "writes a program output");
   ILLEGAL(s, "reorder_storage B.local ax1", "reorder_storage", "stage B.local", "1 axes given, the stage has 2");
   ILLEGAL(s, "reorder_storage B.local ax1 ax1", "reorder_storage", "loop ax1", "named twice");
   ILLEGAL(s, "reorder_storage B.local ax1 k", "reorder_storage", "loop k", "not a spatial axis");
@@ -498,12 +499,24 @@ static void test_reorder_storage(void) {
   OK(s, "split C i 16\ncompute_at C.local C i.o");
   ILLEGAL(s, "reorder_storage C.local i j", "reorder_storage", "stage C.local", "must be at root");
   kg_schedule_free(s);
-  /* a program stage keeps the layout its readers and the caller see */
+  /* a program temporary (the padded input): the schedule permutes its own copy of the tensor, the program's keeps
+   * its declared layout for every other schedule */
   kg_program_free(p);
   p = load_conv2d();
   if (!p) return;
   s = kg_schedule_new(p);
-  ILLEGAL(s, "reorder_storage P w h c n", "reorder_storage", "stage P", "only a stage made by cache_read");
+  kg_sstage *ps = kg_schedule_find_stage(s, "P");
+  const kg_tensor *declared = ps ? ps->out : NULL;
+  int64_t dshape[KG_MAX_DIMS] = {0};
+  for (int d = 0; declared && d < declared->ndim; d++) dshape[d] = declared->shape[d];
+  OK(s, "reorder_storage P n h w c");
+  CHECK(ps && declared && ps->out != declared && ps->out->shape[1] == dshape[2] && ps->out->shape[3] == dshape[1]);
+  CHECK(declared && declared->shape[1] == dshape[1] && declared->shape[3] == dshape[3]);
+  CHECKF(strcmp(leaves(s, "P"), "n(1) h(8) w(7) c(2)") == 0, "%s", leaves(s, "P"));
+  kg_sstage *y = kg_schedule_find_stage(s, "Y");
+  CHECK(y && expr_reads(y->body, "P") && !kg_sched_expr_reads(y->body, declared));
+  kg_schedule_free(s);
+  s = kg_schedule_new(p);
   OK(s, "cache_read P local Y\nreorder_storage P.local ax0 ax2 ax3 ax1");
   CHECKF(strcmp(leaves(s, "P.local"), "ax0(1) ax2(8) ax3(7) ax1(2)") == 0, "%s", leaves(s, "P.local"));
   kg_schedule_free(s);
