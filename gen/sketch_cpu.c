@@ -131,11 +131,7 @@ typedef struct rz {
 
 /* The point's value of knob name (def when the sketch has no such knob). */
 static int64_t knob(const rz *z, const char *stage, const char *what, int64_t def) {
-  char name[256];
-  snprintf(name, sizeof name, "%s.%s", stage, what);
-  for (int i = 0; i < z->sk->nknobs; i++)
-    if (!strcmp(z->sk->knobs[i].name, name)) return z->pt->knobs[i];
-  return def;
+  return kg_point_knob(z->sk, z->pt, stage, what, def);
 }
 
 /* Fuses leading spatial leaves of st until the fused loop has at least 64 iterations (or the next leaf is not

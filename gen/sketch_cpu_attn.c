@@ -141,11 +141,7 @@ typedef struct rz {
 } rz;
 
 static int64_t knob(const rz *z, const char *stage, const char *what, int64_t def) {
-  char name[256];
-  snprintf(name, sizeof name, "%s.%s", stage, what);
-  for (int i = 0; i < z->sk->nknobs; i++)
-    if (!strcmp(z->sk->knobs[i].name, name)) return z->pt->knobs[i];
-  return def;
+  return kg_point_knob(z->sk, z->pt, stage, what, def);
 }
 
 static int64_t vectors(int64_t lanes) { return (lanes + VEC_LANES - 1) / VEC_LANES; }

@@ -85,11 +85,7 @@ typedef struct ez {
 } ez;
 
 static int64_t eknob(const ez *z, const char *stage, const char *what, int64_t def) {
-  char name[KG_MAX_LOOP_NAME + 32];
-  snprintf(name, sizeof name, "%s.%s", stage, what);
-  for (int i = 0; i < z->sk->nknobs; i++)
-    if (!strcmp(z->sk->knobs[i].name, name)) return z->pt->knobs[i];
-  return def;
+  return kg_point_knob(z->sk, z->pt, stage, what, def);
 }
 
 /* Stage st (at root, loops untransformed) tiled as the file comment says. */

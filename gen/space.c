@@ -59,6 +59,14 @@ static int cmp_i64(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+int64_t kg_point_knob(const kg_sketch *sk, const kg_point *pt, const char *stage, const char *what, int64_t def) {
+  char name[512];
+  snprintf(name, sizeof name, "%s.%s", stage, what);
+  for (int i = 0; i < sk->nknobs && i < pt->nknobs; i++)
+    if (!strcmp(sk->knobs[i].name, name)) return pt->knobs[i];
+  return def;
+}
+
 int kg_sketch_add_knob(kg_sketch *sk, kg_knob_kind kind, const char *name, const int64_t *values, int nvalues) {
   assert(sk->nknobs < KG_SPACE_MAX_KNOBS && nvalues >= 1);
   kg_knob *k = &sk->knobs[sk->nknobs];

@@ -96,6 +96,8 @@ int kg_space_find_sketch(const kg_space *sp, const char *name); /* -1 when absen
  * KG_KNOB_MAX_VALUES, sorted ascending and de-duplicated for TILE/UNROLL/VECTOR). */
 kg_sketch *kg_space_add_sketch(kg_space *sp, const char *name, kg_sketch_realize_fn realize, void *data);
 int kg_sketch_add_knob(kg_sketch *sk, kg_knob_kind kind, const char *name, const int64_t *values, int nvalues);
+/* For realize functions: pt's value of sk's knob "STAGE.WHAT", or def when sk has no such knob. */
+int64_t kg_point_knob(const kg_sketch *sk, const kg_point *pt, const char *stage, const char *what, int64_t def);
 /* Tile factors worth trying for a loop of the given extent: 1..8, powers of two, the divisors and a few other
  * values up to min(extent, cap). Returns how many were written to out (at most KG_KNOB_MAX_VALUES). */
 int kg_space_tile_values(int64_t extent, int64_t cap, int64_t *out);

@@ -7,7 +7,7 @@
 #include "../schedule/sched.h"
 #include "../schedule/sched_impl.h"
 #include "../gen/random.h"
-#include "testutil.h"
+#include "testlib.h"
 
 static const char *matmul_src =
     "def matmul(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {\n"
@@ -60,20 +60,10 @@ static char *dump(const kg_schedule *s) {
   return kg_strbuf_take(&b);
 }
 
-/* Applies the steps of a text trace; returns -1 at the first failure (message in err). */
-static int apply_text(kg_schedule *s, const char *text, char *err, size_t errlen) {
-  kg_trace t;
-  kg_trace_init(&t);
-  int rc = kg_trace_parse(&t, "test", text, strlen(text), err, errlen);
-  if (rc == 0) rc = kg_schedule_apply_trace(s, &t, err, errlen);
-  kg_trace_free(&t);
-  return rc;
-}
-
 #define OK(s, text)                                                                                         \
   do {                                                                                                      \
     char e_[512] = "";                                                                                      \
-    int rc_ = apply_text((s), (text), e_, sizeof e_);                                                       \
+    int rc_ = kg_test_apply_text((s), (text), e_, sizeof e_);                                                       \
     CHECKF(rc_ == 0, "'%s' failed: %s", (text), e_);                                                        \
   } while (0)
 
@@ -83,7 +73,7 @@ static void illegal(int line, kg_schedule *s, const char *text, const kg_step *s
   char *before = dump(s);
   int ntrace = s->trace.nsteps;
   char err[512] = "";
-  int rc = step ? kg_schedule_apply(s, step, err, sizeof err) : apply_text(s, text, err, sizeof err);
+  int rc = step ? kg_schedule_apply(s, step, err, sizeof err) : kg_test_apply_text(s, text, err, sizeof err);
   CHECKF(rc == -1, "line %d: '%s' was accepted", line, text);
   const char *frags[3] = {f1, f2, f3};
   for (int i = 0; i < 3; i++)
@@ -530,15 +520,15 @@ static void test_trace_replay(void) {
   kg_schedule *a = kg_schedule_new(p), *b = kg_schedule_new(p);
   char err[512];
   /* rfactor after tile is refused: the trace stops at step 3 */
-  CHECK(apply_text(a, text, err, sizeof err) == -1);
+  CHECK(kg_test_apply_text(a, text, err, sizeof err) == -1);
   HAS(err, "line 3: rfactor: stage Y");
   CHECK(a->trace.nsteps == 2);
   const char *good = "cache_read K local Y\nsplit Y f 2\ncompute_at K.local Y f.i\ntile Y y x 2 4\n"
                      "compute_at P Y x.o\nunroll Y s\nvectorize Y x.i\n";
   kg_schedule_free(a);
   a = kg_schedule_new(p);
-  CHECK(apply_text(a, good, err, sizeof err) == 0);
-  CHECK(apply_text(b, good, err, sizeof err) == 0);
+  CHECK(kg_test_apply_text(a, good, err, sizeof err) == 0);
+  CHECK(kg_test_apply_text(b, good, err, sizeof err) == 0);
   char *da = dump(a), *db = dump(b), *ta = kg_trace_to_text(&a->trace);
   CHECK(strcmp(da, db) == 0);
   CHECK(strcmp(ta, good) == 0);
@@ -572,7 +562,7 @@ static void test_random(void) {
         CHECKF(a->trace.nsteps >= (target == KG_TARGET_C ? 5 : 2), "seed %llu: only %d steps",
                (unsigned long long)seed, a->trace.nsteps);
         char err[512] = "";
-        int rc = apply_text(c, ta, err, sizeof err);
+        int rc = kg_test_apply_text(c, ta, err, sizeof err);
         CHECKF(rc == 0, "seed %llu: replay failed: %s\n%s", (unsigned long long)seed, err, ta);
         char *da = dump(a), *dc = dump(c);
         CHECKF(strcmp(da, dc) == 0, "seed %llu: replay differs", (unsigned long long)seed);
@@ -672,7 +662,7 @@ static void test_random_library(void) {
         char err[512] = "";
         CHECKF(a->trace.nsteps >= (seed % 2 ? 2 : 8), "%s seed %llu: only %d steps", lib[w],
                (unsigned long long)seed, a->trace.nsteps);
-        CHECKF(apply_text(b, ta, err, sizeof err) == 0, "%s seed %llu: %s", lib[w], (unsigned long long)seed, err);
+        CHECKF(kg_test_apply_text(b, ta, err, sizeof err) == 0, "%s seed %llu: %s", lib[w], (unsigned long long)seed, err);
         char *da = dump(a), *db = dump(b);
         CHECKF(strcmp(da, db) == 0, "%s seed %llu: replay differs", lib[w], (unsigned long long)seed);
         /* ids are positions; every attached stage is computed at a leaf of a later stage */
@@ -756,7 +746,7 @@ static void test_trace_error_prefix(void) {
   if (!p) return;
   kg_schedule *s = kg_schedule_new(p);
   char err[512];
-  CHECK(apply_text(s, "# comment\n\nsplit C i 4\nsplit C q 2\n", err, sizeof err) == -1);
+  CHECK(kg_test_apply_text(s, "# comment\n\nsplit C i 4\nsplit C q 2\n", err, sizeof err) == -1);
   CHECKF(strcmp(err, "line 4: split: stage C: no loop named q") == 0, "%s", err);
   kg_schedule_free(s);
   s = kg_schedule_new(p);

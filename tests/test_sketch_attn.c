@@ -29,32 +29,6 @@ static int load(kg_test_workload *w, const char *text, const char *sizes) {
   return 0;
 }
 
-static int apply_text(kg_schedule *s, const char *text, char *err, size_t errlen) {
-  kg_trace t;
-  kg_trace_init(&t);
-  int rc = kg_trace_parse(&t, "test", text, strlen(text), err, errlen);
-  if (rc == 0) rc = kg_schedule_apply_trace(s, &t, err, errlen);
-  kg_trace_free(&t);
-  return rc;
-}
-
-/* Builds, runs and verifies s; 1 when verified. */
-static int runs(kg_test_workload *w, const kg_schedule *s, const char *what) {
-  kg_pipeline pl;
-  char err[4096];
-  int ok = kg_pipeline_build(s, KG_TARGET_C, &pl, err, sizeof err) == 0;
-  char *t = kg_trace_to_text(&s->trace);
-  CHECKF(ok, "%s: build failed: %s\ntrace:\n%s", what, err, t);
-  if (ok) {
-    kg_verify_result v = kg_pipeline_verify(&pl, w->p, &w->d, 0);
-    CHECKF(v.ok, "%s: verify failed: %s\ntrace:\n%s", what, v.msg, t);
-    ok = v.ok;
-  }
-  free(t);
-  kg_pipeline_free(&pl);
-  return ok;
-}
-
 /* The hand-written fused schedule: the score block of 8 query rows per parallel task, every stage of the block at
  * that loop (e and m with several consumers there), the block stored keys-major, Q packed transposed per tile. */
 static const char *const fused_trace =
@@ -73,7 +47,7 @@ static void check_fused_schedule(const char *sizes) {
   kg_schedule *s = kg_schedule_new(w.p);
   char err[1024] = "", what[256];
   snprintf(what, sizeof what, "attention %s, hand-written fused schedule", sizes);
-  CHECKF(apply_text(s, fused_trace, err, sizeof err) == 0, "%s: %s", what, err);
+  CHECKF(kg_test_apply_text(s, fused_trace, err, sizeof err) == 0, "%s: %s", what, err);
   kg_sstage *e = kg_schedule_find_stage(s, "e"), *q = kg_schedule_find_stage(s, "Q.local");
   /* the layouts: e's tensor [b][j][i], Q's copy [b][d][i] (its axes follow the dimensions) */
   CHECK(e && e->attach == KG_ATTACH_AT && !strcmp(e->attach_stage->name, "O") && !strcmp(e->ax[1]->name, "j") &&
@@ -85,15 +59,15 @@ static void check_fused_schedule(const char *sizes) {
       const kg_tensor *pt = w.p->stages[i]->out;
       CHECK(e->out != pt && e->out->shape[1] == pt->shape[2] && e->out->shape[2] == pt->shape[1]);
     }
-  runs(&w, s, what);
+  kg_test_verify_c(&w, s, what);
   /* the same without the layouts: each reorder_storage becomes a reorder of the stage's loops, the buffers stay
    * row-major */
   kg_schedule *plain = kg_schedule_new(w.p);
   char *noperm = strdup(fused_trace), *at;
   while ((at = strstr(noperm, "reorder_storage"))) memmove(at + 7, at + 15, strlen(at + 15) + 1);
   snprintf(what, sizeof what, "attention %s, fused schedule without reorder_storage", sizes);
-  CHECKF(apply_text(plain, noperm, err, sizeof err) == 0, "%s: %s", what, err);
-  runs(&w, plain, what);
+  CHECKF(kg_test_apply_text(plain, noperm, err, sizeof err) == 0, "%s: %s", what, err);
+  kg_test_verify_c(&w, plain, what);
   free(noperm);
   kg_schedule_free(plain);
   kg_schedule_free(s);
@@ -104,7 +78,7 @@ static void check_fused_schedule(const char *sizes) {
 static void illegal(int line, kg_schedule *s, const char *text, const char *f1, const char *f2) {
   int n = s->trace.nsteps;
   char err[1024] = "";
-  CHECKF(apply_text(s, text, err, sizeof err) == -1, "line %d: '%s' was accepted", line, text);
+  CHECKF(kg_test_apply_text(s, text, err, sizeof err) == -1, "line %d: '%s' was accepted", line, text);
   CHECKF(strstr(err, f1) && (!f2 || strstr(err, f2)), "line %d: '%s': message '%s'", line, text, err);
   CHECK(s->trace.nsteps == n);
 }
@@ -121,15 +95,15 @@ static void check_illegal(void) {
   ILLEGAL(s, "reorder_storage e b j q", "reorder_storage: stage e: loop q", "not a spatial axis");
   ILLEGAL(s, "reorder_storage e b j j", "reorder_storage: stage e: loop j", "named twice");
   ILLEGAL(s, "reorder_storage e b j", "reorder_storage: stage e", "2 axes given, the stage has 3");
-  CHECK(apply_text(s, "compute_inline s", err, sizeof err) == 0);
+  CHECK(kg_test_apply_text(s, "compute_inline s", err, sizeof err) == 0);
   ILLEGAL(s, "reorder_storage s b j i", "reorder_storage: stage s", "inlined");
   /* a shared producer: every other consumer computed inside the consumer at that loop or deeper */
-  CHECK(apply_text(s, "split O i 4\ncompute_at O.r0 O i.o", err, sizeof err) == 0);
+  CHECK(kg_test_apply_text(s, "split O i 4\ncompute_at O.r0 O i.o", err, sizeof err) == 0);
   ILLEGAL(s, "compute_at e O i.o", "compute_at: stage e", "also read by stage O.r1");
   ILLEGAL(s, "compute_at e O i.i", "compute_at: stage e", "stage O does not read it");
-  CHECK(apply_text(s, "compute_at O.r1 O i.i", err, sizeof err) == 0);
+  CHECK(kg_test_apply_text(s, "compute_at O.r1 O i.i", err, sizeof err) == 0);
   /* e at i.o: O.r0 there, O.r1 at i.i inside it */
-  CHECKF(apply_text(s, "compute_at e O i.o", err, sizeof err) == 0, "%s", err);
+  CHECKF(kg_test_apply_text(s, "compute_at e O i.o", err, sizeof err) == 0, "%s", err);
   ILLEGAL(s, "reorder_storage e b j i", "reorder_storage: stage e", "at root");
   /* once e is computed there, its consumers stay inside, and no stage made from them runs at root */
   ILLEGAL(s, "rfactor O.r1 j2 2", "rfactor: stage O.r1", "it reads stage e, computed at O.i.o");
@@ -193,7 +167,7 @@ static void check_points(const char *text, const char *sizes, int ndraw, int nru
       if (s->stages[i]->attach == KG_ATTACH_AT && s->stages[i]->nrax > 0 && !strcmp(s->stages[i]->name, "m")) shared = 1;
     if (ran < nrun) {
       snprintf(what, sizeof what, "%s %s cpu/attn point %d", w.p->def->name, sizes, d);
-      runs(&w, s, what);
+      kg_test_verify_c(&w, s, what);
       ran++;
     }
     kg_schedule_free(s);

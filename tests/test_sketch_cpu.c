@@ -17,21 +17,6 @@ static int points_per_sketch(void) {
   return n < 1 ? 1 : n;
 }
 
-/* Lowers, prints, compiles, runs and verifies s against w's reference. */
-static void check_runs(kg_test_workload *w, const kg_schedule *s, const char *what) {
-  kg_pipeline pl;
-  char err[4096];
-  int built = kg_pipeline_build(s, KG_TARGET_C, &pl, err, sizeof err) == 0;
-  char *t = kg_trace_to_text(&s->trace);
-  CHECKF(built, "%s: build failed: %s\ntrace:\n%s", what, err, t);
-  if (built) {
-    kg_verify_result v = kg_pipeline_verify(&pl, w->p, &w->d, 0);
-    CHECKF(v.ok, "%s: verify failed: %s\ntrace:\n%s", what, v.msg, t);
-  }
-  free(t);
-  kg_pipeline_free(&pl);
-}
-
 static void check_workload(const char *path, int npoints) {
   kg_test_workload w;
   if (kg_test_workload_load(&w, path) != 0) return;
@@ -71,7 +56,7 @@ static void check_workload(const char *path, int npoints) {
         kg_schedule_free(again);
       }
       if (run < npoints) {
-        check_runs(&w, s, what);
+        kg_test_verify_c(&w, s, what);
         run++;
       }
       kg_schedule_free(s);
@@ -185,7 +170,7 @@ static void check_inner(const char *text, const char *sizes, int npoints, const 
     snprintf(what, sizeof what, "%s %s cpu/inner point %d", w.p->def->name, sizes, d);
     CHECKF(s != NULL, "%s: %s", what, err);
     if (!s) continue;
-    if (d < npoints) check_runs(&w, s, what);
+    if (d < npoints) kg_test_verify_c(&w, s, what);
     char *t = kg_trace_to_text(&s->trace);
     for (int k = 0; k < nsteps; k++) found[k] |= strstr(t, steps[k]) != NULL;
     free(t);
@@ -236,7 +221,7 @@ static char *inner_point(const char *text, const char *sizes, const char *const 
   kg_schedule *s = ok ? kg_space_realize(sp, &pt, err, sizeof err) : NULL;
   CHECKF(!ok || s, "%s %s: the point does not realize: %s", p->def->name, sizes, err);
   if (s) t = kg_trace_to_text(&s->trace);
-  if (s && run) check_runs(&w, s, "cpu/inner point");
+  if (s && run) kg_test_verify_c(&w, s, "cpu/inner point");
   kg_schedule_free(s);
   kg_space_free(sp);
   kg_test_workload_free(&w);

@@ -66,21 +66,6 @@ static void check_space_size(const char *path) {
   free(text);
 }
 
-/* Lowers, prints, compiles, runs and verifies s against w's reference. */
-static void check_runs(kg_test_workload *w, const kg_schedule *s, const char *what) {
-  kg_pipeline pl;
-  char err[4096];
-  int built = kg_pipeline_build(s, KG_TARGET_C, &pl, err, sizeof err) == 0;
-  char *t = kg_trace_to_text(&s->trace);
-  CHECKF(built, "%s: build failed: %s\ntrace:\n%s", what, err, t);
-  if (built) {
-    kg_verify_result v = kg_pipeline_verify(&pl, w->p, &w->d, 0);
-    CHECKF(v.ok, "%s: verify failed: %s\ntrace:\n%s", what, v.msg, t);
-  }
-  free(t);
-  kg_pipeline_free(&pl);
-}
-
 /* cpu/elem of workload path: npoints random points realize and verify; some realized point holds each of steps. */
 static void check_elem(const char *path, int npoints, const char *const *steps, int nsteps) {
   kg_test_workload w;
@@ -98,7 +83,7 @@ static void check_elem(const char *path, int npoints, const char *const *steps, 
     CHECKF(s != NULL, "%s cpu/elem: %s", path, err);
     if (!s) continue;
     snprintf(what, sizeof what, "%s cpu/elem point %d", path, d);
-    if (realized++ < npoints) check_runs(&w, s, what);
+    if (realized++ < npoints) kg_test_verify_c(&w, s, what);
     char *t = kg_trace_to_text(&s->trace);
     for (int k = 0; k < nsteps && k < 16; k++) found[k] |= strstr(t, steps[k]) != NULL;
     free(t);
@@ -109,23 +94,13 @@ static void check_elem(const char *path, int npoints, const char *const *steps, 
   kg_test_workload_free(&w);
 }
 
-/* Applies trace text to a fresh schedule of p: 0, or -1 with err. */
-static int apply_text(kg_schedule *s, const char *trace, char *err, size_t errlen) {
-  kg_trace tr;
-  kg_trace_init(&tr);
-  int rc = kg_trace_parse(&tr, "test", trace, strlen(trace), err, errlen) ||
-           kg_schedule_apply_trace(s, &tr, err, errlen);
-  kg_trace_free(&tr);
-  return rc ? -1 : 0;
-}
-
 static void check_illegal(const char *text, const char *sizes, const char *trace, const char *msg) {
   kg_program *p = kg_test_load_sizes(text, sizes);
   CHECK(p != NULL);
   if (!p) return;
   kg_schedule *s = kg_schedule_new(p);
   char err[512];
-  int rc = apply_text(s, trace, err, sizeof err);
+  int rc = kg_test_apply_text(s, trace, err, sizeof err);
   CHECKF(rc != 0 && strstr(err, msg), "'%s': want an error with '%s', got rc %d '%s'", trace, msg, rc,
          rc ? err : "");
   kg_schedule_free(s);
@@ -141,7 +116,7 @@ static void lowered_text(const char *text, const char *sizes, const char *trace,
   kg_schedule *s = kg_schedule_new(p);
   kg_arena la;
   kg_arena_init(&la);
-  kg_lowered *lw = apply_text(s, trace, err, errlen) ? NULL : kg_lower(s, target, &la, err, errlen);
+  kg_lowered *lw = kg_test_apply_text(s, trace, err, errlen) ? NULL : kg_lower(s, target, &la, err, errlen);
   if (lw) {
     kg_strbuf b;
     kg_strbuf_init(&b);
@@ -174,7 +149,7 @@ static void test_stream(void) {
   CHECK(p2 != NULL);
   if (p2) {
     kg_schedule *s2 = kg_schedule_new(p2);
-    CHECKF(apply_text(s2, "stream Z\n", e2, sizeof e2) == 0, "stream Z: %s", e2);
+    CHECKF(kg_test_apply_text(s2, "stream Z\n", e2, sizeof e2) == 0, "stream Z: %s", e2);
     kg_schedule_free(s2);
     kg_program_free(p2);
   }
@@ -184,8 +159,8 @@ static void test_stream(void) {
   if (p) {
     kg_schedule *s = kg_schedule_new(p);
     char err[512];
-    CHECKF(apply_text(s, "stream C\n", err, sizeof err) != 0 && strstr(err, "is a reduction"), "matmul: %s", err);
-    CHECKF(apply_text(s, "cache_write C local\nstream C\n", err, sizeof err) == 0, "cache_write then stream: %s",
+    CHECKF(kg_test_apply_text(s, "stream C\n", err, sizeof err) != 0 && strstr(err, "is a reduction"), "matmul: %s", err);
+    CHECKF(kg_test_apply_text(s, "cache_write C local\nstream C\n", err, sizeof err) == 0, "cache_write then stream: %s",
            err);
     kg_strbuf b;
     kg_strbuf_init(&b);
@@ -237,8 +212,8 @@ static void test_stream(void) {
       kg_data_init(&w.d, w.p, KG_TEST_DATA_SEED);
       kg_data_reference(&w.d, w.p, KG_TEST_DATA_SEED);
       kg_schedule *s = kg_schedule_new(w.p);
-      CHECKF(apply_text(s, runs[k][1], err, sizeof err) == 0, "%s: %s", runs[k][0], err);
-      check_runs(&w, s, runs[k][0]);
+      CHECKF(kg_test_apply_text(s, runs[k][1], err, sizeof err) == 0, "%s: %s", runs[k][0], err);
+      kg_test_verify_c(&w, s, runs[k][0]);
       kg_schedule_free(s);
       kg_test_workload_free(&w);
     }
@@ -280,7 +255,7 @@ static void check_stream_knob(const char *path, const char *sizes) {
       if (strstr(t, "stream Y\n")) {
         char what[256];
         snprintf(what, sizeof what, "%s %s %s streamed", path, sizes, sk->name);
-        if (streamed++ < 3) check_runs(&w, s, what);
+        if (streamed++ < 3) kg_test_verify_c(&w, s, what);
         kg_arena la;
         kg_arena_init(&la);
         kg_lowered *lw = kg_lower(s, KG_TARGET_C, &la, err, sizeof err);

@@ -14,6 +14,7 @@
 #include "../codegen/codegen.h"
 #include "../runtime/emu.h"
 #include "../runtime/verify.h"
+#include "../runtime/pipeline.h"
 #include "testutil.h"
 
 #define KG_TEST_MAX_BIND 16
@@ -175,6 +176,33 @@ static inline void kg_test_workload_free(kg_test_workload *w) {
   kg_data_free(&w->d);
   kg_program_free(w->p);
   w->p = NULL;
+}
+
+/* Applies the steps of a text trace to s; 0, or -1 at the first failure (the message in err). */
+static inline int kg_test_apply_text(kg_schedule *s, const char *text, char *err, size_t errlen) {
+  kg_trace t;
+  kg_trace_init(&t);
+  int rc = kg_trace_parse(&t, "test", text, strlen(text), err, errlen) || kg_schedule_apply_trace(s, &t, err, errlen);
+  kg_trace_free(&t);
+  return rc ? -1 : 0;
+}
+
+/* Lowers, prints, compiles (C target), runs and verifies s against w's reference, each step CHECKed with what
+ * and the trace in the message. 1 when verified. */
+static inline int kg_test_verify_c(kg_test_workload *w, const kg_schedule *s, const char *what) {
+  kg_pipeline pl;
+  char err[4096];
+  int ok = kg_pipeline_build(s, KG_TARGET_C, &pl, err, sizeof err) == 0;
+  char *t = kg_trace_to_text(&s->trace);
+  CHECKF(ok, "%s: build failed: %s\ntrace:\n%s", what, err, t);
+  if (ok) {
+    kg_verify_result v = kg_pipeline_verify(&pl, w->p, &w->d, 0);
+    CHECKF(v.ok, "%s: verify failed: %s\ntrace:\n%s", what, v.msg, t);
+    ok = v.ok;
+  }
+  free(t);
+  kg_pipeline_free(&pl);
+  return ok;
 }
 
 /* Runs prog (built for the emulator as m) on w's inputs and verifies the outputs against the reference (1e-4).
