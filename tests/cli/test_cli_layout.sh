@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # reorder_storage: packed weights and an accumulator with the output channels innermost (the convolution layout
-# whose vector lanes read contiguous output channels) verify at odd sizes, where no tile divides; --dump ir shows
+# whose vector lanes read contiguous output channels) verify at odd sizes, where no tile divides, and so does a program
+# temporary stored in another order (the schedule's own copy, with a dynamic batch); --dump ir shows
 # the new layout; an illegal use is an error naming the primitive, the stage and the loop.
 set -u
 . "$(dirname "$0")/common.inc"
@@ -36,4 +37,16 @@ has out "verify: ok" "it verifies"
 printf 'cache_read B local C\nsplit B.local ax0 4\nreorder_storage B.local ax1 ax0\n' > "$T/bad.sched"
 expect 1 "reorder_storage after a split" -- $K run matmul -D M=33 -D N=20 -D K=17 --target c --schedule "$T/bad.sched"
 has err "reorder_storage: stage B.local: loop ax1: its loops were already transformed" "the error names primitive, stage, loop"
+# a program temporary (the padded input) stored batch-innermost: the schedule's own copy of the tensor, with a
+# dynamic batch (the symbolic dimension becomes the contiguous one), on the C target and on the CUDA emulator
+printf 'reorder_storage P c h w n\n' > "$T/pad.sched"
+for t in "--target c" "--emulate"; do
+  expect 0 "padded input batch-innermost, dynamic N ($t)" -- $K run conv2d -D N=3 -D C=3 -D H=9 -D W=7 -D F=4 \
+    --dynamic N $t --schedule "$T/pad.sched"
+  has out "verify: ok" "it verifies ($t)"
+done
+printf 'reorder_storage Y n y x f\n' > "$T/out.sched"
+expect 1 "reorder_storage of an output" -- $K run conv2d -D N=3 -D C=3 -D H=9 -D W=7 -D F=4 --target c \
+  --schedule "$T/out.sched"
+has err "reorder_storage: stage Y: loop n: it writes a program output" "the error says why"
 exit $fail
