@@ -496,7 +496,10 @@ def tvm_section(workloads, W):
             'with the same trial budget as kgen; its best kernel is timed by its time_evaluator (median of repeats) '
             'and checked against kgen\'s saved output. Tuning times are wall times of the tuning run alone (kgen '
             'tune; MetaSchedule\'s tune_tir, not counting its import). The last two columns are each tuner\'s own '
-            'best measurement during tuning after the same number of trials.\n')
+            'best measurement during tuning after the same number of trials. MetaSchedule measures its '
+            'candidates in rounds (64 a round, `--per-iter`) and logs them when a round ends, so on the wall-time '
+            'plot each of its rounds is one vertical step at that round\'s end (at 64 trials, one step at the end '
+            'of the run); the plot against trials shows how its best grew candidate by candidate.\n')
     return out
 
 
