@@ -60,13 +60,13 @@ import sys
 import tempfile
 import time
 
+from peer_sizes import UsageError, parse_binds, te_sizes, tolerance
+
 torch = None  # imported in main(), after the inductor cache folder is chosen
 COLD_DIR = None  # where each compiled mode gets a fresh Inductor cache (None: --inductor-cache, caches kept)
 F = None
 np = None
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TE_DIRS = (os.path.join(ROOT, 'te', 'lib'), os.path.join(ROOT, 'bench', 'workloads'))
 
 
 # ---- the workloads, as a PyTorch user writes them --------------------------------------------------------------
@@ -199,10 +199,6 @@ COMPILED = set(COMPILE_MODES) | {'max-autotune-frozen', 'compile-out'}
 TF32_RTOL = 1e-2
 
 
-class UsageError(Exception):
-    pass
-
-
 class Unavailable(Exception):
     """A peer this torch or machine lacks: reported as `error="unavailable: ..."`."""
 
@@ -213,30 +209,6 @@ class ModeTimeout(BaseException):
 
 def workload_name(arg):
     return os.path.basename(arg)[:-3] if arg.endswith('.te') else arg
-
-
-def te_sizes(name, small):
-    """The .te file's "# bench-sizes:" (or "# sizes:") binding, or {} when the file cannot be read."""
-    key = '# sizes:' if small else '# bench-sizes:'
-    for d in TE_DIRS:
-        try:
-            with open(os.path.join(d, name + '.te')) as f:
-                for line in f:
-                    if line.startswith(key):
-                        return parse_binds(line[len(key):].split())
-        except OSError:
-            continue
-    return {}
-
-
-def parse_binds(items):
-    out = {}
-    for it in items:
-        m = re.fullmatch(r'([A-Za-z_]\w*)=(\d+)', it.strip())
-        if not m:
-            raise UsageError("bad size binding '%s' (want NAME=VALUE)" % it)
-        out[m.group(1)] = int(m.group(2))
-    return out
 
 
 def size_names(w):
@@ -282,10 +254,6 @@ def resolve_sizes(name, w, given, small, from_files=None):
 
 
 # ---- verification (kgen's rule, runtime/verify.c) ---------------------------------------------------------------
-
-def tolerance(rtol, red_len):
-    return rtol * math.sqrt(red_len / 256.0) if red_len > 256 else rtol
-
 
 def rel_error(got, ref):
     """Max over elements of |got - ref| / max(|ref|, 1e-2 max|ref|); inf when a finite reference meets a non-finite

@@ -49,17 +49,13 @@ import tempfile
 import time
 import types
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TE_DIRS = (os.path.join(ROOT, 'te', 'lib'), os.path.join(ROOT, 'bench', 'workloads'))
+from peer_sizes import UsageError, parse_binds, te_sizes, tolerance
+
 FAILED_S = 1e9  # MetaSchedule records a candidate that did not build or run as 1e10 s
 
 tvm = None
 te = None
 np = None
-
-
-class UsageError(Exception):
-    pass
 
 
 # ---- the best-so-far curve of a work folder (no TVM needed) -----------------------------------------------------
@@ -132,34 +128,6 @@ def work_dir_curve(work_dir, start=None):
 
 
 # ---- sizes -------------------------------------------------------------------------------------------------------
-
-def parse_binds(items):
-    out = {}
-    for it in items:
-        m = re.fullmatch(r'([A-Za-z_]\w*)=(\d+)', it.strip())
-        if not m:
-            raise UsageError("bad size binding '%s' (want NAME=VALUE)" % it)
-        out[m.group(1)] = int(m.group(2))
-    return out
-
-
-def te_sizes(name, small):
-    key = '# sizes:' if small else '# bench-sizes:'
-    for d in TE_DIRS:
-        try:
-            with open(os.path.join(d, name + '.te')) as f:
-                for line in f:
-                    if line.startswith(key):
-                        return parse_binds(line[len(key):].split())
-        except OSError:
-            continue
-    return {}
-
-
-# ---- the workloads, stage for stage as their .te files ----------------------------------------------------------
-# Each builder takes the sizes and returns (inputs, output): TE tensors named as the .te file names them, so that
-# kgen's saved NAME.npy files are their data. TE allows a reduction only at the top of a stage, so where a .te
-# stage divides its sum (a mean, attention's normalization) the division moves into the stage that reads it.
 
 def conv_out(n, stride):
     return (n + 2 - 3) // stride + 1
@@ -337,10 +305,6 @@ WORKLOADS = {
 
 
 # ---- verification (kgen's rule, runtime/verify.c) ---------------------------------------------------------------
-
-def tolerance(rtol, red_len):
-    return rtol * math.sqrt(red_len / 256.0) if red_len > 256 else rtol
-
 
 def rel_error(got, ref):
     got = np.asarray(got, dtype=np.float64).ravel()
