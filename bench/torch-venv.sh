@@ -99,34 +99,32 @@ full() { # log
   fresh "$1" && "$DIR/bin/pip" install -q "torch==$TORCH_VERSION" numpy >> "$1" 2>&1
 }
 
-LOG_LIGHT=$(dirname "$DIR")/torch-venv-light.log
-LOG_FULL=$(dirname "$DIR")/torch-venv-full.log
+# attempt MODE WHERE: install MODE's way (the function of that name) into WHERE, then check it; got=MODE when
+# torch imports and compiles, else the log's tail is shown. The log: $(dirname "$DIR")/torch-venv-MODE.log
 got=
-if [ "$TORCH_INSTALL" != full ]; then
-  say "installing torch $TORCH_VERSION into $DIR, the light way (no CUDA wheels but four small ones; about 1 minute, 2 GB)"
-  : > "$LOG_LIGHT"
-  if light "$LOG_LIGHT" && check "$PY" "$LOG_LIGHT"; then
-    got=light
+attempt() {
+  local log
+  log=$(dirname "$DIR")/torch-venv-$1.log
+  say "installing torch $TORCH_VERSION into $2"
+  : > "$log"
+  if "$1" "$log" && check "$PY" "$log"; then
+    got=$1
   else
-    say "the light install failed or does not import and compile (log: $LOG_LIGHT):"
-    tail -5 "$LOG_LIGHT" | sed 's/^/    /' >&2
+    say "the $1 install failed or does not import and compile (log: $log):"
+    tail -5 "$log" | sed 's/^/    /' >&2
   fi
+}
+if [ "$TORCH_INSTALL" != full ]; then
+  attempt light "$DIR, the light way (no CUDA wheels but four small ones; about 1 minute, 2 GB)"
 fi
 if [ -z "$got" ] && [ "$TORCH_INSTALL" != light ]; then
-  say "installing torch $TORCH_VERSION into a clean $DIR, the full way (with its CUDA wheels: several GB)"
-  : > "$LOG_FULL"
-  if full "$LOG_FULL" && check "$PY" "$LOG_FULL"; then
-    got=full
-  else
-    say "the full install failed or does not import and compile (log: $LOG_FULL):"
-    tail -5 "$LOG_FULL" | sed 's/^/    /' >&2
-  fi
+  attempt full "a clean $DIR, the full way (with its CUDA wheels: several GB)"
 fi
 if [ -z "$got" ]; then
   rm -rf "$DIR" # no half-made folder for the next run to mistake
   say "error: no working torch $TORCH_VERSION (TORCH_INSTALL=$TORCH_INSTALL): the PyTorch peers cannot run"
   exit 1
 fi
-printf '%s\n%s install, %s\n' "$WANT" "$got" "$(tail -1 "$([ $got = light ] && echo "$LOG_LIGHT" || echo "$LOG_FULL")")" > "$STAMP"
+printf '%s\n%s install, %s\n' "$WANT" "$got" "$(tail -1 "$(dirname "$DIR")/torch-venv-$got.log")" > "$STAMP"
 say "ready: $PY ($got install; $(sed -n 2p "$STAMP" | cut -d, -f2- | sed 's/^ //'))"
 echo "$PY"
