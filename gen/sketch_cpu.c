@@ -9,7 +9,10 @@
  *       cpu/tile-rk: the accumulation straight into the stage's tensor, the first reduction axis split so that its
  *                    outer part runs outside the register tile (cache blocking), optionally with the operand that
  *                    the vector lanes read packed (cache_read local) at that level. codegen/c.c keeps such an
- *                    accumulation in registers around the inner reduction loop;
+ *                    accumulation in registers around the inner reduction loop. Its order knob may put the
+ *                    reduction block outside the column tiles instead (BLAS's loop order: row block, k block,
+ *                    column panel), the vector operand then packed per column panel and the broadcast operand
+ *                    optionally packed per k block (packa);
  *     in cpu/tile-cw the lane knob may put the vector lanes on another spatial axis than the innermost, one that
  *     an operand indexes while another is broadcast across it (a convolution's output channels): the operand
  *     packed at root with that axis innermost, the accumulator stored so (sketch_cpu_lanes.c), and the row axis
@@ -105,6 +108,13 @@ static stage_class classify(const kg_sstage *st) {
  * index: the operand worth packing (B of a matmul). NULL when none. */
 static const kg_tensor *vector_operand(const kg_expr *e, const kg_ivar *row, const kg_ivar *last) {
   const kg_expr *r = find_read(e, pred_vector, row, last);
+  return r ? r->read.tensor : NULL;
+}
+
+/* The tensor a heavy stage broadcasts across its vector lanes: read along the row axis, not along the innermost
+ * (A of a matmul, whose block cpu/tile-rk's goto order keeps in L2). NULL when none. */
+static const kg_tensor *row_operand(const kg_expr *e, const kg_ivar *row, const kg_ivar *last) {
+  const kg_expr *r = find_read(e, pred_vector, last, row);
   return r ? r->read.tensor : NULL;
 }
 
@@ -342,6 +352,43 @@ static kg_sstage *epilogue_of(const kg_schedule *s, const kg_sstage *h, int sp_u
   return c;
 }
 
+/* Operand t of heavy stage h copied (cache_read local) at o's loop l, its innermost axis vectorized: a packed
+ * block that the register tiles read contiguously, without the set conflicts of rows a power-of-two apart. */
+static void pack_operand(rz *z, kg_sstage *h, kg_sstage *o, const kg_tensor *t, kg_iter *l) {
+  if (!t || z->b.failed) return;
+  kg_sstage *pk = kg_builder_cache(&z->b, KG_STEP_CACHE_READ, t->name, "local", h);
+  if (!pk) return;
+  kg_builder_compute_at(&z->b, pk, o, l);
+  if (!z->b.failed) kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, pk, pk->leaves[pk->nleaves - 1], KG_THREAD_NONE);
+}
+
+/* cpu/tile-rk's goto order with its epilogue c fused (epi knob): c carries the parallel row blocks of ti rows
+ * (its other outer axes fused with them), its innermost axis vectorized, and h is computed at that
+ * loop, so each block of h's result is complete, and still in cache, when c reads it. Returns 0 when a step
+ * failed. */
+static int carry_row_blocks(rz *z, kg_sstage *c, kg_sstage *h, int row, int last, int64_t ti) {
+  kg_iter *ord[KG_STEP_MAX_NAMES], *ci, *roots[16];
+  int n = 0, nax = c->nax;
+  for (int i = 0; i < nax; i++) roots[i] = c->roots[i];
+  kg_iter *co = kg_builder_split(&z->b, c, roots[row], ti, &ci);
+  if (z->b.failed) return 0;
+  for (int i = 0; i < nax; i++)
+    if (i != row && i != last) ord[n++] = roots[i];
+  int nouter = n;
+  ord[n++] = co;
+  ord[n++] = ci;
+  ord[n++] = roots[last];
+  kg_builder_reorder(&z->b, c, ord, n);
+  kg_iter *p = ord[0];
+  for (int k = 1; k <= nouter && !z->b.failed; k++) p = kg_builder_fuse(&z->b, c, p, ord[k]);
+  kg_builder_annotate(&z->b, KG_STEP_PARALLEL, c, p, KG_THREAD_NONE);
+  kg_iter *in = roots[last];
+  if (in->extent > VEC_LANES) kg_builder_split(&z->b, c, in, VEC_LANES, &in);
+  kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, c, in, KG_THREAD_NONE);
+  kg_builder_compute_at(&z->b, h, c, p);
+  return !z->b.failed;
+}
+
 /* Heavy stage h tiled for registers and cache. */
 static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
   kg_schedule *s = z->b.s;
@@ -394,16 +441,20 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
       return;
     }
   }
+  /* goto: the reduction block outside the column tiles (row.o, k.o, last.o), as BLAS libraries loop: the row
+   * operand's block of ti rows by kb (packed at k.o) stays in L2 while every column tile's panel of the vector
+   * operand (packed at last.o) streams through L1; epi: the row blocks carried by the epilogue instead */
+  int go = kind == SK_TILE_RK && row >= 0 && knob(z, h->name, "order", 0) == 1;
+  kg_sstage *ep = go && knob(z, h->name, "epi", 0) == 1 ? epilogue_of(s, h, z->sk->space->unfused) : NULL;
+  if (ep && !carry_row_blocks(z, ep, h, row, last, ti)) return;
   /* o's spatial loops: others, row.o, last.o | row.i.o, last.i.o | row.i.i, last.i.i */
   kg_iter *ord[KG_STEP_MAX_NAMES];
   int n = 0;
   kg_iter *ro = NULL, *rio = NULL, *rii = NULL, *lo, *lio, *lii, *t;
   kg_iter *roots[16];
   for (int i = 0; i < o->nax && i < 16; i++) roots[i] = o->roots[i];
-  if (row >= 0) {
-    ro = kg_builder_split(&z->b, o, roots[row], ti, &t);
-    rio = kg_builder_split(&z->b, o, t, ri, &rii);
-  }
+  if (row >= 0 && !ep) ro = kg_builder_split(&z->b, o, roots[row], ti, &t);
+  if (row >= 0) rio = kg_builder_split(&z->b, o, ep ? roots[row] : t, ri, &rii);
   lo = kg_builder_split(&z->b, o, roots[last], tj, &t);
   lio = kg_builder_split(&z->b, o, t, rj, &lii);
   if (z->b.failed) return;
@@ -411,15 +462,16 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
     if (i != row && i != last) ord[n++] = roots[i];
   int nouter = n;
   if (ro) ord[n++] = ro;
-  ord[n++] = lo;
   kg_iter *ko = NULL, *ki = NULL;
   if (kind == SK_TILE_RK) {
     /* the first reduction axis split; its outer part between the cache tile and the register tile */
     int64_t kb = knob(z, h->name, "kb", 1);
     ko = kg_builder_split(&z->b, o, o->roots[o->nax], kb, &ki);
     if (z->b.failed) return;
-    ord[n++] = ko;
   }
+  if (go) ord[n++] = ko;
+  ord[n++] = lo;
+  if (kind == SK_TILE_RK && !go) ord[n++] = ko;
   if (rio) ord[n++] = rio;
   ord[n++] = lio;
   if (kind == SK_TILE_RK) {
@@ -433,24 +485,20 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
     return;
   }
   kg_builder_reorder(&z->b, o, ord, n);
-  /* parallel: the leading loops fused (others, row.o, last.o) */
-  kg_iter *p = ord[0];
-  int nfuse = (int)knob(z, h->name, "fuse", 2);
-  for (int k = 1; k < nouter + 2 && k <= nfuse && ord[k] != ko && !z->b.failed; k++)
-    p = kg_builder_fuse(&z->b, o, p, ord[k]);
-  kg_builder_annotate(&z->b, KG_STEP_PARALLEL, o, p, KG_THREAD_NONE);
+  /* parallel: the leading loops fused (others, row.o, last.o); with the epilogue carrying the row blocks, its
+   * loop is the parallel one */
+  if (!ep) {
+    kg_iter *p = ord[0];
+    int nfuse = (int)knob(z, h->name, "fuse", 2);
+    for (int k = 1; k < nouter + 2 && k <= nfuse && ord[k] != ko && !z->b.failed; k++)
+      p = kg_builder_fuse(&z->b, o, p, ord[k]);
+    kg_builder_annotate(&z->b, KG_STEP_PARALLEL, o, p, KG_THREAD_NONE);
+  }
   if (kind == SK_TILE_RK) {
-    if (knob(z, h->name, "pack", 0) && row >= 0) {
-      const kg_tensor *vt = vector_operand(h->body, h->ax[row], h->ax[last]);
-      if (vt) {
-        kg_sstage *pk = kg_builder_cache(&z->b, KG_STEP_CACHE_READ, vt->name, "local", h);
-        if (pk) {
-          kg_builder_compute_at(&z->b, pk, o, ko);
-          if (!z->b.failed)
-            kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, pk, pk->leaves[pk->nleaves - 1], KG_THREAD_NONE);
-        }
-      }
-    }
+    if (knob(z, h->name, "pack", 0) && row >= 0)
+      pack_operand(z, h, o, vector_operand(h->body, h->ax[row], h->ax[last]), go ? lo : ko);
+    if (knob(z, h->name, "packa", 0) && row >= 0)
+      pack_operand(z, h, o, row_operand(h->body, h->ax[row], h->ax[last]), ko);
     if (rii && knob(z, h->name, "unroll", 1) > 1) kg_builder_annotate(&z->b, KG_STEP_UNROLL, o, rii, KG_THREAD_NONE);
     kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, o, lii, KG_THREAD_NONE);
     return;
@@ -492,6 +540,10 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
   for (int i = 0; i < nst; i++) {
     st[i] = s->stages[i];
     kg_sstage *c = classify(st[i]) == CLS_HEAVY ? epilogue_of(s, st[i], unfused) : NULL;
+    /* cpu/tile-rk: only an epilogue that carries the goto order's row blocks */
+    if (c && kind == SK_TILE_RK &&
+        !(knob(&z, st[i]->name, "order", 0) == 1 && knob(&z, st[i]->name, "epi", 0) == 1))
+      c = NULL;
     if (c && c->id < MAX_STAGES) skip[c->id] = 1;
   }
   /* outputs back to inputs */
@@ -499,7 +551,7 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
     kg_sstage *x = st[i];
     if (x->attach != KG_ATTACH_ROOT || !kg_schedule_find_stage(s, x->name)) continue;
     stage_class c = classify(x);
-    if (kind == SK_TILE_CW && skip[x->id]) continue;
+    if ((kind == SK_TILE_CW || kind == SK_TILE_RK) && skip[x->id]) continue;
     if (c == CLS_ELEM && !x->is_output) {
       if (kind == SK_INNER && !unfused && knob(&z, x->name, "root", 0) == 2 && at_reader_row(&z, x)) {
         row_vectorize(&z, x);
@@ -645,6 +697,12 @@ static void add_heavy_knobs(kg_sketch *sk, const kg_schedule *s, const kg_sstage
     n = pow2_values(h->roots[nax]->extent, 8, 1024, v);
     add_knob(sk, KG_KNOB_TILE, h->name, "kb", v, n);
     add_knob(sk, KG_KNOB_CHOICE, h->name, "pack", (const int64_t[]){0, 1}, 2);
+    if (nax >= 2) {
+      add_knob(sk, KG_KNOB_CHOICE, h->name, "order", (const int64_t[]){0, 1}, 2);
+      add_knob(sk, KG_KNOB_CHOICE, h->name, "packa", (const int64_t[]){0, 1}, 2);
+      if (epilogue_of(s, h, sk->space->unfused))
+        add_knob(sk, KG_KNOB_CHOICE, h->name, "epi", (const int64_t[]){0, 1}, 2);
+    }
   }
 }
 

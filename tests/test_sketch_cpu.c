@@ -67,15 +67,23 @@ static void check_workload(const char *path, int npoints) {
   kg_test_workload_free(&w);
 }
 
-/* Does some realized point of sketch name at the given sizes contain every one of the steps? */
-static int sketch_has(const char *text, const char *sizes, const char *name, const char *const *steps, int nsteps) {
-  kg_program *p = kg_test_load_sizes(text, sizes);
-  if (!p) return 0;
-  kg_space *sp = kg_space_new(p, KG_TARGET_C, NULL);
+/* Does some realized point of sketch name at the given sizes contain every one of the steps? verify: the first
+ * such point is also built, run and verified against the reference. */
+static int sketch_find(const char *text, const char *sizes, const char *name, const char *const *steps, int nsteps,
+                       int verify) {
+  kg_test_workload w;
+  memset(&w, 0, sizeof w);
+  w.p = kg_test_load_sizes(text, sizes);
+  if (!w.p) return 0;
+  if (verify) {
+    kg_data_init(&w.d, w.p, KG_TEST_DATA_SEED);
+    kg_data_reference(&w.d, w.p, KG_TEST_DATA_SEED);
+  }
+  kg_space *sp = kg_space_new(w.p, KG_TARGET_C, NULL);
   int si = kg_space_find_sketch(sp, name), found = 0;
   uint64_t rng = 99;
-  char err[512];
-  for (int d = 0; si >= 0 && d < 200 && !found; d++) {
+  char err[512], what[256];
+  for (int d = 0; si >= 0 && d < 400 && !found; d++) {
     kg_point pt;
     kg_space_sample(sp, si, &rng, &pt);
     kg_schedule *s = kg_space_realize(sp, &pt, err, sizeof err);
@@ -84,12 +92,25 @@ static int sketch_has(const char *text, const char *sizes, const char *name, con
     int all = 1;
     for (int k = 0; k < nsteps; k++) all &= strstr(t, steps[k]) != NULL;
     found = all;
+    if (found && verify) {
+      snprintf(what, sizeof what, "%s %s %s point %d", w.p->def->name, sizes, name, d);
+      kg_test_verify_c(&w, s, what);
+    }
     free(t);
     kg_schedule_free(s);
   }
   kg_space_free(sp);
-  kg_program_free(p);
+  kg_test_workload_free(&w);
   return found;
+}
+
+static int sketch_has(const char *text, const char *sizes, const char *name, const char *const *steps, int nsteps) {
+  return sketch_find(text, sizes, name, steps, nsteps, 0);
+}
+
+static int sketch_verify_has(const char *text, const char *sizes, const char *name, const char *const *steps,
+                             int nsteps) {
+  return sketch_find(text, sizes, name, steps, nsteps, 1);
 }
 
 /* The value of knob name in sketch sk (index), or -1. */
@@ -280,6 +301,28 @@ int main(void) {
   CHECK(sketch_has(KG_TEST_MATMUL, "M=64 N=64 K=64", "cpu/tile-cw", cw, 4));
   static const char *const rk[] = {"cache_read B local C", "compute_at B.local C k.o", "unroll C", "vectorize C"};
   CHECK(sketch_has(KG_TEST_MATMUL, "M=64 N=64 K=64", "cpu/tile-rk", rk, 4));
+  /* BLAS's loop order: the k block outside the column tiles, B's panel packed per column tile and A's block per k
+   * block; verified at sizes that no tile divides */
+  static const char *const go[] = {"reorder C i.o k.o j.o", "parallel C i.o", "compute_at B.local C j.o",
+                                   "compute_at A.local C k.o"};
+  CHECK(sketch_has(KG_TEST_MATMUL, "M=64 N=64 K=64", "cpu/tile-rk", go, 4));
+  CHECK(sketch_verify_has(KG_TEST_MATMUL, "M=67 N=45 K=37", "cpu/tile-rk", go, 4));
+  /* ... and with the epilogue carrying the parallel row blocks (bias and GELU applied to each block of the
+   * product while it is in cache), verified at sizes that no tile divides and with a batch axis */
+  char *mlp = kg_test_read_file("bench/workloads/mlp_gelu.te", NULL);
+  CHECK(mlp != NULL);
+  if (mlp) {
+    static const char *const goe[] = {"parallel Y i.o", "compute_at t Y i.o", "reorder t k.o j.o",
+                                      "compute_at W.local t j.o", "compute_at X.local t k.o"};
+    CHECK(sketch_verify_has(mlp, "M=67 K=45 N=37", "cpu/tile-rk", goe, 5));
+    free(mlp);
+  }
+  static const char bmm_epi[] = "def f(A: f32[B, M, K], W: f32[K, N]) -> (Y: f32[B, M, N]) {\n"
+                                "  t[b, i, j] = sum[k](A[b, i, k] * W[k, j])\n"
+                                "  Y[b, i, j] = max(t[b, i, j], 0.0)\n"
+                                "}\n";
+  static const char *const gob[] = {"parallel Y b*i.o", "compute_at t Y b*i.o", "reorder t b k.o j.o"};
+  CHECK(sketch_verify_has(bmm_epi, "B=3 M=21 K=19 N=35", "cpu/tile-rk", gob, 3));
   static const char *const rows[] = {"compute_at Y.r0 Y", "parallel Y", "vectorize Y"};
   CHECK(sketch_has(KG_TEST_SOFTMAX, "N=16 D=64", "cpu/rows", rows, 3));
   /* the portable inline exp that replaces libmvec's elsewhere: softmax and attention (whose exp is inlined
