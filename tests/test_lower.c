@@ -311,6 +311,28 @@ static void test_softmax(void) {
   CHECK_STR_CONTAINS(o.code, "float e[33];");
   CHECK_STR_CONTAINS(o.code, "float m[1];");
   outcome_free(&o);
+  /* the division by the row sum, invariant in the vectorized loop, becomes a product by its reciprocal computed
+   * once per row (lower/recip.c), the plain division kept for a divisor whose reciprocal overflows */
+  o = expect_ok("softmax reciprocal", KG_TEST_SOFTMAX, sz,
+                "compute_at m e i\ncompute_at Y.r0 Y i\nsplit Y j 8\nvectorize Y j.i\nparallel Y i\n");
+  CHECK_STR_CONTAINS(o.ir, "alloc kg_rcp0: f32[1] local");
+  CHECK_STR_CONTAINS(o.code, "kg_rcp0[0] = 1.0f / Y_r0[0];");
+  CHECK_STR_CONTAINS(o.code, "* kg_rcp0[0];");
+  CHECK_STR_CONTAINS(o.code, "/ Y_r0[0];");
+  CHECK(count(o.code, "kg_rcp") >= 4);
+  outcome_free(&o);
+  /* not vectorized, or the divisor varies in the loop: divisions stay */
+  o = expect_ok("softmax no vector loop", KG_TEST_SOFTMAX, sz, "compute_at m e i\ncompute_at Y.r0 Y i\n");
+  CHECK(count(o.code, "kg_rcp") == 0);
+  outcome_free(&o);
+  /* a subnormal divisor (about 1e-40, whose reciprocal overflows): the run-time test takes the plain division,
+   * so quotients near 1e10 stay finite and verify */
+  static const char tiny[] = "def f(X: f32[N, D]) -> (Y: f32[N, D]) {\n"
+                             "  Y[i, j] = (X[i, j] * 1e-30) / (X[i, 0] * 1e-30 * 1e-10)\n"
+                             "}\n";
+  o = expect_ok("subnormal divisor", tiny, "N=5 D=37", "split Y j 16\nvectorize Y j.i\n");
+  CHECK_STR_CONTAINS(o.code, "kg_rcp0");
+  outcome_free(&o);
   /* the row sum inside a column loop of the output, the maximum at the row loop outside it */
   o = expect_ok("softmax max outside the sum's loop", KG_TEST_SOFTMAX, sz,
                 "compute_inline e\nsplit Y j 8\ncompute_at Y.r0 Y j.o\ncompute_at m Y i\n");
