@@ -43,7 +43,7 @@
  * Requires: realize receives a fresh default schedule of the space's program. */
 #include <stdio.h>
 #include <string.h>
-#include "build.h"
+#include "realize.h"
 #include "sketch_cpu_lanes.h"
 #include "sketch_cpu_elem.h"
 #include "space.h"
@@ -132,21 +132,9 @@ static int inner_reduction(const kg_sstage *st) {
   return classify(st) == CLS_LIGHT && find_read(st->body, pred_inner, st->rax[st->nrax - 1], NULL) != NULL;
 }
 
-/* A realization: the point's knob values, applied through the generators' builder (a failed step fails it). */
-typedef struct rz {
-  kg_builder b;
-  const kg_sketch *sk;
-  const kg_point *pt;
-} rz;
-
-/* The point's value of knob name (def when the sketch has no such knob). */
-static int64_t knob(const rz *z, const char *stage, const char *what, int64_t def) {
-  return kg_point_knob(z->sk, z->pt, stage, what, def);
-}
-
 /* Fuses leading spatial leaves of st until the fused loop has at least 64 iterations (or the next leaf is not
  * spatial), then makes it parallel. Requires st at root. */
-static kg_iter *parallel_outer(rz *z, kg_sstage *st, int maxfuse) {
+static kg_iter *parallel_outer(kg_rz *z, kg_sstage *st, int maxfuse) {
   if (st->nleaves == 0) return NULL;
   kg_iter *p = st->leaves[0];
   for (int k = 1; k < maxfuse && p->extent < 64 && st->nleaves > 1 && !st->leaves[1]->is_reduce &&
@@ -159,8 +147,8 @@ static kg_iter *parallel_outer(rz *z, kg_sstage *st, int maxfuse) {
 
 /* A root stage in the generic way: parallel outer loops, the innermost spatial axis split by the stage's vector
  * knob and vectorized when it is the innermost loop. */
-static void generic_root(rz *z, kg_sstage *st) {
-  int64_t vec = knob(z, st->name, "vec", 1);
+static void generic_root(kg_rz *z, kg_sstage *st) {
+  int64_t vec = kg_rz_knob(z, st->name, "vec", 1);
   kg_iter *last = st->nleaves ? st->leaves[st->nleaves - 1] : NULL;
   if (last && !last->is_reduce && vec > 1 && last->extent > 1 && (st->nleaves > 1 || last->extent > vec)) {
     kg_iter *in;
@@ -172,8 +160,8 @@ static void generic_root(rz *z, kg_sstage *st) {
 
 /* An elementwise stage computed at its reader's row: its innermost loop split by its vector knob and vectorized
  * (the row buffer it fills is read back from cache). */
-static void row_vectorize(rz *z, kg_sstage *x) {
-  int64_t vec = knob(z, x->name, "vec", 1);
+static void row_vectorize(kg_rz *z, kg_sstage *x) {
+  int64_t vec = kg_rz_knob(z, x->name, "vec", 1);
   kg_iter *last = x->nleaves ? x->leaves[x->nleaves - 1] : NULL, *in = last;
   if (!last || last->is_reduce || vec < 2) return;
   if (last->extent > vec) kg_builder_split(&z->b, x, last, vec, &in);
@@ -184,8 +172,8 @@ static void row_vectorize(rz *z, kg_sstage *x) {
  * (stage x.rf, whose last spatial axis, the lanes, becomes its innermost loop, vectorized): the serial
  * accumulation chain becomes a vector one. x then combines the lanes. Returns x.rf (NULL: knob 1 or not
  * applicable); the caller attaches it at x's loop once x is placed. Requires x's loops untransformed. */
-static kg_sstage *rfactor_lanes(rz *z, kg_sstage *x) {
-  int64_t f = knob(z, x->name, "rf", 1);
+static kg_sstage *rfactor_lanes(kg_rz *z, kg_sstage *x) {
+  int64_t f = kg_rz_knob(z, x->name, "rf", 1);
   if (f < 2 || x->nrax == 0 || x->roots[x->nax + x->nrax - 1]->extent < f) return NULL;
   /* an rfactor that does not apply leaves the stage its serial accumulation */
   if (kg_builder_try(&z->b, KG_STEP_RFACTOR, x->name, &x->roots[x->nax + x->nrax - 1]->name, 1, f, 0, 1)) return NULL;
@@ -212,7 +200,7 @@ static kg_sstage *first_reader(const kg_schedule *s, const kg_sstage *st);
  * vector, then its lanes halved until two remain, each level a stage x.rf.K of vectorized adds over the last
  * one's results; x adds the last two. lv holds x.rf; the levels are appended, each read by the next.
  * Requires x's loops untransformed and nothing computed at them. */
-static void combine_tree(rz *z, kg_sstage *x, int64_t lanes, kg_sstage **lv, int *nlv) {
+static void combine_tree(kg_rz *z, kg_sstage *x, int64_t lanes, kg_sstage **lv, int *nlv) {
   kg_schedule *s = z->b.s;
   while (*nlv < MAX_LEVELS && !z->b.failed) {
     kg_iter *k = x->roots[x->nax + x->nrax - 1];
@@ -239,7 +227,7 @@ static void combine_tree(rz *z, kg_sstage *x, int64_t lanes, kg_sstage **lv, int
 
 /* The partial results' stages lv[0..n) (each read by the next, the last by x) computed at x's loop l, each inside
  * the next's row. */
-static void place_levels(rz *z, kg_sstage **lv, int n, kg_sstage *x, kg_iter *l) {
+static void place_levels(kg_rz *z, kg_sstage **lv, int n, kg_sstage *x, kg_iter *l) {
   if (n > 0) kg_builder_compute_at(&z->b, lv[n - 1], x, l);
   for (int k = n - 2; k >= 0 && !z->b.failed; k--) kg_builder_compute_at(&z->b, lv[k], lv[k + 1], lv[k + 1]->leaves[0]);
 }
@@ -247,7 +235,7 @@ static void place_levels(rz *z, kg_sstage **lv, int n, kg_sstage *x, kg_iter *l)
 /* x computed at the parallel row loop of a stage at root that reads it: its first reader, else the first later
  * one where every other reader is computed inside that loop too (softmax's maximum at the output's rows, where
  * the row sum that also reads it is computed), so that each row is read from memory once. 1 when placed. */
-static int at_reader_row(rz *z, kg_sstage *x) {
+static int at_reader_row(kg_rz *z, kg_sstage *x) {
   const kg_schedule *s = z->b.s;
   kg_sstage *first = first_reader(s, x);
   for (int i = -1; i < s->nstages; i++) {
@@ -272,8 +260,8 @@ static int at_reader_row(rz *z, kg_sstage *x) {
  * parts fused into one parallel loop, x combining the parts. Part p holds columns p*lanes*acc.. (lanes*acc of them)
  * of every chunk of parts*lanes*acc columns: whole cache lines when lanes*acc is a multiple of 16 floats.
  * Requires x's loops untransformed. */
-static void inner_reduce(rz *z, kg_sstage *x) {
-  int64_t lanes = knob(z, x->name, "lanes", 1), acc = knob(z, x->name, "acc", 1), parts = knob(z, x->name, "parts", 1);
+static void inner_reduce(kg_rz *z, kg_sstage *x) {
+  int64_t lanes = kg_rz_knob(z, x->name, "lanes", 1), acc = kg_rz_knob(z, x->name, "acc", 1), parts = kg_rz_knob(z, x->name, "parts", 1);
   int64_t rext = x->roots[x->nax + x->nrax - 1]->extent, f = lanes * acc * parts;
   kg_sstage *rf = NULL;
   kg_iter *part = NULL;
@@ -300,7 +288,7 @@ static void inner_reduce(rz *z, kg_sstage *x) {
       return;
     }
     kg_builder_reorder(&z->b, rf, ord, n);
-    if (chain && knob(z, x->name, "unroll", 0)) kg_builder_annotate(&z->b, KG_STEP_UNROLL, rf, chain, KG_THREAD_NONE);
+    if (chain && kg_rz_knob(z, x->name, "unroll", 0)) kg_builder_annotate(&z->b, KG_STEP_UNROLL, rf, chain, KG_THREAD_NONE);
     kg_builder_annotate(&z->b, lanes > 1 ? KG_STEP_VECTORIZE : KG_STEP_UNROLL, rf, lane, KG_THREAD_NONE);
     if (part) {
       kg_iter *p = kg_builder_fuse_run(&z->b, rf, 0, rf->nax);
@@ -313,7 +301,7 @@ static void inner_reduce(rz *z, kg_sstage *x) {
   kg_sstage *lv[MAX_LEVELS];
   int nlv = 0;
   if (rf) lv[nlv++] = rf;
-  if (rf && !part && x->nax >= 1 && lanes >= 4 && knob(z, x->name, "combine", 0)) combine_tree(z, x, lanes, lv, &nlv);
+  if (rf && !part && x->nax >= 1 && lanes >= 4 && kg_rz_knob(z, x->name, "combine", 0)) combine_tree(z, x, lanes, lv, &nlv);
   if (z->b.failed) return;
   if (!x->is_output && !z->sk->space->unfused && at_reader_row(z, x)) {
     place_levels(z, lv, nlv, x, x->leaves[0]);
@@ -325,9 +313,9 @@ static void inner_reduce(rz *z, kg_sstage *x) {
   for (int a = 1; a < x->nax && !z->b.failed; a++) row = kg_builder_fuse(&z->b, x, row, x->leaves[1]);
   if (!row || z->b.failed) return;
   kg_iter *in = row;
-  int64_t rows = knob(z, x->name, "rows", 1);
+  int64_t rows = kg_rz_knob(z, x->name, "rows", 1);
   if (rows > 1 && row->extent > rows) row = kg_builder_split(&z->b, x, row, rows, &in);
-  if (knob(z, x->name, "par", 1)) kg_builder_annotate(&z->b, KG_STEP_PARALLEL, x, row, KG_THREAD_NONE);
+  if (kg_rz_knob(z, x->name, "par", 1)) kg_builder_annotate(&z->b, KG_STEP_PARALLEL, x, row, KG_THREAD_NONE);
   if (rf && !part) place_levels(z, lv, nlv, x, in);
 }
 
@@ -354,7 +342,7 @@ static kg_sstage *epilogue_of(const kg_schedule *s, const kg_sstage *h, int sp_u
 
 /* Operand t of heavy stage h copied (cache_read local) at o's loop l, its innermost axis vectorized: a packed
  * block that the register tiles read contiguously, without the set conflicts of rows a power-of-two apart. */
-static void pack_operand(rz *z, kg_sstage *h, kg_sstage *o, const kg_tensor *t, kg_iter *l) {
+static void pack_operand(kg_rz *z, kg_sstage *h, kg_sstage *o, const kg_tensor *t, kg_iter *l) {
   if (!t || z->b.failed) return;
   kg_sstage *pk = kg_builder_cache(&z->b, KG_STEP_CACHE_READ, t->name, "local", h);
   if (!pk) return;
@@ -366,7 +354,7 @@ static void pack_operand(rz *z, kg_sstage *h, kg_sstage *o, const kg_tensor *t, 
  * (its other outer axes fused with them), its innermost axis vectorized, and h is computed at that
  * loop, so each block of h's result is complete, and still in cache, when c reads it. Returns 0 when a step
  * failed. */
-static int carry_row_blocks(rz *z, kg_sstage *c, kg_sstage *h, int row, int last, int64_t ti) {
+static int carry_row_blocks(kg_rz *z, kg_sstage *c, kg_sstage *h, int row, int last, int64_t ti) {
   kg_iter *ord[KG_STEP_MAX_NAMES], *ci, *roots[16];
   int n = 0, nax = c->nax;
   for (int i = 0; i < nax; i++) roots[i] = c->roots[i];
@@ -390,14 +378,14 @@ static int carry_row_blocks(rz *z, kg_sstage *c, kg_sstage *h, int row, int last
 }
 
 /* Heavy stage h tiled for registers and cache. */
-static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
+static void tile_heavy(kg_rz *z, kg_sstage *h, sketch_kind kind) {
   kg_schedule *s = z->b.s;
   /* last: the axis of the vector lanes, the innermost unless the lane knob picks another (cpu/tile-cw only) */
-  int nax = h->nax, last = kind == SK_TILE_CW ? (int)knob(z, h->name, "lane", nax - 1) : nax - 1;
-  int row = nax >= 2 ? (int)knob(z, h->name, "row", nax - 2) : -1;
+  int nax = h->nax, last = kind == SK_TILE_CW ? (int)kg_rz_knob(z, h->name, "lane", nax - 1) : nax - 1;
+  int row = nax >= 2 ? (int)kg_rz_knob(z, h->name, "row", nax - 2) : -1;
   /* the cache tiles are whole multiples of the register tile (a remainder inside a cache tile would put a guard
    * in the unrolled register tile); both capped at their loop's extent */
-  int64_t ri = knob(z, h->name, "ri", 1), rj = knob(z, h->name, "rj", 1);
+  int64_t ri = kg_rz_knob(z, h->name, "ri", 1), rj = kg_rz_knob(z, h->name, "rj", 1);
   int64_t rext = row >= 0 ? h->roots[row]->extent : 1, lext = h->roots[last]->extent;
   if (ri > rext) ri = rext;
   if (rj > lext) rj = lext;
@@ -409,7 +397,7 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
     kg_builder_fail(&z->b, "stage %s: the row axis is the lane axis", h->name);
     return;
   }
-  int64_t ti = ri * knob(z, h->name, "ti", 1), tj = rj * knob(z, h->name, "tj", 1);
+  int64_t ti = ri * kg_rz_knob(z, h->name, "ti", 1), tj = rj * kg_rz_knob(z, h->name, "tj", 1);
   if (ti > rext) ti = rext;
   if (tj > lext) tj = lext;
   /* o: the stage whose loops carry the tiles; a: where the accumulation runs; pos[i]: the position of h's axis i
@@ -444,8 +432,8 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
   /* goto: the reduction block outside the column tiles (row.o, k.o, last.o), as BLAS libraries loop: the row
    * operand's block of ti rows by kb (packed at k.o) stays in L2 while every column tile's panel of the vector
    * operand (packed at last.o) streams through L1; epi: the row blocks carried by the epilogue instead */
-  int go = kind == SK_TILE_RK && row >= 0 && knob(z, h->name, "order", 0) == 1;
-  kg_sstage *ep = go && knob(z, h->name, "epi", 0) == 1 ? epilogue_of(s, h, z->sk->space->unfused) : NULL;
+  int go = kind == SK_TILE_RK && row >= 0 && kg_rz_knob(z, h->name, "order", 0) == 1;
+  kg_sstage *ep = go && kg_rz_knob(z, h->name, "epi", 0) == 1 ? epilogue_of(s, h, z->sk->space->unfused) : NULL;
   if (ep && !carry_row_blocks(z, ep, h, row, last, ti)) return;
   /* o's spatial loops: others, row.o, last.o | row.i.o, last.i.o | row.i.i, last.i.i */
   kg_iter *ord[KG_STEP_MAX_NAMES];
@@ -465,7 +453,7 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
   kg_iter *ko = NULL, *ki = NULL;
   if (kind == SK_TILE_RK) {
     /* the first reduction axis split; its outer part between the cache tile and the register tile */
-    int64_t kb = knob(z, h->name, "kb", 1);
+    int64_t kb = kg_rz_knob(z, h->name, "kb", 1);
     ko = kg_builder_split(&z->b, o, o->roots[o->nax], kb, &ki);
     if (z->b.failed) return;
   }
@@ -489,17 +477,17 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
    * loop is the parallel one */
   if (!ep) {
     kg_iter *p = ord[0];
-    int nfuse = (int)knob(z, h->name, "fuse", 2);
+    int nfuse = (int)kg_rz_knob(z, h->name, "fuse", 2);
     for (int k = 1; k < nouter + 2 && k <= nfuse && ord[k] != ko && !z->b.failed; k++)
       p = kg_builder_fuse(&z->b, o, p, ord[k]);
     kg_builder_annotate(&z->b, KG_STEP_PARALLEL, o, p, KG_THREAD_NONE);
   }
   if (kind == SK_TILE_RK) {
-    if (knob(z, h->name, "pack", 0) && row >= 0)
+    if (kg_rz_knob(z, h->name, "pack", 0) && row >= 0)
       pack_operand(z, h, o, vector_operand(h->body, h->ax[row], h->ax[last]), go ? lo : ko);
-    if (knob(z, h->name, "packa", 0) && row >= 0)
+    if (kg_rz_knob(z, h->name, "packa", 0) && row >= 0)
       pack_operand(z, h, o, row_operand(h->body, h->ax[row], h->ax[last]), ko);
-    if (rii && knob(z, h->name, "unroll", 1) > 1) kg_builder_annotate(&z->b, KG_STEP_UNROLL, o, rii, KG_THREAD_NONE);
+    if (rii && kg_rz_knob(z, h->name, "unroll", 1) > 1) kg_builder_annotate(&z->b, KG_STEP_UNROLL, o, rii, KG_THREAD_NONE);
     kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, o, lii, KG_THREAD_NONE);
     return;
   }
@@ -523,14 +511,14 @@ static void tile_heavy(rz *z, kg_sstage *h, sketch_kind kind) {
   ord[n++] = lane;
   if (z->b.failed) return;
   kg_builder_reorder(&z->b, a, ord, n);
-  if (row >= 0 && knob(z, h->name, "unroll", 1) > 1)
+  if (row >= 0 && kg_rz_knob(z, h->name, "unroll", 1) > 1)
     kg_builder_annotate(&z->b, KG_STEP_UNROLL, a, a->roots[pos[row]], KG_THREAD_NONE);
   if (lane_o) kg_builder_annotate(&z->b, KG_STEP_UNROLL, a, lane_o, KG_THREAD_NONE);
   kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, a, lane, KG_THREAD_NONE);
 }
 
 static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char *err, size_t errlen) {
-  rz z = {.sk = sk, .pt = pt};
+  kg_rz z = {.sk = sk, .pt = pt};
   kg_builder_init(&z.b, s);
   sketch_kind kind = (sketch_kind)(intptr_t)sk->data;
   int unfused = sk->space->unfused;
@@ -542,7 +530,7 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
     kg_sstage *c = classify(st[i]) == CLS_HEAVY ? epilogue_of(s, st[i], unfused) : NULL;
     /* cpu/tile-rk: only an epilogue that carries the goto order's row blocks */
     if (c && kind == SK_TILE_RK &&
-        !(knob(&z, st[i]->name, "order", 0) == 1 && knob(&z, st[i]->name, "epi", 0) == 1))
+        !(kg_rz_knob(&z, st[i]->name, "order", 0) == 1 && kg_rz_knob(&z, st[i]->name, "epi", 0) == 1))
       c = NULL;
     if (c && c->id < MAX_STAGES) skip[c->id] = 1;
   }
@@ -553,11 +541,11 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
     stage_class c = classify(x);
     if ((kind == SK_TILE_CW || kind == SK_TILE_RK) && skip[x->id]) continue;
     if (c == CLS_ELEM && !x->is_output) {
-      if (kind == SK_INNER && !unfused && knob(&z, x->name, "root", 0) == 2 && at_reader_row(&z, x)) {
+      if (kind == SK_INNER && !unfused && kg_rz_knob(&z, x->name, "root", 0) == 2 && at_reader_row(&z, x)) {
         row_vectorize(&z, x);
         continue;
       }
-      if (!unfused && knob(&z, x->name, "root", 0) != 1 &&
+      if (!unfused && kg_rz_knob(&z, x->name, "root", 0) != 1 &&
           !kg_builder_try(&z.b, KG_STEP_COMPUTE_INLINE, x->name, NULL, 0, 0, 0, 0))
         continue;
       generic_root(&z, x);

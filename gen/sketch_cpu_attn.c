@@ -27,7 +27,7 @@
  * program. */
 #include <stdio.h>
 #include <string.h>
-#include "build.h"
+#include "realize.h"
 #include "space.h"
 
 /* f32 lanes of an AVX-512 register, and the accumulator vectors a register tile may hold (as in sketch_cpu.c) */
@@ -134,16 +134,6 @@ static int find_shape(const kg_schedule *s, attn_shape *sh) {
   return 0;
 }
 
-typedef struct rz {
-  kg_builder b;
-  const kg_sketch *sk;
-  const kg_point *pt;
-} rz;
-
-static int64_t knob(const rz *z, const char *stage, const char *what, int64_t def) {
-  return kg_point_knob(z->sk, z->pt, stage, what, def);
-}
-
 static int64_t vectors(int64_t lanes) { return (lanes + VEC_LANES - 1) / VEC_LANES; }
 
 /* x's root loop of axis v (reorder_storage reorders a stage's axes, so positions do not last). */
@@ -154,7 +144,7 @@ static kg_iter *root_of(const kg_sstage *x, const kg_ivar *v) {
 }
 
 /* reorder_storage st with spatial axis `inner` moved innermost: before st is split or computed at a loop. */
-static void storage_inner(rz *z, kg_sstage *st, int inner) {
+static void storage_inner(kg_rz *z, kg_sstage *st, int inner) {
   const char *names[KG_STEP_MAX_NAMES];
   int n = 0;
   for (int a = 0; a < st->nax && n < KG_STEP_MAX_NAMES; a++)
@@ -166,7 +156,7 @@ static void storage_inner(rz *z, kg_sstage *st, int inner) {
 /* An operand of h (the read found by want_row, see operand_read) copied per tile (cache_read local, computed at
  * A's loop p), stored with the dimension indexed by `inner` innermost, its copy loops in that order with the
  * innermost vectorized. Nothing when there is no such operand. */
-static void pack_operand(rz *z, kg_sstage *h, const kg_ivar *row, const kg_ivar *key, int want_row, kg_sstage *A,
+static void pack_operand(kg_rz *z, kg_sstage *h, const kg_ivar *row, const kg_ivar *key, int want_row, kg_sstage *A,
                          kg_iter *p) {
   const kg_expr *r = operand_read(h->body, row, key, want_row);
   if (!r) return;
@@ -185,7 +175,7 @@ static void pack_operand(rz *z, kg_sstage *h, const kg_ivar *row, const kg_ivar 
 
 /* A register tile over loops r (rows) and c (a spatial axis, vectorized) of stage x: r split by ri, c by cj, the
  * other loops first in their order, then r.o c.o, the reductions, r.i (unrolled) and c.i. */
-static void register_tile(rz *z, kg_sstage *x, kg_iter *r, kg_iter *c, int64_t ri, int64_t cj) {
+static void register_tile(kg_rz *z, kg_sstage *x, kg_iter *r, kg_iter *c, int64_t ri, int64_t cj) {
   if (z->b.failed || !r || !c) return;
   if (ri > r->extent) ri = r->extent;
   if (cj > c->extent) cj = c->extent;
@@ -223,7 +213,7 @@ static void register_tile(rz *z, kg_sstage *x, kg_iter *r, kg_iter *c, int64_t r
 }
 
 /* x's loops with `first` (spatial, a leaf) moved innermost, and vectorized. */
-static void vectorize_innermost(rz *z, kg_sstage *x, kg_iter *first) {
+static void vectorize_innermost(kg_rz *z, kg_sstage *x, kg_iter *first) {
   if (z->b.failed || !first) return;
   kg_iter *ord[KG_STEP_MAX_NAMES];
   int n = 0;
@@ -236,7 +226,7 @@ static void vectorize_innermost(rz *z, kg_sstage *x, kg_iter *first) {
 
 static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char *err, size_t errlen) {
   const attn_shape *sh = sk->data;
-  rz z = {.sk = sk, .pt = pt};
+  kg_rz z = {.sk = sk, .pt = pt};
   kg_builder_init(&z.b, s);
   if (sh->out >= s->nstages) return snprintf(err, errlen, "%s: not the program's schedule", sk->name), -1;
   /* the block's stages, taken before cache_read adds stages */
@@ -245,8 +235,8 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
   if (nblk > 64) return snprintf(err, errlen, "%s: too many stages", sk->name), -1;
   for (int i = 0; i < nblk; i++) blk[i] = s->stages[sh->h1 + i];
   kg_sstage *A = s->stages[sh->out], *H1 = blk[0];
-  int rp = sh->rowpos, col = (int)knob(&z, "attn", "col", 1);
-  int64_t ti = knob(&z, "attn", "ti", 32);
+  int rp = sh->rowpos, col = (int)kg_rz_knob(&z, "attn", "col", 1);
+  int64_t ti = kg_rz_knob(&z, "attn", "ti", 32);
   /* A: batch axes and row tiles fused into the parallel loop p */
   kg_iter *rin;
   kg_builder_split(&z.b, A, A->roots[rp], ti, &rin);
@@ -254,7 +244,7 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
   kg_builder_annotate(&z.b, KG_STEP_PARALLEL, A, p, KG_THREAD_NONE);
   if (z.b.failed) goto done;
   if (is_heavy(A)) {
-    register_tile(&z, A, rin, A->roots[A->nax - 1], knob(&z, A->name, "ri", 4), knob(&z, A->name, "cj", VEC_LANES));
+    register_tile(&z, A, rin, A->roots[A->nax - 1], kg_rz_knob(&z, A->name, "ri", 4), kg_rz_knob(&z, A->name, "cj", VEC_LANES));
   } else if (A->nrax == 0) {
     kg_builder_annotate(&z.b, KG_STEP_VECTORIZE, A, A->leaves[A->nleaves - 1], KG_THREAD_NONE);
   }
@@ -262,7 +252,7 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
   for (int i = nblk - 1; i >= 0 && !z.b.failed; i--) {
     kg_sstage *x = blk[i];
     if (x->attach != KG_ATTACH_ROOT) continue;
-    if (x->nrax == 0 && knob(&z, x->name, "inline", 0) &&
+    if (x->nrax == 0 && kg_rz_knob(&z, x->name, "inline", 0) &&
         !kg_builder_try(&z.b, KG_STEP_COMPUTE_INLINE, x->name, NULL, 0, 0, 0, 0))
       continue;
     kg_ivar *rowv = x->ax[rp], *keyv = x->nax > rp + 1 ? x->ax[rp + 1] : NULL;
@@ -274,7 +264,7 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
     if (x == H1) {
       kg_iter *key = root_of(x, keyv);
       if (col) {
-        int64_t rj = knob(&z, x->name, "rj", 4);
+        int64_t rj = kg_rz_knob(&z, x->name, "rj", 4);
         if (rj * vectors(ti) > MAX_ACC_VECTORS) {
           kg_builder_fail(&z.b, "stage %s: a %lldx%lld register tile spills", x->name, (long long)rj, (long long)ti);
           break;
@@ -297,12 +287,12 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
         kg_builder_annotate(&z.b, KG_STEP_VECTORIZE, x, row, KG_THREAD_NONE);
         pack_operand(&z, x, rowv, keyv, 1, A, p);
       } else {
-        register_tile(&z, x, row, key, knob(&z, x->name, "ri", 4), knob(&z, x->name, "vj", VEC_LANES));
+        register_tile(&z, x, row, key, kg_rz_knob(&z, x->name, "ri", 4), kg_rz_knob(&z, x->name, "vj", VEC_LANES));
         pack_operand(&z, x, rowv, keyv, 0, A, p);
       }
     } else if (is_heavy(x)) {
-      register_tile(&z, x, row, x->roots[x->nax - 1] != row ? x->roots[x->nax - 1] : NULL, knob(&z, x->name, "ri", 4),
-                    knob(&z, x->name, "cj", VEC_LANES));
+      register_tile(&z, x, row, x->roots[x->nax - 1] != row ? x->roots[x->nax - 1] : NULL, kg_rz_knob(&z, x->name, "ri", 4),
+                    kg_rz_knob(&z, x->name, "cj", VEC_LANES));
     } else if (col && x->nax == rp + 1) {
       /* a reduction over the keys of each row: vertical over the rows of the tile */
       vectorize_innermost(&z, x, row);

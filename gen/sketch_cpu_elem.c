@@ -33,7 +33,7 @@
  * Requires: realize receives a fresh default schedule of the space's program. */
 #include <stdio.h>
 #include <string.h>
-#include "build.h"
+#include "realize.h"
 #include "sketch_cpu_elem.h"
 
 #define ELEM_MAX_WINDOW 16
@@ -78,24 +78,14 @@ static int streamable(const kg_schedule *s, const kg_sstage *st) {
   return 1;
 }
 
-typedef struct ez {
-  kg_builder b;
-  const kg_sketch *sk;
-  const kg_point *pt;
-} ez;
-
-static int64_t eknob(const ez *z, const char *stage, const char *what, int64_t def) {
-  return kg_point_knob(z->sk, z->pt, stage, what, def);
-}
-
 /* Stage st (at root, loops untransformed) tiled as the file comment says. */
-static void tile_stage(ez *z, kg_sstage *st) {
+static void tile_stage(kg_rz *z, kg_sstage *st) {
   kg_builder *b = &z->b;
   if (st->nax < 1) return;
   int c = st->nax - 1, r = st->nax >= 2 ? st->nax - 2 : -1;
-  int64_t ti = r >= 0 ? eknob(z, st->name, "ti", 1) : 1, tj = eknob(z, st->name, "tj", st->roots[c]->extent);
-  int row_inner = (int)eknob(z, st->name, "inner", 0);
-  int64_t vec = eknob(z, st->name, "vec", 1);
+  int64_t ti = r >= 0 ? kg_rz_knob(z, st->name, "ti", 1) : 1, tj = kg_rz_knob(z, st->name, "tj", st->roots[c]->extent);
+  int row_inner = (int)kg_rz_knob(z, st->name, "inner", 0);
+  int64_t vec = kg_rz_knob(z, st->name, "vec", 1);
   kg_iter *outer[KG_STEP_MAX_NAMES], *ord[KG_STEP_MAX_NAMES];
   int nouter = 0, n = 0;
   kg_iter *ro = NULL, *ri = NULL, *co = NULL, *ci = st->roots[c];
@@ -119,7 +109,7 @@ static void tile_stage(ez *z, kg_sstage *st) {
   kg_iter *vo = NULL, *vi = in;
   if (vec > 1 && vec < in->extent) vo = kg_builder_split(b, st, in, vec, &vi);
   if (b->failed) return;
-  int window_out = (int)eknob(z, st->name, "window", 0);
+  int window_out = (int)kg_rz_knob(z, st->name, "window", 0);
   for (int k = 0; k < nouter; k++) ord[n++] = outer[k];
   for (int k = 0; window_out && k < st->nrax && n < KG_STEP_MAX_NAMES; k++) ord[n++] = st->roots[st->nax + k];
   if (mid && n < KG_STEP_MAX_NAMES) ord[n++] = mid;
@@ -133,24 +123,24 @@ static void tile_stage(ez *z, kg_sstage *st) {
   kg_builder_reorder(b, st, ord, n);
   kg_builder_annotate(b, KG_STEP_VECTORIZE, st, vi, KG_THREAD_NONE);
   kg_iter *un = vo ? vo : mid;
-  if (un && eknob(z, st->name, "unroll", 0)) kg_builder_annotate(b, KG_STEP_UNROLL, st, un, KG_THREAD_NONE);
+  if (un && kg_rz_knob(z, st->name, "unroll", 0)) kg_builder_annotate(b, KG_STEP_UNROLL, st, un, KG_THREAD_NONE);
   if (nouter > 0) {
-    int nf = (int)eknob(z, st->name, "fuse", 1);
+    int nf = (int)kg_rz_knob(z, st->name, "fuse", 1);
     if (nf > nouter) nf = nouter;
     kg_iter *p = kg_builder_fuse_run(b, st, 0, nf);
-    int64_t chunk = eknob(z, st->name, "chunk", 1);
+    int64_t chunk = kg_rz_knob(z, st->name, "chunk", 1);
     if (p && chunk > 1 && p->extent > chunk) {
       kg_iter *pin;
       p = kg_builder_split(b, st, p, chunk, &pin);
     }
     if (p) kg_builder_annotate(b, KG_STEP_PARALLEL, st, p, KG_THREAD_NONE);
   }
-  if (!b->failed && eknob(z, st->name, "stream", 0) && in == ci && streamable(b->s, st))
+  if (!b->failed && kg_rz_knob(z, st->name, "stream", 0) && in == ci && streamable(b->s, st))
     kg_builder_step(b, KG_STEP_STREAM, st->name, NULL, 0, 0, 0, 0);
 }
 
 static int realize_elem(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char *err, size_t errlen) {
-  ez z = {.sk = sk, .pt = pt};
+  kg_rz z = {.sk = sk, .pt = pt};
   kg_builder_init(&z.b, s);
   int unfused = sk->space->unfused, nst = s->nstages < ELEM_MAX_STAGES ? s->nstages : ELEM_MAX_STAGES;
   kg_sstage *st[ELEM_MAX_STAGES];
@@ -226,12 +216,12 @@ static int realize_streamed(const kg_sketch *sk, const kg_point *pt, kg_schedule
   inner.realize = w->realize;
   inner.data = w->data;
   if (w->realize && w->realize(&inner, pt, s, err, errlen)) return -1;
-  ez z = {.sk = sk, .pt = pt};
+  kg_rz z = {.sk = sk, .pt = pt};
   kg_builder_init(&z.b, s);
   for (int i = 0; i < w->nstreams; i++) {
     kg_sstage *st = kg_schedule_find_stage(s, w->streams[i]);
     /* a rule may have left the stage where streaming does not apply: the point is then the one without it */
-    if (st && eknob(&z, st->name, "stream", 0))
+    if (st && kg_rz_knob(&z, st->name, "stream", 0))
       kg_builder_try(&z.b, KG_STEP_STREAM, st->name, NULL, 0, 0, 0, 0);
   }
   return 0;
