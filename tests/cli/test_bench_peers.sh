@@ -6,6 +6,7 @@
 #     given-output table and the compile times beside the TorchInductor columns, computed from the raw files;
 #   - bench/suite.sh's peers step: the copy rate measured at the workload's exact footprint, and one line saying
 #     that the PyTorch peers are left out when there is no PyTorch;
+#   - bench/paired.py (paired timing on a noisy machine): per-round times and ratios, a silent command named;
 #   - bench/torch-venv.sh's decisions, with a fake Python and a fake pip: the light install checked and stamped,
 #     reused on a second run, made again when a pin changes, the full install in a clean folder when the light one
 #     fails, nothing left behind when neither works, TORCH_PYTHON checked and nothing installed.
@@ -195,4 +196,15 @@ venv 1 "a broken interpreter" -- FAKE_CHECK=no TORCH_PYTHON="$FK/python"
 has err "error: TORCH_PYTHON=.* does not import torch or run torch.compile" "the broken interpreter named"
 venv 2 "a bad TORCH_INSTALL" -- TORCH_INSTALL=some
 has err "TORCH_INSTALL is auto, light or full, not 'some'" "the bad mode named"
+# ---- bench/paired.py: per-round ratios of commands that print times in the peers' formats ----
+expect 0 "paired timing" -- "$PY" bench/paired.py --rounds 3 kgen="echo 'time: 2.0 ms (median of 9 runs)'" \
+  torch="echo 'torch softmax median_ms=3.0 min_ms=2.5'" blas="echo 'openblas sgemm 1024x1024x1024  5.00 ms  1 GFLOP/s'"
+has out "^round 3: kgen 2 ms, torch 3 ms, blas 5 ms$" "each round's times"
+has out "^\| torch \| 3 ms \| 3 ms \| 1.500 \(1.500-1.500\) \| 3 \|$" "the per-round ratio"
+has out "^\| blas \| 5 ms \| 5 ms \| 2.500 " "the OpenBLAS format"
+expect 0 "a command without a time" -- "$PY" bench/paired.py --rounds 2 a="echo ms=1" b="echo nothing"
+has err "round 2: b printed no time \(exit 0\): nothing" "the silent command named"
+has out "^\| b \| - \| - \| - \| 0 \|$" "no ratio from it"
+expect 2 "one command" -- "$PY" bench/paired.py a="echo ms=1"
+has err "give at least two NAME=COMMAND" "the usage error"
 exit $fail
