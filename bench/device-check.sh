@@ -21,7 +21,9 @@
 #   export LD_LIBRARY_PATH=$L/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}; bench/device-check.sh
 # then commit $OUT/suite-cuda-*.md and its PNGs under bench/results/ and the logs worth keeping under tuning_logs/.
 # environment: BUDGET=540 (seconds for the whole script), TRIALS=24 (per tuning run), TUNE_LIMIT=15 (seconds per
-# tuning run), PEER_LIMIT=100 (seconds per peer command), KGEN_ARCH=sm_90
+# tuning run), PEER_LIMIT=100 (seconds per peer command), KGEN_ARCH=sm_90; WORKLOADS, STEPS, CURVE_WORKLOADS,
+# DYN_WORKLOADS and TORCH_AUTOTUNE (0: no max-autotune) as bench/suite.sh takes them, to fit a shorter lease;
+# PACK=FILE.tgz packs OUT into one archive at the end.
 set -u
 B=${1:-build}
 OUT=${OUT:-/tmp/kgen-device-check}
@@ -45,13 +47,24 @@ for t in test_gpu test_gpu_random; do
   [ -x "$B/tests/$t" ] && run 90 env KGEN_GPU_RANDOM_SCHEDULES=${KGEN_GPU_RANDOM_SCHEDULES:-6} "$B/tests/$t"
 done
 
+# 1b. the hand-written schedules of examples/schedules at their benchmark sizes (a fixed point to compare with)
+if [ "${EXAMPLES:-1}" = 1 ]; then
+  run 60 "$B/kgen" run matmul -D M=4096 -D N=4096 -D K=4096 --target cuda --measure \
+    --schedule examples/schedules/matmul_shared.sched
+  run 40 "$B/kgen" run softmax -D N=8192 -D D=8192 --target cuda --measure \
+    --schedule examples/schedules/softmax_cross_thread.sched
+  run 40 "$B/kgen" run layernorm -D N=8192 -D D=8192 --target cuda --measure \
+    --schedule examples/schedules/layernorm_fused.sched
+fi
+
 # 2. the suite, leaving 70 s of the budget for steps 3 and 4
 S="$OUT/suite"
 say "\$ TARGET=cuda bench/suite.sh (deadline in $((START + BUDGET - 70 - $(date +%s))) s)"
 env BUILD="$B" TARGET=cuda LOGDIR="$S" RESULTS="$OUT" DEADLINE=$((START + BUDGET - 70)) PYTHON=python3 TORCH_PYTHON=python3 \
   TRIALS="${TRIALS:-24}" TUNE_LIMIT="${TUNE_LIMIT:-15}" PEER_LIMIT="${PEER_LIMIT:-100}" DYN_TRIALS=16 \
-  CURVE_WORKLOADS=matmul DYN_WORKLOADS=matmul STEPS="tune measure build peers curves dynamic report" \
-  WORKLOADS="matmul softmax layernorm bias_gelu_residual rmsnorm mlp_gelu attention conv2d reduce_rows" \
+  CURVE_WORKLOADS="${CURVE_WORKLOADS-matmul}" DYN_WORKLOADS="${DYN_WORKLOADS-matmul}" \
+  STEPS="${STEPS:-tune measure build peers curves dynamic report}" TORCH_AUTOTUNE="${TORCH_AUTOTUNE:-1}" \
+  WORKLOADS="${WORKLOADS:-matmul softmax layernorm bias_gelu_residual rmsnorm mlp_gelu attention conv2d reduce_rows}" \
   bench/suite.sh >> "$LOG" 2>&1
 say "(exit $?)"
 
@@ -75,4 +88,10 @@ if [ -x "$B/bench/gpu_peers" ]; then
   run 15 "$B/bench/gpu_peers" copy $((64 * 1024 * 1024))
 fi
 say "done in $(($(date +%s) - START)) s; report: $(ls "$OUT"/suite-cuda-*.md 2> /dev/null)"
+# PACK=FILE.tgz: everything above in one archive (the device tool brings back at most 8 files from $OUT)
+if [ -n "${PACK:-}" ]; then
+  # the saved tensors (.npy, hundreds of MB) stay behind; PACK must lie outside OUT
+  tar czf "$PACK" --exclude='*.npy' --warning=no-file-changed -C "$(dirname "$OUT")" "$(basename "$OUT")" &&
+    say "packed into $PACK ($(du -h "$PACK" | cut -f1))"
+fi
 cat "$OUT"/suite-cuda-*.md 2> /dev/null | head -60

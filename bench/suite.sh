@@ -38,6 +38,8 @@
 #   TORCH_MODES=auto         the PyTorch modes (bench/torch_peers.py): auto is eager, compile, max-autotune where
 #                            torch has torch.compile, plus max-autotune-frozen (GEMM) and eager-out, compile-out
 #                            (memory-bound workloads)
+#   TORCH_AUTOTUNE=1         0 leaves the max-autotune modes out of auto (their compile takes minutes: a short GPU
+#                            lease cannot afford them)
 #   TORCH_VENV=$BUILD/venv-torch   where the setup step installs PyTorch 2.x from PyPI (bench/torch-venv.sh, whose
 #                            header lists its pins and knobs; a second run reuses it)
 #   TORCH_PYTHON=            an existing interpreter with torch 2.x for the PyTorch peers (then nothing is
@@ -72,6 +74,7 @@ WORKLOADS=${WORKLOADS:-bias_gelu_residual layernorm rmsnorm softmax mlp_gelu att
 TRIALS=${TRIALS:-64}
 CURVE_WORKLOADS=${CURVE_WORKLOADS:-matmul conv2d softmax}
 TORCH_MODES=${TORCH_MODES:-auto}
+TORCH_AUTOTUNE=${TORCH_AUTOTUNE:-1}
 STEPS=${STEPS:-setup tune measure build peers curves dynamic report}
 DYN_TRIALS=${DYN_TRIALS:-64}
 DYN_WORKLOADS=${DYN_WORKLOADS:-matmul softmax}
@@ -317,6 +320,7 @@ torch_modes() { # workload: eager and the vendor libraries first, the compilers 
   membound "$1" && out=,eager-out
   if [ "$TORCH_MODES" != auto ]; then echo "$TORCH_MODES"; return; fi
   if "$TORCH_PY" -c 'import torch, sys; sys.exit(0 if hasattr(torch, "compile") else 1)' 2> /dev/null; then
+    if [ "$TORCH_AUTOTUNE" = 0 ]; then echo "eager$vendor$out,compile${out:+,compile-out}"; return; fi
     echo "eager$vendor$out,compile,max-autotune$frozen${out:+,compile-out}"
   else
     echo "eager$vendor$out"

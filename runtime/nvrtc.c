@@ -24,6 +24,7 @@ static struct {
   void *lib;
   char why[512];
   char version[16];
+  int major, minor; /* of the loaded NVRTC */
   const char *(*get_error_string)(nvrtc_result);
   nvrtc_result (*version_fn)(int *, int *);
   nvrtc_result (*create)(nvrtc_program *, const char *, const char *, int, const char *const *,
@@ -122,6 +123,8 @@ static void nv_load(void) {
     return;
   }
   snprintf(nv.version, sizeof nv.version, "%d.%d", major, minor);
+  nv.major = major;
+  nv.minor = minor;
   nv.lib = h;
 }
 
@@ -181,6 +184,15 @@ static char *get_log(nvrtc_program prog) {
   return s;
 }
 
+/* NVRTC 12.9 and later keep a cache of compiled programs (shared with the driver's compute cache, so it only
+ * works where a driver is installed): a program compiled before, by this process or another, comes back from it
+ * without ptxas running, and then without the -v report whose registers, spills and shared memory kgen checks
+ * against the device's limits. Seen on the first GPU run (2026-12-04, H200, NVRTC 13.0): every second compile of
+ * the same source failed. The report is what the compile is for, so the cache is turned off where it exists. */
+const char *kg_nvrtc_cache_option(int major, int minor) {
+  return major > 12 || (major == 12 && minor >= 9) ? "--no-cache" : NULL;
+}
+
 /* One NVRTC compile of src with the given -arch option. On success returns 0 with the log, and the cubin
  * and/or PTX where the caller asked for them and NVRTC produced them. */
 static int compile_once(const char *src, const char *name, const char *arch_opt, int want_cubin, char **log,
@@ -192,10 +204,14 @@ static int compile_once(const char *src, const char *name, const char *arch_opt,
     return -2;
   }
   /* ptxas's -v report is only produced when ptxas runs, i.e. for a real sm_XX target. */
-  const char *opts[3];
+  const char *opts[4];
   int nopt = 0;
   opts[nopt++] = arch_opt;
-  if (want_cubin) opts[nopt++] = "--ptxas-options=-v";
+  if (want_cubin) {
+    opts[nopt++] = "--ptxas-options=-v";
+    const char *nc = kg_nvrtc_cache_option(nv.major, nv.minor);
+    if (nc) opts[nopt++] = nc;
+  }
   r = nv.compile(prog, nopt, opts);
   *log = get_log(prog);
   if (r != 0) {
@@ -394,6 +410,9 @@ int kg_nvrtc_compile(const kg_cuda_program *p, const char *arch, kg_cubin *out) 
   }
   kg_kernel_resources *res = calloc((size_t)p->nkernels, sizeof *res);
   if (!res || parse_report(p, log ? log : "", res, &why) != 0) {
+    /* The cubin is there, so the source compiled: a report without the kernel is NVRTC's doing (a cache that
+     * skipped ptxas, a report format this parser does not know), never the candidate's. */
+    out->env_fault = 1;
     out->log = failure_log(why ? why : "nvrtc: out of memory", log);
     free(why);
     free(log);

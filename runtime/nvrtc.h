@@ -39,6 +39,9 @@ int kg_nvrtc_setting_check(char *why, size_t whylen);
 /* Whether NVRTC compiles a trivial known-good kernel for arch: 0, or -1 with the reason in why. Tells a broken
  * toolchain (e.g. an arch this NVRTC does not know) from source that NVRTC rejects. Cached per arch. */
 int kg_nvrtc_toolchain_check(const char *arch, char *why, size_t whylen);
+/* The option that turns off NVRTC's compile cache for a given NVRTC version ("--no-cache" from 12.9 on), or NULL
+ * where there is none: a cached compile skips ptxas and so its resource report. */
+const char *kg_nvrtc_cache_option(int major, int minor);
 /* NVRTC's version as "13.0", or "" when unavailable. */
 const char *kg_nvrtc_version(void);
 /* Compiles p->source for arch ("sm_86", "sm_90": -arch=sm_XX, -O3 defaults, --ptxas-options=-v) to cubin and PTX

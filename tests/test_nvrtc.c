@@ -282,8 +282,22 @@ static void test_limits(void) {
   CHECK_STR_CONTAINS(why, "61440 bytes of static shared memory");
 }
 
+/* NVRTC's compile cache (12.9+) returns a program compiled before without running ptxas, so without the report:
+ * kgen turns it off where the NVRTC has one. The cache only works where a CUDA driver is installed, so the
+ * repeated compile below proves it only on a GPU machine; the version rule is checked everywhere. */
+static void test_cache(void) {
+  CHECK(kg_nvrtc_cache_option(11, 8) == NULL);
+  CHECK(kg_nvrtc_cache_option(12, 8) == NULL);
+  CHECK(kg_nvrtc_cache_option(12, 9) && strcmp(kg_nvrtc_cache_option(12, 9), "--no-cache") == 0);
+  CHECK(kg_nvrtc_cache_option(13, 0) && strcmp(kg_nvrtc_cache_option(13, 0), "--no-cache") == 0);
+  CHECK(kg_nvrtc_cache_option(14, 0) != NULL);
+  if (kg_nvrtc_available(NULL, 0) != 0) return;
+  for (int i = 0; i < 3; i++) test_compile("sm_90"); /* the same source again: the report every time */
+}
+
 int main(void) {
   test_limits();
+  test_cache();
   char why[512];
   if (kg_nvrtc_available(why, sizeof why) != 0) {
     printf("test_nvrtc: compile tests skipped: %s\n", why);
