@@ -23,14 +23,15 @@
 # environment: BUDGET=540 (seconds for the whole script), TRIALS=24 (per tuning run), TUNE_LIMIT=15 (seconds per
 # tuning run), PEER_LIMIT=100 (seconds per peer command), KGEN_ARCH=sm_90; WORKLOADS, STEPS, CURVE_WORKLOADS,
 # DYN_WORKLOADS and TORCH_AUTOTUNE (0: no max-autotune) as bench/suite.sh takes them, to fit a shorter lease;
-# PACK=FILE.tgz packs OUT into one archive at the end.
+# PACK=FILE.tgz packs OUT into one archive at the end; TESTS (default "test_gpu test_gpu_random"), EXAMPLES=0 skips
+# the hand-written schedules, LOG=FILE (default OUT/device-check.log: a file outside OUT survives a cut-off run).
 set -u
 B=${1:-build}
 OUT=${OUT:-/tmp/kgen-device-check}
 BUDGET=${BUDGET:-540}
 START=$(date +%s)
 mkdir -p "$OUT"
-LOG="$OUT/device-check.log"
+LOG=${LOG:-$OUT/device-check.log}
 : > "$LOG"
 say() { printf '%s\n' "$*" | tee -a "$LOG"; }
 # runs a command with a time limit, its output appended to the log; prints nothing else
@@ -43,24 +44,33 @@ say "device: ${DEVICE:-unknown}"
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' >> "$LOG" 2>&1
 
 # 1. GPU tests
-for t in test_gpu test_gpu_random; do
+for t in ${TESTS:-test_gpu test_gpu_random}; do
   [ -x "$B/tests/$t" ] && run 90 env KGEN_GPU_RANDOM_SCHEDULES=${KGEN_GPU_RANDOM_SCHEDULES:-6} "$B/tests/$t"
 done
 
-# 1b. the hand-written schedules of examples/schedules at their benchmark sizes (a fixed point to compare with)
+# 1b. the hand-written schedules (examples/schedules, and the variants of bench/cuda-schedules) at the sizes their
+# "# bench:" line names, each verified and timed; a table of them in OUT/schedules.tsv
 if [ "${EXAMPLES:-1}" = 1 ]; then
-  run 60 "$B/kgen" run matmul -D M=4096 -D N=4096 -D K=4096 --target cuda --measure \
-    --schedule examples/schedules/matmul_shared.sched
-  run 40 "$B/kgen" run softmax -D N=8192 -D D=8192 --target cuda --measure \
-    --schedule examples/schedules/softmax_cross_thread.sched
-  run 40 "$B/kgen" run layernorm -D N=8192 -D D=8192 --target cuda --measure \
-    --schedule examples/schedules/layernorm_fused.sched
+  printf 'schedule\tsizes\ttime\tthroughput\tkernels\n' > "$OUT/schedules.tsv"
+  for f in examples/schedules/*.sched bench/cuda-schedules/*.sched; do
+    args=$(sed -n 's/^# bench: *//p' "$f" | head -1)
+    [ -n "$args" ] || continue
+    o="$OUT/sched-$(basename "$f" .sched).txt"
+    say "\$ $B/kgen run $args --target cuda --measure --schedule $f"
+    # shellcheck disable=SC2086
+    timeout 60 "$B/kgen" run $args --target cuda --measure --schedule "$f" > "$o" 2>&1
+    say "(exit $?)"
+    cat "$o" >> "$LOG"
+    printf '%s\t%s\t%s\t%s\t%s\n' "$(basename "$f")" "${args#* }" "$(sed -n 's/^time: //p' "$o" | tail -1)" \
+      "$(sed -n 's/^throughput: \([^;]*\);.*/\1/p' "$o" | tail -1)" "$(grep -c '^kernel ' "$o")" >> "$OUT/schedules.tsv"
+  done
+  if command -v column > /dev/null; then column -t -s "$(printf '\t')" "$OUT/schedules.tsv"; else cat "$OUT/schedules.tsv"; fi | tee -a "$LOG"
 fi
 
-# 2. the suite, leaving 70 s of the budget for steps 3 and 4
+# 2. the suite, leaving RESERVE (70) s of the budget for steps 3 and 4
 S="$OUT/suite"
-say "\$ TARGET=cuda bench/suite.sh (deadline in $((START + BUDGET - 70 - $(date +%s))) s)"
-env BUILD="$B" TARGET=cuda LOGDIR="$S" RESULTS="$OUT" DEADLINE=$((START + BUDGET - 70)) PYTHON=python3 TORCH_PYTHON=python3 \
+say "\$ TARGET=cuda bench/suite.sh (deadline in $((START + BUDGET - ${RESERVE:-70} - $(date +%s))) s)"
+env BUILD="$B" TARGET=cuda LOGDIR="$S" RESULTS="$OUT" DEADLINE=$((START + BUDGET - ${RESERVE:-70})) PYTHON=python3 TORCH_PYTHON=python3 \
   TRIALS="${TRIALS:-24}" TUNE_LIMIT="${TUNE_LIMIT:-15}" PEER_LIMIT="${PEER_LIMIT:-100}" DYN_TRIALS=16 \
   CURVE_WORKLOADS="${CURVE_WORKLOADS-matmul}" DYN_WORKLOADS="${DYN_WORKLOADS-matmul}" \
   STEPS="${STEPS:-tune measure build peers curves dynamic report}" TORCH_AUTOTUNE="${TORCH_AUTOTUNE:-1}" \
@@ -86,6 +96,8 @@ fi
 if [ -x "$B/bench/gpu_peers" ]; then
   run 30 "$B/bench/gpu_peers" sgemm 4096 4096 4096
   run 15 "$B/bench/gpu_peers" copy $((64 * 1024 * 1024))
+  # the footprint of the 8192 x 8192 row-wise schedules: 256 MiB read, 256 MiB written
+  run 15 "$B/bench/gpu_peers" copy $((256 * 1024 * 1024))
 fi
 say "done in $(($(date +%s) - START)) s; report: $(ls "$OUT"/suite-cuda-*.md 2> /dev/null)"
 # PACK=FILE.tgz: everything above in one archive (the device tool brings back at most 8 files from $OUT)

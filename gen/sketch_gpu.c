@@ -14,6 +14,11 @@
  *     element, the reduction split over threadIdx.x; when the reduction's one consumer is elementwise over more
  *     axes (a row and its elements), it is computed in shared memory at the consumer's block loop by the same
  *     threads that write the row (softmax_cross_thread.sched);
+ *   - one-pass rows (gpu/row-onepass): as above, and a reduction whose consumers are all that row stage or
+ *     reductions already computed at its block (softmax's maximum, read by the sum and the output; layernorm's
+ *     mean) is computed there too, so the whole program is one kernel; the inputs the group reads at two or more
+ *     stages can be copied into shared memory once per row (knob stage_rows), so X leaves memory once
+ *     (softmax_one_pass.sched);
  *   - simple: the spatial loops fused, split into (vector,) threads and blocks; the fallback sketch maps every
  *     stage so, without inlining, so that every program has a sketch.
  * Knobs: tile sizes (kg_space_tile_values: divisors or not), thread counts, vthreads, an unroll limit (the
@@ -22,8 +27,8 @@
  *
  * The sketches combine these per stage: gpu/simple (the fallback), gpu/tile-fuse, gpu/tile (no fused epilogues),
  * gpu/tile-fuse-noshared, gpu/tile-fuse-2d (elementwise stages tiled per axis), gpu/tile-noinline (elementwise
- * stages keep their kernels, so reductions can stage them in shared memory), gpu/cross-fuse and gpu/cross (every
- * reduction cross-thread); one that makes the same plan as an earlier one is left out.
+ * stages keep their kernels, so reductions can stage them in shared memory), gpu/cross-fuse, gpu/row-onepass and
+ * gpu/cross (every reduction cross-thread); one that makes the same plan as an earlier one is left out.
  * An unfused space (sp->unfused) takes its sketches from another list, with no inlining and no fused epilogues or
  * cross-thread reductions at a consumer: every program stage is a kernel of its own (the only stages computed
  * inside a kernel are its own register accumulator and shared-memory copies): gpu/simple, gpu/cross, gpu/tile,
@@ -60,6 +65,10 @@ typedef struct stage_plan {
   int k_fetch[MAX_STAGED];
   int k_threads, k_vector; /* SIMPLE, CROSS, ROW (CROSS_AT uses its consumer's k_threads) */
   int lead; /* ROW: how many leading axes go to blocks (its reduction producers' axes) */
+  /* ROW under gpu/row-onepass: the inputs its whole group (it and the reductions computed at its block) reads at
+   * two or more stages, copied into shared memory once per row when k_stage_rows says so */
+  int nrow_staged, k_stage_rows;
+  const char *row_staged[MAX_STAGED];
 } stage_plan;
 
 typedef struct sketch_plan {
@@ -340,6 +349,24 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
   mapped maps[pl->n];
   memset(maps, 0, sizeof maps);
   kg_builder *b = &c.b;
+  /* rows staged in shared memory: copies made before any inlining, since cache_read redirects the stages that
+   * read a tensor directly (softmax's maximum and exponentials; the inlined exponentials then carry the copy into
+   * the sum and the output) */
+  for (int i = 0; i < pl->n; i++) {
+    const stage_plan *p = &pl->st[i];
+    for (int j = 0; j < p->nrow_staged && val(pt, p->k_stage_rows, 0) && !b->failed; j++) {
+      const char *names[KG_STEP_MAX_NAMES] = {"shared"};
+      int nn = 1;
+      for (int x = 0; x < s->nstages && nn < KG_STEP_MAX_NAMES; x++) {
+        kg_tensor *t[16];
+        int reuse[16], n = 0, hit = 0;
+        kg_gpu_collect_reads(s->stages[x], s->stages[x]->body, t, reuse, &n, 16);
+        for (int k = 0; k < n; k++) hit |= strcmp(t[k]->name, p->row_staged[j]) == 0;
+        if (hit) names[nn++] = s->stages[x]->name;
+      }
+      kg_builder_step(b, KG_STEP_CACHE_READ, p->row_staged[j], names, nn, 0, 0, 0);
+    }
+  }
   for (int i = 0; i < pl->n; i++)
     if (pl->st[i].act == ACT_INLINE) kg_builder_step(b, KG_STEP_COMPUTE_INLINE, pl->st[i].name, NULL, 0, 0, 0, 0);
   /* from the outputs back, so that a consumer is mapped before the stages computed inside it */
@@ -366,6 +393,21 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
       case ACT_CROSS_AT: cross_at(&c, st, cons, &maps[p->at]); break;
     }
   }
+  /* the staged rows: computed at their row's block once every stage reading them is computed there */
+  for (int i = 0; i < pl->n && !b->failed; i++) {
+    const stage_plan *p = &pl->st[i];
+    for (int j = 0; j < p->nrow_staged && val(pt, p->k_stage_rows, 0) && !b->failed; j++) {
+      char name[160];
+      snprintf(name, sizeof name, "%s.shared", p->row_staged[j]);
+      kg_sstage *sh = kg_schedule_find_stage(s, name);
+      if (!sh) {
+        kg_builder_fail(b, "row-onepass: no stage %s", name);
+        break;
+      }
+      kg_builder_compute_at(b, sh, kg_schedule_find_stage(s, p->name), maps[i].attach);
+      kg_gpu_cooperative_fetch(b, sh, maps[i].tx, 1, val(pt, p->k_vector, 1));
+    }
+  }
   if (b->failed) {
     snprintf(err, errlen, "%s", b->err[0] ? b->err : "a step of the sketch does not apply");
     return -1;
@@ -384,24 +426,42 @@ typedef struct policy {
   int no_inline;  /* elementwise stages keep their own kernels (so that a reduction can stage them in shared
                    * memory, which it cannot do with what it reads through an inlined stage) */
   int fallback;   /* no inlining, every stage mapped simply */
+  int row_all;    /* a reduction whose consumers are all one row stage and reductions computed at its block is
+                   * computed there too (softmax's maximum), and the row's inputs can be staged in shared memory:
+                   * one kernel that reads X once */
 } policy;
 
 /* The fallback first: the others are dropped when they make the same plan as one before them. */
 static const policy policies[] = {
-    {"gpu/simple", 0, 0, 0, 0, 1, 1},
-    {"gpu/tile-fuse", 1, 1, 1, 0, 0, 0},          {"gpu/tile", 1, 0, 1, 0, 0, 0},
-    {"gpu/tile-fuse-noshared", 1, 1, 0, 0, 0, 0}, {"gpu/tile-fuse-2d", 1, 1, 1, 1, 0, 0},
-    {"gpu/tile-noinline", 1, 1, 1, 0, 1, 0},      {"gpu/cross-fuse", 0, 1, 0, 0, 0, 0},
-    {"gpu/cross", 0, 0, 0, 0, 0, 0},
+    {"gpu/simple", 0, 0, 0, 0, 1, 1, 0},
+    {"gpu/tile-fuse", 1, 1, 1, 0, 0, 0, 0},          {"gpu/tile", 1, 0, 1, 0, 0, 0, 0},
+    {"gpu/tile-fuse-noshared", 1, 1, 0, 0, 0, 0, 0}, {"gpu/tile-fuse-2d", 1, 1, 1, 1, 0, 0, 0},
+    {"gpu/tile-noinline", 1, 1, 1, 0, 1, 0, 0},      {"gpu/cross-fuse", 0, 1, 0, 0, 0, 0, 0},
+    {"gpu/row-onepass", 0, 1, 0, 0, 0, 0, 1},        {"gpu/cross", 0, 0, 0, 0, 0, 0, 0},
 };
 /* An unfused space's: the structures above with fuse 0 and no_inline 1 (a stage per kernel). gpu/cross comes
  * before gpu/tile, whose plan is the same where no reduction has reuse (softmax, norms): the name says what it is. */
 static const policy unfused_policies[] = {
-    {"gpu/simple", 0, 0, 0, 0, 1, 1},  {"gpu/cross", 0, 0, 0, 0, 1, 0},  {"gpu/tile", 1, 0, 1, 0, 1, 0},
-    {"gpu/tile-noshared", 1, 0, 0, 0, 1, 0}, {"gpu/tile-2d", 1, 0, 1, 1, 1, 0},
+    {"gpu/simple", 0, 0, 0, 0, 1, 1, 0},  {"gpu/cross", 0, 0, 0, 0, 1, 0, 0},  {"gpu/tile", 1, 0, 1, 0, 1, 0, 0},
+    {"gpu/tile-noshared", 1, 0, 0, 0, 1, 0, 0}, {"gpu/tile-2d", 1, 0, 1, 1, 1, 0, 0},
 };
 
 static int is_reduction(const kg_sstage *st) { return st->red != KG_RED_NONE && st->nrax > 0; }
+
+/* The row stage that every consumer of reduction st belongs to: the ROW stage itself (with st's axes as its
+ * lead) or a reduction already computed at its block; -1 when there is none. */
+static int row_group(const kg_schedule *sc, const kg_sstage *st, const stage_plan *pl) {
+  const kg_sstage *cs[8];
+  int nc = kg_sched_consumers(sc, st, NULL, cs, 8), row = -1;
+  if (nc < 1 || nc > 8) return -1;
+  for (int k = 0; k < nc; k++) {
+    int id = cs[k]->id;
+    int r = pl[id].act == ACT_ROW ? id : pl[id].act == ACT_CROSS_AT ? pl[id].at : -1;
+    if (r < 0 || (row >= 0 && r != row)) return -1;
+    row = r;
+  }
+  return row >= 0 && pl[row].lead == st->nax ? row : -1;
+}
 
 /* The structure of each stage of sc (the default schedule, with the stages marked in inl inlined) under
  * policy po. */
@@ -431,6 +491,8 @@ static void make_plan(const kg_schedule *sc, const int *inl, const policy *po, s
                (!assigned[ci] || (pl[ci].act == ACT_ROW && pl[ci].lead == st->nax))) {
       pl[ci].act = ACT_ROW, pl[ci].lead = st->nax, assigned[ci] = 1;
       pl[i].act = ACT_CROSS_AT, pl[i].at = ci;
+    } else if (po->row_all && st->nax >= 1 && !kg_gpu_has_reuse(st) && (ci = row_group(sc, st, pl)) >= 0) {
+      pl[i].act = ACT_CROSS_AT, pl[i].at = ci;
     } else {
       pl[i].act = ACT_CROSS;
     }
@@ -445,7 +507,7 @@ static void make_plan(const kg_schedule *sc, const int *inl, const policy *po, s
 static void plan_knobs(kg_sketch *sk, int *full, stage_plan *p, const kg_schedule *sc, const kg_sstage *st,
                        int64_t max_threads) {
   static const int64_t onoff[] = {0, 1}, vthreads[] = {1, 2, 4};
-  p->k_vthread = p->k_vec_out = p->k_unroll = p->k_loc = p->k_threads = p->k_vector = -1;
+  p->k_vthread = p->k_vec_out = p->k_unroll = p->k_loc = p->k_threads = p->k_vector = p->k_stage_rows = -1;
   for (int d = 0; d < KG_MAX_DIMS; d++) p->k_thread[d] = p->k_inner[d] = p->k_rtile[d] = -1;
   p->nax = st->nax;
   char what[96];
@@ -481,10 +543,64 @@ static void plan_knobs(kg_sketch *sk, int *full, stage_plan *p, const kg_schedul
   }
 }
 
+/* Does stage st read tensor t, directly or through stages inlined into it? */
+static int reads_through(const kg_schedule *sc, const kg_sstage *st, const kg_tensor *t, int depth) {
+  kg_tensor *r[16];
+  int reuse[16], n = 0;
+  kg_gpu_collect_reads(st, st->body, r, reuse, &n, 16);
+  for (int k = 0; k < n; k++) {
+    if (r[k] == t) return 1;
+    const kg_sstage *prod = kg_sched_stage_of_tensor(sc, r[k]);
+    if (prod && prod->attach == KG_ATTACH_INLINE && depth < 16 && reads_through(sc, prod, t, depth + 1)) return 1;
+  }
+  return 0;
+}
+
+static int in_row_group(const sketch_plan *pl, int row, int id) {
+  return id == row || (pl->st[id].act == ACT_CROSS_AT && pl->st[id].at == row);
+}
+
+/* gpu/row-onepass: the program inputs that the group of row stage `row` (it and the reductions computed at its
+ * block) reads at two or more of its stages, and that nothing outside the group reads, become candidates for a
+ * shared-memory copy of the row, made once per block: the row is read from memory once instead of once per pass
+ * (softmax: the maximum, the sum and the output). A knob chooses whether to stage them (a long row may not fit;
+ * launchability decides). Requires sc with the plan's inlining applied; room: the shared memory of a block, in
+ * floats. */
+static void row_staging(sketch_plan *pl, int row, const kg_schedule *sc, int64_t room) {
+  stage_plan *p = &pl->st[row];
+  const kg_sstage *rst = sc->stages[row];
+  int64_t row_floats = total_extent(rst, p->lead, rst->nax - p->lead);
+  kg_tensor *t[16];
+  int reuse[16], n = 0;
+  for (int i = 0; i < pl->n; i++)
+    if (in_row_group(pl, row, i)) kg_gpu_collect_reads(sc->stages[i], sc->stages[i]->body, t, reuse, &n, 16);
+  /* tensors reached through inlined stages too */
+  for (int i = 0; i < sc->nstages; i++) {
+    const kg_sstage *x = sc->stages[i];
+    if (x->attach == KG_ATTACH_INLINE) kg_gpu_collect_reads(x, x->body, t, reuse, &n, 16);
+  }
+  p->nrow_staged = 0;
+  for (int k = 0; k < n && p->nrow_staged < MAX_STAGED; k++) {
+    if (kg_sched_stage_of_tensor(sc, t[k])) continue; /* program inputs only */
+    int readers = 0, outside = 0;
+    for (int i = 0; i < pl->n; i++) {
+      if (sc->stages[i]->attach == KG_ATTACH_INLINE || !reads_through(sc, sc->stages[i], t[k], 0)) continue;
+      if (in_row_group(pl, row, i))
+        readers++;
+      else
+        outside = 1;
+    }
+    /* a row of it per block; the reductions' scratch and the other copies need room too */
+    if (readers < 2 || outside || (int64_t)(p->nrow_staged + 1) * row_floats > room - 256) continue;
+    p->row_staged[p->nrow_staged++] = t[k]->name;
+  }
+}
+
 static int same_plan(const sketch_plan *a, const sketch_plan *b) {
   for (int i = 0; i < a->n; i++) {
     const stage_plan *x = &a->st[i], *y = &b->st[i];
-    if (x->act != y->act || x->local != y->local || x->shared != y->shared || x->at != y->at || x->lead != y->lead)
+    if (x->act != y->act || x->local != y->local || x->shared != y->shared || x->at != y->at || x->lead != y->lead ||
+        x->nrow_staged != y->nrow_staged)
       return 0;
   }
   return 1;
@@ -530,6 +646,9 @@ int kg_sketches_gpu(kg_space *sp) {
     pl->n = n;
     pl->st = kg_arena_alloc(&sp->arena, sizeof(stage_plan) * (size_t)(n > 0 ? n : 1));
     make_plan(base, inl[!po->no_inline], po, pl->st);
+    if (po->row_all) /* which inputs the rows stage decides whether the plan is new */
+      for (int i = 0; i < n; i++)
+        if (pl->st[i].act == ACT_ROW) row_staging(pl, i, base, sp->limits.max_shared_static / 4);
     int dup = 0;
     for (int k = first; k < sp->nsketches && !dup; k++) dup = same_plan(sp->sketches[k].data, pl);
     if (dup) continue;
@@ -539,6 +658,12 @@ int kg_sketches_gpu(kg_space *sp) {
     for (int i = 0; i < n; i++) {
       pl->st[i].name = kg_arena_strdup(&sp->arena, pl->st[i].name);
       plan_knobs(sk, &full, &pl->st[i], base, base->stages[i], max_threads);
+      if (pl->st[i].nrow_staged > 0) {
+        static const int64_t onoff[] = {0, 1};
+        pl->st[i].k_stage_rows = knob(sk, &full, KG_KNOB_CHOICE, pl->st[i].name, "stage_rows", onoff, 2);
+        for (int j = 0; j < pl->st[i].nrow_staged; j++)
+          pl->st[i].row_staged[j] = kg_arena_strdup(&sp->arena, pl->st[i].row_staged[j]);
+      }
     }
     /* the fallback is kept whatever happens, so that every program has a sketch */
     if (!po->fallback && (full || !realizable(sp, sp->nsketches - 1))) {

@@ -2,7 +2,7 @@
  * library workload, prints as CUDA with the constructs it is there to show (__shared__ and __syncthreads for the
  * tiled matmul, warp shuffles for the cross-thread reductions), runs on the CUDA emulator at the workload's
  * `# sizes:` and at a second size that is no multiple of the tiles, and matches the reference. At the benchmark
- * sizes (matmul 4096^3, softmax and layernorm 8192 x 8192) each also applies, lowers, prints with the launch shape
+ * sizes (matmul 4096^3, softmax, layernorm and RMSNorm 8192 x 8192) each also applies, lowers, prints with the launch shape
  * the comments promise (float4 accesses included), and compiles with NVRTC for sm_90 within its limits.
  * Requires NVRTC and a C++ compiler. */
 #include <stdint.h>
@@ -28,6 +28,13 @@ static const example examples[] = {
      256, 2},
     {"layernorm", "layernorm_fused", {"__shfl", NULL, NULL}, {"N=8192", "D=8192", NULL, NULL}, "float4", 8192, 256,
      2},
+    /* one kernel per workload, the row copied into shared memory once (X_shared) */
+    {"softmax", "softmax_one_pass", {"__shfl", "X_shared", NULL}, {"N=8192", "D=8192", NULL, NULL}, "float4", 8192,
+     256, 1},
+    {"layernorm", "layernorm_one_pass", {"__shfl", "X_shared", NULL}, {"N=8192", "D=8192", NULL, NULL}, "float4",
+     8192, 256, 1},
+    {"rmsnorm", "rmsnorm_one_pass", {"__shfl", "X_shared", NULL}, {"N=8192", "D=8192", NULL, NULL}, "float4", 8192,
+     256, 1},
 };
 
 /* Loads te/lib/<name>.te at its `# sizes:` scaled by scale (kg_test_parse_sizes), with overrides NAME=VALUE. */

@@ -19,6 +19,7 @@
 #include "base/rng.h"
 #include "runtime/nvrtc.h"
 #include "gen/space.h"
+#include "gen/gpu_rules.h"
 #include "testlib.h"
 
 static kg_gpu_limits sm90;
@@ -323,6 +324,76 @@ static void test_softmax_structure(void) {
   kg_program_free(p);
 }
 
+/* gpu/row-onepass: softmax, layernorm and RMSNorm at rows of 8192 floats in one kernel, a block per row, the row
+ * copied into shared memory once (the only stage that reads X from global memory is X.shared) and every pass (the
+ * maximum or mean, the sum or variance, the output) reading it there; compiled for sm_90 within its limits and
+ * without spills, and the same point verified on the emulator at the workload's small sizes. */
+static void test_onepass(const char *path, const char *row) {
+  kg_test_workload wl;
+  if (kg_test_workload_load(&wl, path) != 0) return;
+  char sizes[] = "N=8192 D=8192";
+  size_t len = 0;
+  char *text = kg_test_read_file(path, &len);
+  kg_program *big = text ? kg_test_load_sizes(text, sizes) : NULL;
+  free(text);
+  CHECKF(big != NULL, "%s at %s", path, sizes);
+  for (int size = 0; size < 2 && big; size++) {
+    kg_program *p = size == 0 ? big : wl.p;
+    kg_space *sp = kg_space_new(p, KG_TARGET_CUDA, &sm90);
+    int k = kg_space_find_sketch(sp, "gpu/row-onepass");
+    CHECKF(k >= 0, "%s has no gpu/row-onepass sketch", path);
+    char n0[64], n1[64], n2[64];
+    snprintf(n0, sizeof n0, "%s.threads", row);
+    snprintf(n1, sizeof n1, "%s.vector", row);
+    snprintf(n2, sizeof n2, "%s.stage_rows", row);
+    const char *names[] = {n0, n1, n2};
+    /* at the small sizes (rows of a few dozen) the widest values the knobs have */
+    int64_t values[] = {size == 0 ? 256 : 32, size == 0 ? 4 : 1, 1};
+    kg_point pt;
+    char err[1024];
+    kg_schedule *s = k >= 0 && point_with(sp, k, names, values, 3, &pt) == 0 ? kg_space_realize(sp, &pt, err, sizeof err)
+                                                                             : NULL;
+    CHECKF(s != NULL, "%s: row-onepass does not realize: %s", path, k >= 0 ? err : "");
+    if (s) {
+      char *trace = kg_trace_to_text(&s->trace);
+      const kg_sstage *xs = kg_schedule_find_stage(s, "X.shared");
+      CHECKF(xs && xs->scope == KG_SCOPE_SHARED && xs->attach == KG_ATTACH_AT, "%s: no row copy:\n%s", path, trace);
+      for (int i = 0; i < s->nstages; i++) {
+        const kg_sstage *st = s->stages[i];
+        if (st == xs || st->attach == KG_ATTACH_INLINE) continue;
+        kg_tensor *t[16];
+        int reuse[16], n = 0;
+        kg_gpu_collect_reads(st, st->body, t, reuse, &n, 16);
+        for (int j = 0; j < n; j++) CHECKF(strcmp(t[j]->name, "X") != 0, "%s: %s reads X\n%s", path, st->name, trace);
+      }
+      kg_cuda_program prog;
+      if (print_cuda(s, &prog, err, sizeof err)) {
+        CHECKF(prog.nkernels == 1, "%s: %d kernels\n%s", path, prog.nkernels, trace);
+        CHECK_STR_CONTAINS(prog.source, "X_shared");
+        if (size == 0) {
+          CHECKF(prog.kernels[0].grid[0] == 8192 && prog.kernels[0].block[0] == 256, "%s: %lld x %lld", path,
+                 (long long)prog.kernels[0].grid[0], (long long)prog.kernels[0].block[0]);
+          CHECK_STR_CONTAINS(prog.source, "float4");
+          int64_t spills = 0;
+          if (have_nvrtc && compile_sm90(&prog, path, &spills)) CHECKF(spills == 0, "%s: %lld B spilled", path,
+                                                                        (long long)spills);
+          if (size == 0) printf("%s 8192^2, one pass:\n%s", path, trace);
+        } else if (have_nvrtc) {
+          emulate(&prog, &wl, path, trace);
+        }
+        kg_cuda_program_free(&prog);
+      } else {
+        CHECKF(0, "%s does not print: %s", path, err);
+      }
+      free(trace);
+      kg_schedule_free(s);
+    }
+    kg_space_free(sp);
+  }
+  kg_program_free(big);
+  kg_test_workload_free(&wl);
+}
+
 /* Random points of every sketch at a bench size realize at a reasonable rate, and the first per_sketch
  * realized ones of each sketch compile for sm_90. */
 static void test_bench_sizes(const char *text, const char *sizes, int points, int per_sketch) {
@@ -388,6 +459,9 @@ int main(void) {
 
   test_matmul_structure();
   test_softmax_structure();
+  test_onepass("te/lib/softmax.te", "Y");
+  test_onepass("te/lib/layernorm.te", "Y");
+  test_onepass("te/lib/rmsnorm.te", "Y");
   test_bench_sizes(KG_TEST_MATMUL, "M=4096 N=4096 K=4096", per, have_nvrtc ? 2 : 0);
   test_bench_sizes(KG_TEST_SOFTMAX, "N=8192 D=8192", per, have_nvrtc ? 2 : 0);
   printf("%.1f s in all\n", kg_now_s() - t0);
