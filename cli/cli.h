@@ -57,7 +57,8 @@ typedef enum {
   CLI_OPT_LIB,
   CLI_OPT_OUT,
   CLI_OPT_WORKLOAD,
-  CLI_OPT_PREFIX
+  CLI_OPT_PREFIX,
+  CLI_OPT_ALLOW_EMULATED
 } cli_opt;
 
 /* One parsed argument, in command-line order. Its value is validated: u holds a count or seed, d a number of

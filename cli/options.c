@@ -247,6 +247,9 @@ static const cli_option options[] = {
     {CLI_OPT_WORKLOAD, "--workload", "NAME", C(CLI_CMD_EXPORT), NULL, 0, 0, "export only this workload of the log"},
     {CLI_OPT_PREFIX, "--prefix", "P", C(CLI_CMD_EXPORT), NULL, 0, 0,
      "the prefix of the header's public names (default kg_)"},
+    {CLI_OPT_ALLOW_EMULATED, "--allow-emulated", NULL, C(CLI_CMD_EXPORT), NULL, 0, 0,
+     "CUDA: also export records timed on the CUDA emulator (by default passed over:\n"
+     "the emulator's clock does not rank GPU kernels)"},
 };
 #define NOPTIONS ((int)(sizeof options / sizeof options[0]))
 

@@ -380,6 +380,7 @@ int cli_export(int argc, char **argv) {
           o.archs[o.narchs++] = s;
         break;
       case CLI_OPT_PREFIX: o.prefix = val; break;
+      case CLI_OPT_ALLOW_EMULATED: o.allow_emulated = 1; break;
       case CLI_OPT_LIB:
         if (fd.nlibs >= MAX_FILES) prc = export_usage("too many %s", r->name);
         else fd.libs[fd.nlibs++] = val;

@@ -77,9 +77,9 @@ void kg_lower_tighten(kg_arena *a, kg_irstmt *body, const kg_var_ranges *ranges,
 /* regacc.c: on the C target, reductions into tiles accumulate in small local arrays that compilers keep in
  * registers (after tightening, whose ragged extents it versions). */
 void kg_lower_regacc(kg_arena *a, kg_lowered *f);
-/* recip.c: on the C target, a vectorized loop dividing by a value it does not change multiplies by its
- * reciprocal, computed once before the loop (after regacc). */
-void kg_lower_recip(kg_arena *a, kg_lowered *f);
+/* recip.c: a vectorized (on CUDA also thread-bound) loop dividing by a value it does not change multiplies by its
+ * reciprocal, computed once before the loop (C: after regacc; CUDA: after the writer pass, before launch). */
+void kg_lower_recip(kg_arena *a, kg_lowered *f, kg_target_kind target);
 /* writer.c: on the CUDA target, a store that no enclosing thread index distinguishes is made by one thread. */
 void kg_lower_writer(kg_arena *a, kg_lowered *f);
 /* launch.c: on the CUDA target, each kernel's launch shape (f->launch), and the guards of bound loops narrower than

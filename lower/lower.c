@@ -1024,8 +1024,9 @@ kg_lowered *kg_lower(const kg_schedule *s, kg_target_kind target, kg_arena *a, c
   if (L->failed) return NULL;
   /* after tightening, whose ragged extents it versions; the IR is then what the C printer prints */
   if (target == KG_TARGET_C) kg_lower_regacc(a, f);
-  if (target == KG_TARGET_C) kg_lower_recip(a, f);
+  if (target == KG_TARGET_C) kg_lower_recip(a, f, target);
   if (target == KG_TARGET_CUDA) kg_lower_writer(a, f);
+  if (target == KG_TARGET_CUDA) kg_lower_recip(a, f, target);
   /* last: the guards it adds wrap whole loops, which the passes before would have to see through */
   if (target == KG_TARGET_CUDA && kg_lower_launch(a, f, L->err, L->errlen) != 0) return NULL;
 #ifndef NDEBUG

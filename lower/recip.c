@@ -1,4 +1,4 @@
-/* One reciprocal per loop nest for the C target.
+/* One reciprocal per loop nest, for the C and CUDA targets.
  *
  * A vectorized loop that divides by a value it does not change (softmax's e[j] / s, a norm's x[j] / sqrt(v + eps))
  * pays a vector division per element: on x86 a vdivps of a 512-bit vector takes as long as 8 to 16 multiplies,
@@ -17,7 +17,15 @@
  * d = 0, +-inf and NaN it gives the same infinities and NaNs. A subnormal d whose reciprocal overflows
  * (|d| < 2^-128) would turn finite quotients into infinities: the run-time test keeps the plain division then.
  *
- * Requires: lowered IR for KG_TARGET_C after kg_lower_regacc (variable ids below f->n_vars, buffer ids below
+ * On the CUDA target a loop bound to a thread index is the lanes a vectorized loop is on the CPU (an IEEE division is a
+ * dozen instructions there too), so an innermost thread-bound loop counts as one, and a float4 store as well; a
+ * nest holding a barrier or a cross-thread reduction is never versioned (its two versions would be a branch
+ * around a barrier, which only a block-uniform condition makes safe), only the loops inside it are candidates; and
+ * stores into registers are not considered (a thread's partial of a cross-thread reduction: its thread loop must
+ * stay out of any branch).
+ *
+ * Requires: lowered IR for KG_TARGET_C after kg_lower_regacc, or for KG_TARGET_CUDA after kg_lower_writer and
+ * before kg_lower_launch (variable ids below f->n_vars, buffer ids below
  * f->n_buffers). Guarantees: IR that the verifier accepts; the reciprocal is a LOCAL buffer of one element named
  * kg_rcpN (IR names never start with kg_); one divisor per nest (the first met; divisions by an equal expression
  * share it), the loops inside a rewritten nest not visited again. */
@@ -29,6 +37,7 @@
 #include "ir.h"
 
 typedef struct qctx {
+  int gpu; /* KG_TARGET_CUDA: thread-bound loops are lanes, barriers end the search */
   kg_arena *a;
   kg_lowered *f;
   int nrcp;
@@ -87,6 +96,19 @@ static int invariant(const qctx *Q, const kg_irexpr *e) {
   return 1;
 }
 
+/* On CUDA, a guard of L's own iteration space: a condition without loads over variables declared in L (and thread
+ * indices), such as the bounds guard of a non-dividing split, which CUDA keeps. Descending into its branch is
+ * safe: the divisor uses no variable of L, so evaluating it before L is as safe as L's enclosing code. */
+static int inner_guard(const qctx *Q, const kg_irexpr *e) {
+  if (!Q->gpu || e->kind == KG_IRE_LOAD) return 0;
+  if (e->kind == KG_IRE_VAR) return e->var->id < Q->f->n_vars && Q->inner[e->var->id];
+  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
+  int n = kg_ir_children((kg_irexpr *)e, kids);
+  for (int i = 0; i < n; i++)
+    if (!inner_guard(Q, *kids[i])) return 0;
+  return 1;
+}
+
 /* The first F32 division in e whose divisor is invariant (its divisor), NULL when none. */
 static const kg_irexpr *find_div(const qctx *Q, const kg_irexpr *e) {
   if (e->kind == KG_IRE_SELECT) return NULL; /* only the branch taken is evaluated */
@@ -105,16 +127,23 @@ static const kg_irexpr *find_div(const qctx *Q, const kg_irexpr *e) {
  * SEQs, loops and allocations, no condition). */
 static const kg_irexpr *body_div(const qctx *Q, const kg_irstmt *s, int vec) {
   switch (s->kind) {
-    case KG_IRS_STORE: return vec ? find_div(Q, s->store.value) : NULL;
+    /* on CUDA a store into registers is a thread's partial of a reduction (its thread loop belongs to a
+     * cross-thread reduction, which must not end up under a branch), never an output row */
+    case KG_IRS_STORE:
+      return vec && !(Q->gpu && s->store.buf->scope == KG_SCOPE_LOCAL) ? find_div(Q, s->store.value) : NULL;
     case KG_IRS_SEQ:
       for (int i = 0; i < s->seq.n; i++) {
         const kg_irexpr *d = body_div(Q, s->seq.items[i], vec);
         if (d) return d;
       }
       return NULL;
-    case KG_IRS_FOR:
-      return body_div(Q, s->loop.body, s->loop.kind == KG_LOOP_VECTORIZED && !kg_ir_contains_loop(s->loop.body));
+    case KG_IRS_FOR: {
+      int lanes = s->loop.kind == KG_LOOP_VECTORIZED ||
+                  (Q->gpu && s->loop.kind == KG_LOOP_BOUND && kg_thread_tag_is_thread(s->loop.tag));
+      return body_div(Q, s->loop.body, (lanes || vec) && !kg_ir_contains_loop(s->loop.body));
+    }
     case KG_IRS_ALLOC: return body_div(Q, s->alloc.body, vec);
+    case KG_IRS_IF: return !s->cond.otherwise && inner_guard(Q, s->cond.cond) ? body_div(Q, s->cond.then, vec) : NULL;
     default: return NULL;
   }
 }
@@ -153,13 +182,35 @@ static kg_irstmt *rewrite_body(qctx *Q, kg_irstmt *s, const kg_irexpr *d, kg_buf
                     s->loop.stage_name, rewrite_body(Q, s->loop.body, d, r));
       break;
     case KG_IRS_ALLOC: c = kg_ir_alloc(Q->a, s->alloc.buf, rewrite_body(Q, s->alloc.body, d, r)); break;
+    case KG_IRS_IF:
+      if (s->cond.otherwise || !inner_guard(Q, s->cond.cond)) return s;
+      c = kg_ir_if(Q->a, s->cond.cond, rewrite_body(Q, s->cond.then, d, r), NULL);
+      break;
     default: return s;
   }
   c->pos = s->pos;
   return c;
 }
 
+/* Does s hold a barrier or a cross-thread reduction? */
+static int has_sync(const kg_irstmt *s) {
+  if (!s) return 0;
+  switch (s->kind) {
+    case KG_IRS_BARRIER:
+    case KG_IRS_ALLREDUCE: return 1;
+    case KG_IRS_SEQ:
+      for (int i = 0; i < s->seq.n; i++)
+        if (has_sync(s->seq.items[i])) return 1;
+      return 0;
+    case KG_IRS_FOR: return has_sync(s->loop.body);
+    case KG_IRS_IF: return has_sync(s->cond.then) || has_sync(s->cond.otherwise);
+    case KG_IRS_ALLOC: return has_sync(s->alloc.body);
+    default: return 0;
+  }
+}
+
 static kg_irstmt *recip_loop(qctx *Q, kg_irstmt *L) {
+  if (Q->gpu && has_sync(L)) return NULL;
   memset(Q->inner, 0, (size_t)Q->f->n_vars);
   Q->nwritten = 0;
   scan_body(Q, L);
@@ -210,8 +261,8 @@ static void recip_stmt(qctx *Q, kg_irstmt **slot) {
   }
 }
 
-void kg_lower_recip(kg_arena *a, kg_lowered *f) {
-  qctx Q = {.a = a, .f = f};
+void kg_lower_recip(kg_arena *a, kg_lowered *f, kg_target_kind target) {
+  qctx Q = {.a = a, .f = f, .gpu = target == KG_TARGET_CUDA};
   Q.inner = kg_xrealloc(NULL, (size_t)(f->n_vars > 0 ? f->n_vars : 1));
   recip_stmt(&Q, &f->body);
   free(Q.inner);

@@ -92,7 +92,8 @@ static const kg_tlog_record *pick(exporter *x, const kg_program *p, const char *
                                   const char *device, int *index, char *note, size_t notelen) {
   kg_tlog_workload wl;
   kg_tlog_workload_of(p, &wl);
-  kg_tlog_want w = {.wl = &wl, .kind = kind, .arch = arch, .device = device, .prog = p};
+  kg_tlog_want w = {.wl = &wl, .kind = kind, .arch = arch, .device = device, .prog = p,
+                    .skip_emulated = !strcmp(kind, "cuda") && !x->o->allow_emulated};
   kg_tlog_pick pk;
   kg_tlog_pick_best(x->log, &w, &pk);
   for (const char *l = pk.skipped; *l;) {

@@ -22,6 +22,9 @@ typedef struct kg_export_opts {
   const char *prefix;                     /* of the header's public names; NULL: "kg_" */
   const char *log_path;                   /* named in the header's comment; may be NULL */
   const char *device;                     /* C: prefer records measured on this device; NULL: any */
+  int allow_emulated;                     /* CUDA: records timed on the CUDA emulator may be exported; by default
+                                           * they are passed over with a warning (the emulator's clock rewards
+                                           * tiny blocks and says nothing of a GPU's speed) */
 } kg_export_opts;
 
 /* The header of one workload: progs[0..n) are one def checked under n different size bindings (typically every

@@ -351,6 +351,52 @@ static void test_softmax(void) {
   if (p) kg_program_free(p);
 }
 
+/* One reciprocal per row (lower/recip.c on CUDA): the one-pass softmax divides its row by the sum through a
+ * product by 1/sum computed once per thread and row, with the plain division kept for a sum whose reciprocal
+ * overflows; a loop holding a barrier is never versioned (a branch around a barrier), only the loops inside it. */
+static const char *const SCALED =
+    "def scaled(X: f32[N, D], B: f32[N, D]) -> (Y: f32[N, D]) {\n"
+    "  Y[i, j] = X[i, j] * B[i, j] / sum[j2](X[i, j2])\n"
+    "}\n";
+
+static void test_recip(void) {
+  static const char one_pass[] =
+      "cache_read X shared m e\ncompute_inline e\nsplit Y j 4\nvectorize Y j.i\nsplit Y j.o 32\n"
+      "bind Y j.o.i threadIdx.x\nbind Y i blockIdx.x\ncache_write Y.r0 shared\ncompute_inline Y.r0\n"
+      "compute_at Y.r0.shared Y i\nsplit Y.r0.shared j2 32\nbind Y.r0.shared j2.i threadIdx.x\n"
+      "cache_write m shared\ncompute_inline m\ncompute_at m.shared Y i\nsplit m.shared j 32\n"
+      "bind m.shared j.i threadIdx.x\ncompute_at X.shared Y i\nsplit X.shared ax1 4\nvectorize X.shared ax1.i\n"
+      "fuse X.shared ax0 ax1.o\nsplit X.shared ax0*ax1.o 32\nbind X.shared ax0*ax1.o.i threadIdx.x\n";
+  const char *sizes[] = {"N=7 D=33", "N=3 D=1000"};
+  for (int k = 0; k < 2; k++) {
+    kg_program *p = NULL;
+    result r = full(KG_TEST_SOFTMAX, sizes[k], one_pass, "softmax one pass, reciprocal", &p);
+    if (r.rc == 0) {
+      CHECK(r.cp.nkernels == 1);
+      CHECK_HAS(r, "kg_rcp0[0] = 1.0f / Y_r0_shared[0];");
+      CHECK_HAS(r, "* kg_rcp0[0]");
+      CHECK_HAS(r, "/ Y_r0_shared[0]"); /* the fallback */
+    }
+    result_free(&r);
+    if (p) kg_program_free(p);
+  }
+  /* B staged in shared memory per column tile: the column loop holds barriers, so the reciprocal goes inside it */
+  kg_program *p = NULL;
+  result r = full(SCALED, "N=5 D=70",
+                  "bind Y i blockIdx.x\nsplit Y j 32\nbind Y j.i threadIdx.x\ncache_write Y.r0 shared\n"
+                  "compute_inline Y.r0\ncompute_at Y.r0.shared Y i\nsplit Y.r0.shared j2 32\n"
+                  "bind Y.r0.shared j2.i threadIdx.x\ncache_read B shared Y\ncompute_at B.shared Y j.o\n"
+                  "bind B.shared ax1 threadIdx.x\n",
+                  "scaled rows, a barrier in the column loop", &p);
+  if (r.rc == 0) {
+    const char *loop = strstr(r.ir, "for j_o in"), *rcp = strstr(r.ir, "alloc kg_rcp0");
+    CHECKF(loop && rcp && rcp > loop, "the reciprocal is not inside the column loop:\n%s", r.ir);
+    CHECK_HAS(r, "* kg_rcp0[0]");
+  }
+  result_free(&r);
+  if (p) kg_program_free(p);
+}
+
 static void test_vectorize(void) {
   kg_program *p = NULL;
   result r = full(EWISE, "N=6 M=64",
@@ -465,6 +511,7 @@ int main(void) {
   else printf("sm_90 compiles with %s\n", have_nvrtc ? "NVRTC" : "nvcc (NVRTC unavailable)");
   test_matmul();
   test_softmax();
+  test_recip();
   test_vectorize();
   test_dynamic_shared();
   test_errors();

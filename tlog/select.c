@@ -39,6 +39,11 @@ static int by_preference(const void *x, const void *y) {
 /* Whether record r may be used for w: a plausible result, a trace that applies to w->prog, and w's own check. */
 static int record_usable(const kg_tlog_record *r, const kg_tlog_want *w, double flops, double bytes, char *why,
                          size_t whylen) {
+  if (w->skip_emulated && r->target.runner && !strcmp(r->target.runner, kg_runner_names[KG_RUNNER_EMULATOR])) {
+    snprintf(why, whylen, "timed on the CUDA emulator, whose clock does not rank GPU kernels (tune on a GPU, or "
+                          "export with --allow-emulated)");
+    return 0;
+  }
   if (!kg_tlog_record_plausible(r, &flops, &bytes, why, whylen)) return 0;
   if (w->prog) {
     char e[512];

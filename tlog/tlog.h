@@ -173,6 +173,7 @@ typedef struct kg_tlog_want {
   const kg_program *prog;
   int (*usable)(void *ctx, const kg_tlog_record *r, char *why, size_t whylen);
   void *ctx;
+  int skip_emulated; /* records timed on the CUDA emulator are passed over (export without --allow-emulated) */
 } kg_tlog_want;
 
 typedef enum { KG_TLOG_PICK_EXACT, KG_TLOG_PICK_NEAREST, KG_TLOG_PICK_NONE } kg_tlog_pick_kind;

@@ -72,7 +72,7 @@ want_tune="-D --def --dynamic --shapes --buckets --exchange --target --emulate -
   --trials --log --model --population --generations --per-round --best-out --no-fuse --quiet --help"
 want_show="--best --help"
 want_replay="-D --def --target --emulate --arch --timeout --min-repeat-ms --lib --help"
-want_export="--target --arch --lib --out --workload --prefix --help"
+want_export="--target --arch --lib --out --workload --prefix --allow-emulated --help"
 # a value each option takes (flags: none)
 value() {
   case $1 in
