@@ -62,7 +62,7 @@ if [ "${EXAMPLES:-1}" = 1 ]; then
     say "(exit $?)"
     cat "$o" >> "$LOG"
     printf '%s\t%s\t%s\t%s\t%s\n' "$(basename "$f")" "${args#* }" "$(sed -n 's/^time: //p' "$o" | tail -1)" \
-      "$(sed -n 's/^throughput: \([^;]*\);.*/\1/p' "$o" | tail -1)" "$(grep -c '^kernel ' "$o")" >> "$OUT/schedules.tsv"
+      "$(sed -n 's/^throughput: \([^;]*\);.*/\1/p' "$o" | tail -1)" "$(grep -c '^kernel [^ ]*: ' "$o")" >> "$OUT/schedules.tsv"
   done
   if command -v column > /dev/null; then column -t -s "$(printf '\t')" "$OUT/schedules.tsv"; else cat "$OUT/schedules.tsv"; fi | tee -a "$LOG"
 fi

@@ -13,6 +13,7 @@
 #include "../te/lex.h"
 #include "../base/clock.h"
 #include "cli.h"
+#include "../runtime/quality.h"
 
 
 typedef struct options {
@@ -127,6 +128,8 @@ static int parse_args(int argc, char **argv, options *o) {
     return usage_error(o, "%s", "--random-steps goes with --random-schedule");
   if (o->emulate && need_cuda(o)) return usage_error(o, "%s", "--emulate goes with --target cuda");
   if (o->dump && !strcmp(o->dump, "cuda") && need_cuda(o)) return usage_error(o, "%s", "--dump cuda goes with --target cuda");
+  if (o->dump && !strcmp(o->dump, "report") && need_cuda(o))
+    return usage_error(o, "%s", "--dump report goes with --target cuda");
   if (o->dump && !strcmp(o->dump, "c") && o->target_auto) o->target_auto = 0; /* asking for C means the C target */
   if (o->arch && !o->target_auto && o->target != KG_TARGET_CUDA)
     return usage_error(o, "%s", "--arch goes with --target cuda");
@@ -268,14 +271,43 @@ static void report_schedule_error(const options *o, const kg_trace *t, const kg_
   fprintf(stderr, "%s:%d: error: %s\n", o->schedule_file ? o->schedule_file : "schedule", line, e->msg + e->step_msg);
 }
 
+/* --dump report: each kernel compiled with NVRTC for arch and its static quality (runtime/quality.h), a line
+ * each. 1 when NVRTC is missing or the compile fails (the log says why). */
+static int quality_report(kg_strbuf *sb, const kg_cuda_program *cp, const char *arch) {
+  kg_cubin c;
+  if (kg_nvrtc_compile(cp, arch, &c) != 0) {
+    fprintf(stderr, "kgen: cannot compile for %s: %s\n", arch, c.log ? c.log : "NVRTC failed");
+    kg_cubin_free(&c);
+    return 1;
+  }
+  kg_kernel_quality *q = calloc((size_t)cp->nkernels, sizeof *q);
+  char why[512];
+  int rc = 0;
+  if (!q || kg_cuda_quality(cp, &c, arch, q, why, sizeof why) != 0) {
+    fprintf(stderr, "kgen: no quality report: %s\n", q ? why : "out of memory");
+    rc = 1;
+  } else {
+    kg_strbuf_printf(sb, "// ---- static quality (%s, NVRTC %s) ----\n", arch, kg_nvrtc_version());
+    for (int k = 0; k < cp->nkernels; k++) {
+      char line[1024];
+      kg_cuda_quality_line(&q[k], arch, line, sizeof line);
+      kg_strbuf_printf(sb, "%s\n", line);
+    }
+  }
+  free(q);
+  kg_cubin_free(&c);
+  return rc;
+}
+
 static int cmd_lower(const options *o, kg_program *p) {
   kg_trace t;
   kg_schedule *rs;
   if (schedule_input(o, p, &t, &rs)) return 1;
   const char *d = o->dump;
   /* as far as the dump asked for needs: the printed code, the IR, or only the schedule */
+  int want_report = d && !strcmp(d, "report") && o->target == KG_TARGET_CUDA;
   int want_print = !d || (!strcmp(d, "c") && o->target == KG_TARGET_C) ||
-                   (!strcmp(d, "cuda") && o->target == KG_TARGET_CUDA);
+                   (!strcmp(d, "cuda") && o->target == KG_TARGET_CUDA) || want_report;
   int want_lower = want_print || (d && (!strcmp(d, "ir") || !strcmp(d, "c") || !strcmp(d, "cuda")));
   kg_build_opts bo = build_opts(o, &t, rs, want_print ? KG_BUILD_PRINT : want_lower ? KG_BUILD_LOWER : KG_BUILD_SCHEDULE);
   kg_build b;
@@ -312,6 +344,8 @@ static int cmd_lower(const options *o, kg_program *p) {
     if (want_print && brc) {
       fprintf(stderr, "kgen: cannot print %s: %s\n", o->target == KG_TARGET_CUDA ? "CUDA" : "C", e->msg);
       rc = 1;
+    } else if (want_report) {
+      rc = quality_report(&sb, &b.front.cuda, o->arch ? o->arch : "sm_90");
     } else if (want_print && o->target == KG_TARGET_CUDA) {
       const kg_cuda_program *cp = &b.front.cuda;
       kg_strbuf_puts(&sb, "// ---- CUDA ----\n");
@@ -498,6 +532,19 @@ static int cmd_run_measured(const options *o, kg_program *p) {
       printf("kernel %s: %d registers, %lld B spill stores, %lld B spill loads, %lld B static shared, %lld B local\n",
              r.res[k].name, r.res[k].registers, (long long)r.res[k].spill_stores, (long long)r.res[k].spill_loads,
              (long long)r.res[k].static_shared, (long long)r.res[k].local_bytes);
+    /* the static quality of what ran, for the arch it ran on (printed again and compiled by NVRTC: the
+     * measurement's own build lives in the worker) */
+    if (o->target == KG_TARGET_CUDA && kg_measurer_arch(m)) {
+      kg_build_opts qo = build_opts(o, &t, rs, KG_BUILD_PRINT);
+      kg_build qb;
+      kg_strbuf qs;
+      kg_strbuf_init(&qs);
+      if (kg_candidate_build(p, &qo, &qb) == 0 && quality_report(&qs, &qb.front.cuda, kg_measurer_arch(m)) == 0 &&
+          qs.s)
+        fputs(strstr(qs.s, "\n") + 1, stdout); /* the kernel lines, without the dump's header */
+      kg_strbuf_free(&qs);
+      kg_build_free(&qb);
+    }
   }
   printf("verify: ok max_rel_err=%.3g\n", r.max_rel_err);
   rc = 0;

@@ -100,12 +100,12 @@ static int check_model(const cli_option *o, const char *val, cli_arg *out, char 
 }
 
 static int check_dump(const cli_option *o, const char *val, cli_arg *out, char *msg, size_t msglen) {
-  static const char *const dumps[] = {"tokens", "ast", "stages", "schedule", "ir", "c", "cuda"};
+  static const char *const dumps[] = {"tokens", "ast", "stages", "schedule", "ir", "c", "cuda", "report"};
   (void)o;
   (void)out;
   for (size_t i = 0; i < sizeof dumps / sizeof dumps[0]; i++)
     if (!strcmp(val, dumps[i])) return 0;
-  snprintf(msg, msglen, "unknown --dump '%s' (tokens, ast, stages, schedule, ir, c, cuda)", val);
+  snprintf(msg, msglen, "unknown --dump '%s' (tokens, ast, stages, schedule, ir, c, cuda, report)", val);
   return -1;
 }
 
@@ -201,7 +201,7 @@ static const cli_option options[] = {
      "else c (export: the log's target)"},
     {CLI_OPT_EMULATE, "--emulate", NULL, MEASURE_CMDS, NULL, 0, 0,
      "run CUDA on the CPU emulator (implies --target cuda)"},
-    {CLI_OPT_ARCH, "--arch", "sm_XX", MEASURE_CMDS, check_arch, 0, 0,
+    {CLI_OPT_ARCH, "--arch", "sm_XX", MEASURE_CMDS | C(CLI_CMD_LOWER), check_arch, 0, 0,
      "compile CUDA for this arch (default: the device's, else sm_86)"},
     {CLI_OPT_ARCH, "--arch", "sm_XX[,sm_YY]...", C(CLI_CMD_EXPORT), check_arch_list, 0, 0,
      "the archs a CUDA header carries a cubin for (default sm_86)"},
@@ -220,8 +220,10 @@ static const cli_option options[] = {
      "the relative tolerance of the verification (default 1e-4)"},
     {CLI_OPT_SAVE, "--save", "DIR", C(CLI_CMD_RUN), NULL, 0, 0, "write inputs and outputs as NumPy .npy files"},
     {CLI_OPT_LOAD, "--load", "DIR", C(CLI_CMD_RUN), NULL, 0, 0, "read inputs from NumPy .npy files"},
-    {CLI_OPT_DUMP, "--dump", "tokens|ast|stages|schedule|ir|c|cuda", C(CLI_CMD_CHECK) | C(CLI_CMD_LOWER), check_dump,
-     0, 0, "print one stage of the pipeline (check: tokens, ast or stages)"},
+    {CLI_OPT_DUMP, "--dump", "tokens|ast|stages|schedule|ir|c|cuda|report", C(CLI_CMD_CHECK) | C(CLI_CMD_LOWER),
+     check_dump, 0, 0,
+     "print one stage of the pipeline (check: tokens, ast or stages); report: each\n"
+     "CUDA kernel's static quality (compiled with NVRTC for --arch, default sm_90)"},
     {CLI_OPT_TRIALS, "--trials", "N", C(CLI_CMD_TUNE), check_count, 1, 1000000,
      "measurements this run, over all workloads (default 64)"},
     {CLI_OPT_LOG, "--log", "FILE", C(CLI_CMD_TUNE), NULL, 0, 0,

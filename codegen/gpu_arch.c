@@ -48,3 +48,27 @@ int kg_gpu_limits_for_arch(const char *arch, kg_gpu_limits *l) {
   return -1;
 }
 
+
+int kg_gpu_sm_for_arch(const char *arch, kg_gpu_sm *s) {
+  static const struct {
+    int sm, threads, blocks;
+    int64_t shared_kb;
+  } table[] = {
+      {70, 2048, 32, 96},  {72, 2048, 32, 96},  {75, 1024, 16, 64},  {80, 2048, 32, 164},  {86, 1536, 16, 100},
+      {87, 1536, 16, 164}, {89, 1536, 24, 100}, {90, 2048, 32, 228}, {100, 2048, 32, 228}, {120, 1536, 32, 100},
+  };
+  int num;
+  char suffix;
+  if (kg_gpu_arch_parse(arch, &num, &suffix) != 0) return -1;
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+    if (table[i].sm != num) continue;
+    s->max_threads = table[i].threads;
+    s->max_blocks = table[i].blocks;
+    s->regs = 65536;
+    s->reg_unit = 256;
+    s->shared = table[i].shared_kb * 1024;
+    s->shared_reserved = num >= 80 ? 1024 : 0;
+    return 0;
+  }
+  return -1;
+}

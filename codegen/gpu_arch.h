@@ -22,4 +22,13 @@ typedef struct kg_gpu_limits {
   int max_regs_per_thread;
 } kg_gpu_limits;
 int kg_gpu_limits_for_arch(const char *arch, kg_gpu_limits *l); /* -1 for an arch it does not know */
+
+/* What one multiprocessor holds at once (the CUDA occupancy calculator's figures per compute capability): the
+ * resident threads and blocks, its register file (allocated per warp in units of reg_unit registers) and its
+ * shared memory, of which each resident block also takes shared_reserved bytes (sm_80 on). */
+typedef struct kg_gpu_sm {
+  int max_threads, max_blocks, regs, reg_unit;
+  int64_t shared, shared_reserved;
+} kg_gpu_sm;
+int kg_gpu_sm_for_arch(const char *arch, kg_gpu_sm *s); /* -1 for an arch it does not know */
 #endif

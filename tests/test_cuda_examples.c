@@ -9,6 +9,7 @@
 #include "kgen.h"
 #include "runtime/emu.h"
 #include "runtime/nvrtc.h"
+#include "runtime/quality.h"
 #include "testlib.h"
 #include "testutil.h"
 
@@ -195,6 +196,21 @@ static void check_bench(const example *e, int have_nvrtc) {
           printf("%-22s bench sizes    %s: %d registers, %lld B static shared, %lld B spilled\n", e->sched,
                  cb.res[k].name, cb.res[k].registers, (long long)cb.res[k].static_shared,
                  (long long)cb.res[k].spill_stores);
+        }
+        /* the static quality report (runtime/quality.h): every example fetches with 128-bit loads, spills
+         * nothing and keeps at least a quarter of sm_90's warps resident; the tiled matmul and the one-pass row
+         * kernels stage in shared memory and store 128 bits at a time */
+        kg_kernel_quality q[4];
+        CHECKF(cp.nkernels <= 4 && kg_cuda_quality(&cp, &cb, "sm_90", q, why, sizeof why) == 0, "%s: %s", e->sched,
+               why);
+        for (int k = 0; k < cp.nkernels && k < 4; k++) {
+          char line[1024];
+          kg_cuda_quality_line(&q[k], "sm_90", line, sizeof line);
+          printf("%-22s %s\n", e->sched, line);
+          CHECKF(q[k].spill_bytes == 0 && q[k].blocks_per_sm >= 1 && q[k].occupancy >= 0.25, "%s", line);
+          if (k == cp.nkernels - 1) CHECKF(q[k].load_bits == 128, "%s", line);
+          if (strstr(e->sched, "one_pass") || strstr(e->sched, "matmul"))
+            CHECKF(q[k].shared_staged && q[k].store_bits == 128, "%s", line);
         }
       }
       kg_cubin_free(&cb);

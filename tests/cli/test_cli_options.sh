@@ -65,7 +65,7 @@ done
 
 # --help: exactly the options of the table's rows for the command, each of them taken
 want_check="-D --def --dynamic --target --dump --help"
-want_lower="-D --def --dynamic --schedule --random-schedule --random-steps --target --dump --help"
+want_lower="-D --def --dynamic --schedule --random-schedule --random-steps --target --arch --dump --help"
 want_run="-D --def --dynamic --schedule --random-schedule --random-steps --target --emulate --arch --measure --flush-l2
   --timeout --min-repeat-ms --seed --rtol --save --load --help"
 want_tune="-D --def --dynamic --shapes --buckets --exchange --target --emulate --arch --timeout --min-repeat-ms --seed

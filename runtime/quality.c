@@ -1,0 +1,126 @@
+/* The static quality report of a compiled CUDA program's kernels (quality.h). */
+#include "quality.h"
+#include <stdio.h>
+#include <string.h>
+
+/* The body of entry `name` in ptx: from its ".entry name(" to the brace that closes it; NULL when absent. */
+static const char *entry_body(const char *ptx, const char *name, const char **end) {
+  size_t n = strlen(name);
+  for (const char *s = ptx; (s = strstr(s, ".entry ")) != NULL; s += 7) {
+    const char *nm = s + 7;
+    if (strncmp(nm, name, n) != 0 || (nm[n] != '(' && nm[n] != ' ' && nm[n] != '\n')) continue;
+    const char *b = strchr(nm, '{');
+    if (!b) return NULL;
+    int depth = 0;
+    for (const char *e = b; *e; e++) {
+      if (*e == '{') depth++;
+      if (*e == '}' && --depth == 0) {
+        *end = e;
+        return b + 1;
+      }
+    }
+    return NULL;
+  }
+  return NULL;
+}
+
+static int width_of(const char *op, const char *end) {
+  const char *v4 = strstr(op, ".v4."), *v2 = strstr(op, ".v2.");
+  if (v4 && v4 < end) return 128;
+  if (v2 && v2 < end) return 64;
+  return 32;
+}
+
+/* Counts the instructions of one PTX body and reads its widest global accesses and shared-memory use. */
+static void scan_ptx(const char *b, const char *end, kg_kernel_quality *q) {
+  int st_shared = 0, bar = 0;
+  for (const char *l = b; l < end;) {
+    const char *nl = memchr(l, '\n', (size_t)(end - l));
+    if (!nl) nl = end;
+    const char *t = l;
+    while (t < nl && (*t == ' ' || *t == '\t')) t++;
+    /* an instruction: not a directive (.reg, .shared, ...), label, brace or comment; a guard (@%p) may lead */
+    if (t < nl && *t != '.' && *t != '{' && *t != '}' && *t != '/' && *t != '$' && memchr(t, ';', (size_t)(nl - t))) {
+      if (*t == '@') {
+        while (t < nl && *t != ' ' && *t != '\t') t++;
+        while (t < nl && (*t == ' ' || *t == '\t')) t++;
+      }
+      q->instructions++;
+      const char *sp = t;
+      while (sp < nl && *sp != ' ' && *sp != '\t') sp++; /* the opcode: t..sp */
+      if (!strncmp(t, "fma.", 4) && memmem(t, (size_t)(sp - t), ".f32", 4)) q->fma++;
+      if (!strncmp(t, "ld.global", 9)) {
+        int w = width_of(t, sp);
+        if (w > q->load_bits) q->load_bits = w;
+      }
+      if (!strncmp(t, "st.global", 9)) {
+        int w = width_of(t, sp);
+        if (w > q->store_bits) q->store_bits = w;
+      }
+      if (!strncmp(t, "st.shared", 9)) st_shared = 1;
+      if (!strncmp(t, "bar.sync", 8) || !strncmp(t, "barrier.sync", 12)) bar = 1;
+    }
+    l = nl < end ? nl + 1 : end;
+  }
+  q->shared_staged = st_shared && bar;
+}
+
+static void occupancy(kg_kernel_quality *q, const kg_gpu_sm *sm) {
+  int warps = (q->threads + 31) / 32;
+  int regs_warp = (q->registers > 0 ? q->registers : 1) * 32;
+  regs_warp = (regs_warp + sm->reg_unit - 1) / sm->reg_unit * sm->reg_unit;
+  int by_threads = sm->max_threads / (warps * 32);
+  int by_regs = (sm->regs / regs_warp) / warps;
+  int64_t per_block = q->shared_bytes + sm->shared_reserved;
+  int by_shared = q->shared_bytes > 0 ? (int)(sm->shared / per_block) : sm->max_blocks;
+  int b = sm->max_blocks;
+  q->limited_by = "blocks";
+  if (by_threads < b) b = by_threads, q->limited_by = "threads";
+  if (by_regs < b) b = by_regs, q->limited_by = "registers";
+  if (by_shared < b) b = by_shared, q->limited_by = "shared memory";
+  q->blocks_per_sm = b > 0 ? b : 0;
+  q->occupancy = (double)(q->blocks_per_sm * warps) / (sm->max_threads / 32);
+}
+
+int kg_cuda_quality(const kg_cuda_program *p, const kg_cubin *c, const char *arch, kg_kernel_quality *q, char *why,
+                    size_t whylen) {
+  kg_gpu_sm sm;
+  if (kg_gpu_sm_for_arch(arch, &sm) != 0) {
+    snprintf(why, whylen, "no multiprocessor figures for arch '%s'", arch ? arch : "(null)");
+    return -1;
+  }
+  if (!c->ptx || c->nres < p->nkernels) {
+    snprintf(why, whylen, "the build has no PTX or no resource report");
+    return -1;
+  }
+  for (int k = 0; k < p->nkernels; k++) {
+    const kg_cuda_kernel *kk = &p->kernels[k];
+    kg_kernel_quality *x = &q[k];
+    memset(x, 0, sizeof *x);
+    snprintf(x->name, sizeof x->name, "%s", kk->name);
+    x->threads = (int)(kk->block[0] * kk->block[1] * kk->block[2]);
+    x->registers = c->res[k].registers;
+    x->spill_bytes = c->res[k].spill_stores + c->res[k].spill_loads;
+    x->shared_bytes = kk->static_shared + kk->dynamic_shared;
+    const char *end = NULL, *b = entry_body(c->ptx, kk->name, &end);
+    if (!b) {
+      snprintf(why, whylen, "kernel %s is not in the PTX", kk->name);
+      return -1;
+    }
+    scan_ptx(b, end, x);
+    occupancy(x, &sm);
+  }
+  return 0;
+}
+
+void kg_cuda_quality_line(const kg_kernel_quality *q, const char *arch, char *buf, size_t len) {
+  char spill[48];
+  if (q->spill_bytes) snprintf(spill, sizeof spill, "%lld B spilled", (long long)q->spill_bytes);
+  else snprintf(spill, sizeof spill, "no spills");
+  snprintf(buf, len,
+           "kernel %s (%s): %d threads, %d registers, %s, %lld B shared; %d blocks/SM (limited by %s), occupancy "
+           "%.0f%%; global loads %d-bit, stores %d-bit; %s; FMA %.0f%% of %d PTX instructions",
+           q->name, arch, q->threads, q->registers, spill, (long long)q->shared_bytes, q->blocks_per_sm, q->limited_by,
+           100.0 * q->occupancy, q->load_bits, q->store_bits, q->shared_staged ? "shared staging" : "no shared staging",
+           q->instructions ? 100.0 * q->fma / q->instructions : 0.0, q->instructions);
+}

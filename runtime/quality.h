@@ -1,0 +1,32 @@
+/* A static quality report of each kernel of a compiled CUDA program, read off its launch shape, ptxas's resource
+ * report and its PTX: what a GPU performance engineer checks first, without a GPU. Occupancy follows the CUDA
+ * occupancy calculator (registers allocated per warp, shared memory per block plus the per-block reservation);
+ * the access widths and the FMA share are counted in the kernel's PTX (a static count: a loop's body counts once,
+ * so the share is that of the code, dominated by the unrolled main loop in a tiled kernel). */
+#ifndef KG_QUALITY_H
+#define KG_QUALITY_H
+#include "nvrtc.h"
+
+typedef struct kg_kernel_quality {
+  char name[64];
+  int threads;             /* per block */
+  int registers;           /* per thread */
+  int64_t spill_bytes;     /* stores + loads */
+  int64_t shared_bytes;    /* static + dynamic, per block */
+  int blocks_per_sm;       /* resident at once; 0 when the block cannot launch there */
+  const char *limited_by;  /* "threads", "blocks", "registers" or "shared memory" */
+  double occupancy;        /* resident warps over the multiprocessor's maximum, 0..1 */
+  int load_bits, store_bits; /* widest global load / store (32, 64 or 128; 0: none) */
+  int shared_staged;       /* the kernel writes shared memory and synchronizes: a staged operand or a reduction */
+  int fma, instructions;   /* fma.rn.f32 and all instructions in the kernel's PTX */
+} kg_kernel_quality;
+
+/* One report per kernel of p (q[0..p->nkernels)), built for arch from c. 0, or -1 with why (an unknown arch, a
+ * kernel missing from the PTX). */
+int kg_cuda_quality(const kg_cuda_program *p, const kg_cubin *c, const char *arch, kg_kernel_quality *q, char *why,
+                    size_t whylen);
+/* The report as one line per kernel, e.g. "kernel kgen_k0 (sm_90): 256 threads, 64 registers, no spills, 8192 B
+ * shared; 4 blocks/SM (limited by registers), occupancy 50%; global loads 128-bit, stores 128-bit; shared staging;
+ * FMA 41% of 612 PTX instructions" into buf. */
+void kg_cuda_quality_line(const kg_kernel_quality *q, const char *arch, char *buf, size_t len);
+#endif
