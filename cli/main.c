@@ -273,7 +273,7 @@ static void report_schedule_error(const options *o, const kg_trace *t, const kg_
 
 /* --dump report: each kernel compiled with NVRTC for arch and its static quality (runtime/quality.h), a line
  * each. 1 when NVRTC is missing or the compile fails (the log says why). */
-static int quality_report(kg_strbuf *sb, const kg_cuda_program *cp, const char *arch) {
+static int quality_report(kg_strbuf *sb, const kg_cuda_program *cp, const kg_lowered *ir, const char *arch) {
   kg_cubin c;
   if (kg_nvrtc_compile(cp, arch, &c) != 0) {
     fprintf(stderr, "kgen: cannot compile for %s: %s\n", arch, c.log ? c.log : "NVRTC failed");
@@ -287,6 +287,7 @@ static int quality_report(kg_strbuf *sb, const kg_cuda_program *cp, const char *
     fprintf(stderr, "kgen: no quality report: %s\n", q ? why : "out of memory");
     rc = 1;
   } else {
+    if (ir) kg_cuda_quality_banks(ir, q, cp->nkernels);
     kg_strbuf_printf(sb, "// ---- static quality (%s, NVRTC %s) ----\n", arch, kg_nvrtc_version());
     for (int k = 0; k < cp->nkernels; k++) {
       char line[1024];
@@ -345,7 +346,7 @@ static int cmd_lower(const options *o, kg_program *p) {
       fprintf(stderr, "kgen: cannot print %s: %s\n", o->target == KG_TARGET_CUDA ? "CUDA" : "C", e->msg);
       rc = 1;
     } else if (want_report) {
-      rc = quality_report(&sb, &b.front.cuda, o->arch ? o->arch : "sm_90");
+      rc = quality_report(&sb, &b.front.cuda, b.front.ir, o->arch ? o->arch : "sm_90");
     } else if (want_print && o->target == KG_TARGET_CUDA) {
       const kg_cuda_program *cp = &b.front.cuda;
       kg_strbuf_puts(&sb, "// ---- CUDA ----\n");
@@ -539,7 +540,7 @@ static int cmd_run_measured(const options *o, kg_program *p) {
       kg_build qb;
       kg_strbuf qs;
       kg_strbuf_init(&qs);
-      if (kg_candidate_build(p, &qo, &qb) == 0 && quality_report(&qs, &qb.front.cuda, kg_measurer_arch(m)) == 0 &&
+      if (kg_candidate_build(p, &qo, &qb) == 0 && quality_report(&qs, &qb.front.cuda, qb.front.ir, kg_measurer_arch(m)) == 0 &&
           qs.s)
         fputs(strstr(qs.s, "\n") + 1, stdout); /* the kernel lines, without the dump's header */
       kg_strbuf_free(&qs);

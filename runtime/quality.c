@@ -2,6 +2,8 @@
 #include "quality.h"
 #include <stdio.h>
 #include <string.h>
+#include "../base/arena.h"
+#include "../lower/bounds.h"
 
 /* The body of entry `name` in ptx: from its ".entry name(" to the brace that closes it; NULL when absent. */
 static const char *entry_body(const char *ptx, const char *name, const char **end) {
@@ -113,14 +115,28 @@ int kg_cuda_quality(const kg_cuda_program *p, const kg_cubin *c, const char *arc
   return 0;
 }
 
+void kg_cuda_quality_banks(const kg_lowered *f, kg_kernel_quality *q, int nkernels) {
+  kg_arena a;
+  kg_arena_init(&a);
+  for (int k = 0; k < nkernels; k++) {
+    q[k].banks = kg_lower_bank_conflicts(&a, f, k, q[k].bank_where, sizeof q[k].bank_where);
+    q[k].banks_analysed = 1;
+  }
+  kg_arena_free(&a);
+}
+
 void kg_cuda_quality_line(const kg_kernel_quality *q, const char *arch, char *buf, size_t len) {
   char spill[48];
   if (q->spill_bytes) snprintf(spill, sizeof spill, "%lld B spilled", (long long)q->spill_bytes);
   else snprintf(spill, sizeof spill, "no spills");
+  char banks[160] = "";
+  if (q->banks_analysed && q->banks == 1) snprintf(banks, sizeof banks, "; shared accesses conflict-free");
+  else if (q->banks_analysed && q->banks > 1)
+    snprintf(banks, sizeof banks, "; shared accesses up to %d-way bank conflicts (%s)", q->banks, q->bank_where);
   snprintf(buf, len,
            "kernel %s (%s): %d threads, %d registers, %s, %lld B shared; %d blocks/SM (limited by %s), occupancy "
-           "%.0f%%; global loads %d-bit, stores %d-bit; %s; FMA %.0f%% of %d PTX instructions",
+           "%.0f%%; global loads %d-bit, stores %d-bit; %s; FMA %.0f%% of %d PTX instructions%s",
            q->name, arch, q->threads, q->registers, spill, (long long)q->shared_bytes, q->blocks_per_sm, q->limited_by,
            100.0 * q->occupancy, q->load_bits, q->store_bits, q->shared_staged ? "shared staging" : "no shared staging",
-           q->instructions ? 100.0 * q->fma / q->instructions : 0.0, q->instructions);
+           q->instructions ? 100.0 * q->fma / q->instructions : 0.0, q->instructions, banks);
 }

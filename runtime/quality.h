@@ -6,6 +6,7 @@
 #ifndef KG_QUALITY_H
 #define KG_QUALITY_H
 #include "nvrtc.h"
+#include "../lower/ir.h"
 
 typedef struct kg_kernel_quality {
   char name[64];
@@ -19,12 +20,18 @@ typedef struct kg_kernel_quality {
   int load_bits, store_bits; /* widest global load / store (32, 64 or 128; 0: none) */
   int shared_staged;       /* the kernel writes shared memory and synchronizes: a staged operand or a reduction */
   int fma, instructions;   /* fma.rn.f32 and all instructions in the kernel's PTX */
+  /* kg_cuda_quality_banks: the worst shared-memory bank conflict, in passes per warp access (1: conflict-free;
+   * 0: no shared access analysed), and which access it is */
+  int banks_analysed, banks;
+  char bank_where[96];
 } kg_kernel_quality;
 
 /* One report per kernel of p (q[0..p->nkernels)), built for arch from c. 0, or -1 with why (an unknown arch, a
  * kernel missing from the PTX). */
 int kg_cuda_quality(const kg_cuda_program *p, const kg_cubin *c, const char *arch, kg_kernel_quality *q, char *why,
                     size_t whylen);
+/* Adds the shared-memory bank-conflict estimate of each kernel (lower/banks.c) from the program's lowered IR. */
+void kg_cuda_quality_banks(const kg_lowered *f, kg_kernel_quality *q, int nkernels);
 /* The report as one line per kernel, e.g. "kernel kgen_k0 (sm_90): 256 threads, 64 registers, no spills, 8192 B
  * shared; 4 blocks/SM (limited by registers), occupancy 50%; global loads 128-bit, stores 128-bit; shared staging;
  * FMA 41% of 612 PTX instructions" into buf. */

@@ -203,6 +203,17 @@ static void check_bench(const example *e, int have_nvrtc) {
         kg_kernel_quality q[4];
         CHECKF(cp.nkernels <= 4 && kg_cuda_quality(&cp, &cb, "sm_90", q, why, sizeof why) == 0, "%s: %s", e->sched,
                why);
+        /* shared-memory banks (lower/banks.c): the one-pass rows read their copy conflict-free; the tiled matmul's
+         * A tile is read 2-way (two rows of threads, 64 words apart: one bank), as the paper review found */
+        kg_arena la;
+        kg_arena_init(&la);
+        kg_lowered *lw = kg_lower(s, KG_TARGET_CUDA, &la, why, sizeof why);
+        if (lw && cp.nkernels <= 4) kg_cuda_quality_banks(lw, q, cp.nkernels);
+        kg_arena_free(&la);
+        if (strstr(e->sched, "one_pass")) CHECKF(q[0].banks == 1, "%s: %d-way (%s)", e->sched, q[0].banks, q[0].bank_where);
+        if (strstr(e->sched, "matmul"))
+          CHECKF(q[0].banks == 2 && !strcmp(q[0].bank_where, "A_shared load"), "%s: %d-way (%s)", e->sched, q[0].banks,
+                 q[0].bank_where);
         for (int k = 0; k < cp.nkernels && k < 4; k++) {
           char line[1024];
           kg_cuda_quality_line(&q[k], "sm_90", line, sizeof line);

@@ -56,7 +56,7 @@ fi
 expect 0 "static quality report" -- $K lower matmul -D M=256 -D N=256 -D K=64 --target cuda --arch sm_86 \
   --schedule examples/schedules/matmul_shared.sched --dump report
 has out "^// ---- static quality \(sm_86, NVRTC " "the report's header"
-has out "^kernel kgen_k0 \(sm_86\): 256 threads, [0-9]+ registers, no spills, 8192 B shared; [1-9] blocks/SM \(limited by [a-z ]+\), occupancy [0-9]+%; global loads 128-bit, stores 128-bit; shared staging; FMA [0-9]+% of [0-9]+ PTX instructions$" \
+has out "^kernel kgen_k0 \(sm_86\): 256 threads, [0-9]+ registers, no spills, 8192 B shared; [1-9] blocks/SM \(limited by [a-z ]+\), occupancy [0-9]+%; global loads 128-bit, stores 128-bit; shared staging; FMA [0-9]+% of [0-9]+ PTX instructions; shared accesses up to 2-way bank conflicts \(A_shared load\)$" \
   "the tiled matmul's report"
 expect 2 "--dump report on C" -- $K lower matmul -D M=8 -D N=8 -D K=8 --target c --dump report
 has err "--dump report goes with --target cuda" "refused on the C target"
