@@ -272,7 +272,8 @@ static void report_schedule_error(const options *o, const kg_trace *t, const kg_
 }
 
 /* --dump report: each kernel compiled with NVRTC for arch and its static quality (runtime/quality.h), a line
- * each. 1 when NVRTC is missing or the compile fails (the log says why). */
+ * each (kgen run --measure prints the same lines from the build it measured). 1 when NVRTC is missing or the
+ * compile fails (the log says why). */
 static int quality_report(kg_strbuf *sb, const kg_cuda_program *cp, const kg_lowered *ir, const char *arch) {
   kg_cubin c;
   if (kg_nvrtc_compile(cp, arch, &c) != 0) {
@@ -454,6 +455,7 @@ static int cmd_run_measured(const options *o, kg_program *p) {
   mo.target = o->target;
   mo.emulate = o->emulate;
   mo.arch = o->arch;
+  mo.quality = o->measure;
   mo.min_repeat_s = o->min_repeat_ms / 1000.0;
   mo.timeout_s = o->timeout_s;
   mo.flush_l2 = o->flush_l2;
@@ -533,18 +535,11 @@ static int cmd_run_measured(const options *o, kg_program *p) {
       printf("kernel %s: %d registers, %lld B spill stores, %lld B spill loads, %lld B static shared, %lld B local\n",
              r.res[k].name, r.res[k].registers, (long long)r.res[k].spill_stores, (long long)r.res[k].spill_loads,
              (long long)r.res[k].static_shared, (long long)r.res[k].local_bytes);
-    /* the static quality of what ran, for the arch it ran on (printed again and compiled by NVRTC: the
-     * measurement's own build lives in the worker) */
-    if (o->target == KG_TARGET_CUDA && kg_measurer_arch(m)) {
-      kg_build_opts qo = build_opts(o, &t, rs, KG_BUILD_PRINT);
-      kg_build qb;
-      kg_strbuf qs;
-      kg_strbuf_init(&qs);
-      if (kg_candidate_build(p, &qo, &qb) == 0 && quality_report(&qs, &qb.front.cuda, qb.front.ir, kg_measurer_arch(m)) == 0 &&
-          qs.s)
-        fputs(strstr(qs.s, "\n") + 1, stdout); /* the kernel lines, without the dump's header */
-      kg_strbuf_free(&qs);
-      kg_build_free(&qb);
+    /* the static quality of what ran, for the arch it was built for */
+    for (int k = 0; k < r.nquality; k++) {
+      char line[1024];
+      kg_cuda_quality_line(&r.quality[k], kg_measurer_arch(m), line, sizeof line);
+      printf("%s\n", line);
     }
   }
   printf("verify: ok max_rel_err=%.3g\n", r.max_rel_err);

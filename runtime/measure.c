@@ -81,9 +81,11 @@ void kg_measure_result_free(kg_measure_result *r) {
   if (!r) return;
   free(r->times);
   free(r->res);
+  free(r->quality);
   r->times = NULL;
   r->res = NULL;
-  r->runs = r->nres = 0;
+  r->quality = NULL;
+  r->runs = r->nres = r->nquality = 0;
 }
 
 kg_runner kg_measurer_runner(const kg_measurer *m) { return m->runner; }
@@ -619,6 +621,19 @@ static void build_one(const kg_measurer *m, const kg_candidate *c, built *bt, kg
     r->res = kg_xrealloc(NULL, sizeof(kg_kernel_resources) * (size_t)bt->b.cubin.nres);
     memcpy(r->res, bt->b.cubin.res, sizeof(kg_kernel_resources) * (size_t)bt->b.cubin.nres);
     r->nres = bt->b.cubin.nres;
+  }
+  /* the report reads what this build made (launch shapes, the resource report, the PTX, the IR) */
+  if (rc == 0 && m->o.quality && m->o.target == KG_TARGET_CUDA && bt->b.have_cubin && bt->b.front.cuda.nkernels > 0) {
+    int n = bt->b.front.cuda.nkernels;
+    kg_kernel_quality *q = kg_xrealloc(NULL, sizeof *q * (size_t)n);
+    char why[256];
+    if (kg_cuda_quality(&bt->b.front.cuda, &bt->b.cubin, m->arch, q, why, sizeof why) == 0) {
+      kg_cuda_quality_banks(bt->b.front.ir, q, n);
+      r->quality = q;
+      r->nquality = n;
+    } else {
+      free(q);
+    }
   }
   if (rc != 0) {
     build_failed(m, bt, r);

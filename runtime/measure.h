@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include "../schedule/sched.h"
 #include "nvrtc.h"
+#include "quality.h"
 #include "../tlog/status.h"
 
 typedef struct kg_measure_opts {
@@ -32,6 +33,8 @@ typedef struct kg_measure_opts {
   double rtol;            /* 0: default (see kg_verify_tolerance) */
   uint64_t seed;          /* input data */
   int build_threads;      /* 0: every core */
+  int quality;            /* CUDA: also fill each result's static quality report (runtime/quality.h) from the
+                           * build it measured; off by default, the tuner has no use for it */
   float *const *inputs;   /* NULL: inputs drawn from seed; else the caller's (one array per program input,
                            * kg_tensor_numel floats each, copied), on which the reference is computed as they are */
 } kg_measure_opts;
@@ -55,6 +58,8 @@ typedef struct kg_measure_result {
   double max_rel_err;      /* of the verification run */
   kg_kernel_resources *res;/* CUDA: heap, per kernel (nres) */
   int nres;
+  kg_kernel_quality *quality; /* CUDA with opts.quality: heap, per kernel (nquality), for the arch it was built for */
+  int nquality;
   /* Not ok because of the environment, not the candidate (msg says what): no build folder, a compiler missing or
    * killed, a toolchain that cannot build a trivial known-good kernel either (checked once, cached, after a
    * compile error), NVRTC unusable, a worker that cannot start or load a module. Such a result says nothing
