@@ -6,6 +6,24 @@
 # scripts to run instead of every tests/cli/*.sh (`make check`, the fast tier).
 set -u
 passed=0; failed=0; skips=0
+# Runs a test into $out and $rc. LeakSanitizer's stop-the-world tracer itself sometimes crashes at a process's exit
+# ("Tracer caught signal 11", a sanitizer-runtime flake on busy machines: google/sanitizers#1353) and fails a run
+# that was otherwise clean; such a run, and only such a run (no leak report, no other sanitizer report), is run
+# again once, and the retry is said in the output. A second crash fails the test.
+retried=0
+run_test() {
+  out=$("$@" 2>&1); rc=$?
+  if [ $rc -ne 0 ] && lsan_tracer_crash "$out"; then
+    echo "note: $*: LeakSanitizer's tracer crashed at exit; running it again once"
+    retried=$((retried + 1))
+    out=$("$@" 2>&1); rc=$?
+  fi
+}
+lsan_tracer_crash() {
+  printf '%s\n' "$1" | grep -q '^Tracer caught signal' || return 1
+  printf '%s\n' "$1" | grep -q 'LeakSanitizer has encountered a fatal error' || return 1
+  ! printf '%s\n' "$1" | grep -qE 'ERROR: (LeakSanitizer|AddressSanitizer)|runtime error:'
+}
 show_skips() { # a passing test's output: its skip lines, indented
   local s
   s=$(printf '%s\n' "$1" | grep -E '^skip|skipped|skipping' | head -20)
@@ -14,7 +32,7 @@ show_skips() { # a passing test's output: its skip lines, indented
   skips=$((skips + $(printf '%s\n' "$s" | wc -l)))
 }
 for t in "$@"; do
-  out=$("$t" 2>&1); rc=$?
+  run_test "$t"
   line=$(printf '%s\n' "$out" | grep -E '[0-9]+ passed, [0-9]+ failed' | tail -1)
   p=$(printf '%s' "$line" | sed -E 's/.* ([0-9]+) passed.*/\1/'); f=$(printf '%s' "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
   [ -n "$p" ] || p=0; [ -n "$f" ] || f=0
@@ -24,15 +42,16 @@ for t in "$@"; do
 done
 for s in ${CLI_TESTS:-tests/cli/*.sh}; do
   [ -e "$s" ] || continue
-  out=$(bash "$s" 2>&1); rc=$?
+  run_test bash "$s"
   if [ $rc -eq 0 ]; then passed=$((passed + 1)); echo "ok: $s"; show_skips "$out"; else failed=$((failed + 1)); printf '%s\n' "$out" | tail -30; echo "FAIL: $s"; fi
 done
 for r in "$BUILD"/tests/fuzz_replay_*; do
   [ -x "$r" ] || continue
   name=${r##*/fuzz_replay_}
-  out=$("$r" "tests/fuzz/$name-corpus" 2>&1); rc=$?
+  run_test "$r" "tests/fuzz/$name-corpus"
   if [ $rc -eq 0 ]; then passed=$((passed + 1)); echo "ok: fuzz corpus $name: $(printf '%s' "$out" | tail -1)"; else failed=$((failed + 1)); printf '%s\n' "$out" | tail -30; echo "FAIL: fuzz corpus $name"; fi
 done
+[ $retried -eq 0 ] || echo "($retried tests run twice after LeakSanitizer's tracer crashed at exit)"
 [ $skips -eq 0 ] || echo "($skips skip lines above: parts not checked on this machine)"
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

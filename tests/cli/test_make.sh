@@ -76,4 +76,18 @@ want=$(sed -n 's/^#define KG_KERNEL_CFLAGS "\(.*\)"$/\1/p' codegen/kernel_flags.
 [ -n "$want" ] || { echo "FAIL: codegen/kernel_flags.h has no one-line KG_KERNEL_CFLAGS"; fail=1; }
 grep -qxF "KERNEL_CFLAGS := $want" "$T/db" || { echo "FAIL: the Makefile's KERNEL_CFLAGS is not '$want':"; grep '^KERNEL_CFLAGS' "$T/db"; fail=1; }
 grep -qE '^EXAMPLE_C_FLAGS = \$\(KERNEL_CFLAGS\)' "$T/db" || { echo "FAIL: the example is not built with KERNEL_CFLAGS"; fail=1; }
+
+# tests/run.sh runs a test again once when LeakSanitizer's own tracer crashed at exit, and only then: a second crash,
+# a leak report or a plain failure fails.
+mkdir -p "$T/rt"
+crash='echo "Tracer caught signal 11: addr=0x1 pc=0x2 sp=0x3"; echo "==9==LeakSanitizer has encountered a fatal error."; exit 1'
+printf '#!/bin/sh\nif [ ! -e "%s/rt/once" ]; then touch "%s/rt/once"; %s; fi\necho "t: 2 passed, 0 failed"\n' "$T" "$T" "$crash" > "$T/rt/flaky"
+printf '#!/bin/sh\n%s\n' "$crash" > "$T/rt/always"
+printf '#!/bin/sh\necho "==9==ERROR: LeakSanitizer: detected memory leaks"; %s\n' "$crash" > "$T/rt/leak"
+printf '#!/bin/sh\necho "t: 0 passed, 1 failed"; exit 1\n' > "$T/rt/plain"
+chmod +x "$T"/rt/*
+BUILD="$T/rt/none" CLI_TESTS="$T/rt/none" bash tests/run.sh "$T/rt/flaky" "$T/rt/always" "$T/rt/leak" "$T/rt/plain" > "$T/rt/out" 2>&1
+grep -qx "ok: t: 2 passed, 0 failed" "$T/rt/out" || { echo "FAIL: the run whose tracer crashed once did not pass on its retry"; cat "$T/rt/out"; fail=1; }
+[ "$(grep -c 'running it again once' "$T/rt/out")" = 2 ] || { echo "FAIL: not exactly the two tracer crashes retried"; cat "$T/rt/out"; fail=1; }
+tail -1 "$T/rt/out" | grep -qx "2 passed, 3 failed" || { echo "FAIL: the runner's tally:"; tail -3 "$T/rt/out"; fail=1; }
 exit $fail
