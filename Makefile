@@ -303,9 +303,11 @@ test-unit: $(BUILD)/examples/check_c
 
 # Peer measurements for the GPU comparison (cuBLAS SGEMM, device-to-device copy; builds without CUDA headers
 # and, with no device, prints "skipped: <reason>") and the CPU's copy bandwidth (copy_bw, OpenMP), the reference
-# rate of the memory-bound kernels in `make bench`.
+# rate of the memory-bound kernels in `make bench`; estimate_rank, how the analytical estimate ranks what a GPU
+# measured (a tuning log).
 # BENCH_BIN is defined before the rule that names it: make expands a rule's prerequisites when it reads the rule.
-BENCH_BIN = $(BUILD)/bench/gpu_peers $(BUILD)/bench/sketch_sample $(BUILD)/bench/dynamic_shapes $(BUILD)/bench/copy_bw
+BENCH_BIN = $(BUILD)/bench/gpu_peers $(BUILD)/bench/sketch_sample $(BUILD)/bench/dynamic_shapes $(BUILD)/bench/copy_bw \
+  $(BUILD)/bench/estimate_rank $(BUILD)/bench/gpu_wellformed
 .PHONY: bench-tools
 bench-tools: $(BENCH_BIN)
 all: bench-tools

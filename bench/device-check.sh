@@ -8,7 +8,9 @@
 #      the workloads run in order of importance (SGEMM first), and whatever the deadline cuts is reported as not run;
 #   3. exports the tuned matmul and softmax logs as CUDA headers and runs them from a plain CUDA program
 #      (examples/kernels/check_cuda.cu, the one small nvcc build of a program);
-#   4. cuBLAS SGEMM and a copy through bench/gpu_peers (no PyTorch), a cross-check of PyTorch's figures.
+#   4. cuBLAS SGEMM and a copy through bench/gpu_peers (no PyTorch), a cross-check of PyTorch's figures;
+#   5. the analytical estimate's ranking of the suite's GPU-measured records (bench/estimate_rank: Spearman's rho,
+#      OUT/estimate-rank.tsv).
 # Everything else comes from the carried build folder. Writes the log, the suite's report (suite-cuda-DATE.md and
 # its plots), the tuning logs and the raw outputs under $OUT.
 #
@@ -98,6 +100,10 @@ if [ -x "$B/bench/gpu_peers" ]; then
   run 15 "$B/bench/gpu_peers" copy $((64 * 1024 * 1024))
   # the footprint of the 8192 x 8192 row-wise schedules: 256 MiB read, 256 MiB written
   run 15 "$B/bench/gpu_peers" copy $((256 * 1024 * 1024))
+fi
+# 5. how the analytical estimate (what ranks candidates on the emulator) ranks what this GPU just measured
+if [ -x "$B/bench/estimate_rank" ] && ls "$S"/*.kglog > /dev/null 2>&1; then
+  run 60 "$B/bench/estimate_rank" "$S"/*.kglog --tsv "$OUT/estimate-rank.tsv"
 fi
 say "done in $(($(date +%s) - START)) s; report: $(ls "$OUT"/suite-cuda-*.md 2> /dev/null)"
 # PACK=FILE.tgz: everything above in one archive (the device tool brings back at most 8 files from $OUT)

@@ -13,24 +13,11 @@
 #include "../codegen/codegen.h"
 #include "../runtime/measure.h"
 #include "../gen/space.h"
+#include "bench_load.h"
 
 #define MAX_BIND 16
 #define MAX_TRACES 16
 #define BATCH 16
-
-static char *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
-  if (s) s[n] = 0;
-  fclose(f);
-  if (len) *len = (size_t)n;
-  return s;
-}
 
 static int usage(void) {
   fprintf(stderr, "usage: sketch_sample FILE.te [-D NAME=VALUE]... [--samples N] [--seed S] [--sketch NAME] "
@@ -71,11 +58,7 @@ int main(int argc, char **argv) {
   kg_binding b[MAX_BIND];
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-D") && i + 1 < argc && nb < MAX_BIND) {
-      char *eq = strchr(argv[++i], '=');
-      if (!eq) return usage();
-      *eq = 0;
-      b[nb].name = argv[i];
-      b[nb++].value = atoll(eq + 1);
+      if (bench_parse_binding(argv[++i], &b[nb++]) != 0) return usage();
     } else if (!strcmp(argv[i], "--samples") && i + 1 < argc) {
       samples = atoi(argv[++i]);
     } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
@@ -94,21 +77,8 @@ int main(int argc, char **argv) {
   }
   if (!file || samples < 1) return usage();
   size_t len;
-  char *text = read_file(file, &len);
-  if (!text) {
-    fprintf(stderr, "sketch_sample: cannot read %s\n", file);
-    return 1;
-  }
-  kg_arena da;
-  kg_arena_init(&da);
-  kg_diag diag = {0};
-  kg_program *p = kg_program_load(file, text, len, NULL, b, nb, &diag, &da);
-  free(text);
-  if (!p) {
-    fprintf(stderr, "%s\n", diag.msg ? diag.msg : "sketch_sample: cannot load");
-    return 1;
-  }
-  kg_arena_free(&da);
+  kg_program *p = bench_load_program("sketch_sample", file, b, nb);
+  if (!p) return 1;
   kg_measure_opts o = {.target = KG_TARGET_C, .min_repeat_s = 0.2, .seed = 7};
   char err[4096];
   kg_measurer *m = kg_measurer_new(p, &o, err, sizeof err);
@@ -121,9 +91,9 @@ int main(int argc, char **argv) {
     for (int i = 0; i < ntraces; i++) {
       tr[i] = malloc(sizeof *tr[i]);
       kg_trace_init(tr[i]);
-      char *t = read_file(traces[i], &len);
+      char *t = kg_file_read(traces[i], KG_FILE_MAX_TEXT, &len, err, sizeof err);
       if (!t || kg_trace_parse(tr[i], traces[i], t, len, err, sizeof err) != 0) {
-        fprintf(stderr, "sketch_sample: %s: %s\n", traces[i], t ? err : "cannot read");
+        fprintf(stderr, "sketch_sample: %s%s%s\n", t ? traces[i] : "", t ? ": " : "", err);
         return 1;
       }
       free(t);

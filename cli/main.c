@@ -14,6 +14,7 @@
 #include "../base/clock.h"
 #include "cli.h"
 #include "../runtime/quality.h"
+#include "../runtime/estimate.h"
 
 
 typedef struct options {
@@ -271,6 +272,21 @@ static void report_schedule_error(const options *o, const kg_trace *t, const kg_
   fprintf(stderr, "%s:%d: error: %s\n", o->schedule_file ? o->schedule_file : "schedule", line, e->msg + e->step_msg);
 }
 
+/* The analytical estimate's line (runtime/estimate.h) under a quality report, or why there is none. */
+static void estimate_line(kg_strbuf *sb, const kg_lowered *ir, const kg_kernel_quality *q, int n, const char *arch) {
+  if (!ir) return;
+  kg_kernel_estimate *k = calloc((size_t)n + 1, sizeof *k);
+  char why[512], line[2048];
+  double s = k ? kg_cuda_estimate(ir, q, n, arch, k, why, sizeof why) : -1;
+  if (s >= 0) {
+    kg_cuda_estimate_line(k, n, s, arch, line, sizeof line);
+    kg_strbuf_printf(sb, "%s\n", line);
+  } else {
+    kg_strbuf_printf(sb, "no estimate: %s\n", k ? why : "out of memory");
+  }
+  free(k);
+}
+
 /* --dump report: each kernel compiled with NVRTC for arch and its static quality (runtime/quality.h), a line
  * each (kgen run --measure prints the same lines from the build it measured). 1 when NVRTC is missing or the
  * compile fails (the log says why). */
@@ -295,6 +311,7 @@ static int quality_report(kg_strbuf *sb, const kg_cuda_program *cp, const kg_low
       kg_cuda_quality_line(&q[k], arch, line, sizeof line);
       kg_strbuf_printf(sb, "%s\n", line);
     }
+    estimate_line(sb, ir, q, cp->nkernels, arch);
   }
   free(q);
   kg_cubin_free(&c);
@@ -541,6 +558,7 @@ static int cmd_run_measured(const options *o, kg_program *p) {
       kg_cuda_quality_line(&r.quality[k], kg_measurer_arch(m), line, sizeof line);
       printf("%s\n", line);
     }
+    if (r.estimate_s > 0) printf("%s\n", r.estimate_line);
   }
   printf("verify: ok max_rel_err=%.3g\n", r.max_rel_err);
   rc = 0;

@@ -184,7 +184,11 @@ static int replay_one(const kg_program *p, const kg_tlog *log, const char *log_p
     kg_format_seconds(now, sizeof now, r.meas.median_s);
     if (!mo->no_timing) {
       printf("  time: %s now", now);
-      if (r.rec) {
+      if (r.rec && kg_tlog_record_estimated(r.rec)) {
+        /* an emulator record's time is an estimate for its arch: no ratio with what ran here */
+        kg_format_seconds(logged, sizeof logged, r.pick.median_s);
+        printf(", %s estimated in the log", logged);
+      } else if (r.rec) {
         kg_format_seconds(logged, sizeof logged, r.pick.median_s);
         printf(", %s logged (now/logged %.2f)", logged, r.meas.median_s / r.pick.median_s);
       }

@@ -42,6 +42,8 @@ static int check_writable(const char *path) {
 
 static void print_summary(const kg_tune_task *tasks, const kg_tune_report *rep, const char *target,
                           const char *log_path) {
+  /* on the emulator the times that rank are the analytical estimates for the arch (runtime/estimate.h) */
+  const char *est = !strcmp(target, "emulator") ? "estimated " : "";
   for (int i = 0; i < rep->ntasks; i++) {
     const kg_tune_task_result *r = &rep->tasks[i];
     char d[32], b[32];
@@ -54,9 +56,9 @@ static void print_summary(const kg_tune_task *tasks, const kg_tune_report *rep, 
     printf("  trials: %d this run (%d failed), %d from the log\n", r->trials, r->failed, r->loaded);
     if (r->exhausted)
       printf("  search space exhausted: no schedule left that was not measured (%d in all)\n", r->trials + r->loaded);
-    if (r->default_s > 0) printf("  default schedule: %s\n", d);
+    if (r->default_s > 0) printf("  default schedule: %s%s\n", est, d);
     if (r->best_s > 0) {
-      printf("  best: %s (%.2f GFLOP/s, %.2f GB/s)", b, r->best_gflops, r->best_gbps);
+      printf("  best: %s%s (%.2f GFLOP/s, %.2f GB/s)", est, b, r->best_gflops, r->best_gbps);
       if (r->default_s > 0) printf(", %.2fx the default schedule", r->default_s / r->best_s);
       printf("%s%s\n", r->best_sketch ? ", sketch " : "", r->best_sketch ? r->best_sketch : "");
       char *text = kg_trace_to_text(&r->best_trace);
@@ -67,6 +69,11 @@ static void print_summary(const kg_tune_task *tasks, const kg_tune_report *rep, 
       printf("  best: none (no candidate ran correctly)\n");
     }
   }
+  if (*est) printf("(estimated: the analytical estimate of each candidate's time on the arch, a model; the emulator "
+                  "only verified them)\n");
+  if (rep->from_estimates)
+    printf("measured first: %d schedule%s that the log's emulator records ranked best by estimate\n",
+           rep->from_estimates, rep->from_estimates == 1 ? "" : "s");
   printf("time: %.1f s (build %.1f s, measure %.1f s, search and model %.1f s), %d rounds\n", rep->elapsed_s,
          rep->build_s, rep->measure_s, rep->search_s, rep->rounds);
   if (log_path) printf("log: %s (model: %s.model)\n", log_path, log_path);

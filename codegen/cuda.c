@@ -6,10 +6,11 @@
  * launch) print as `if ((int)threadIdx.x < E) {` in place of the loop's block; cross-thread reductions combine as
  * lowering decided from the launch shape (kg_allreduce_how: xor shuffles, shuffles then shared memory across warps,
  * or shared memory). What the printer still decides itself: a vectorized loop of extent 2 or 4 whose body is one
- * store (or one single-writer guard around it) becomes float2/float4 accesses when every access that moves with the
- * loop variable is base + v with base a multiple of the width (every buffer is 16-byte aligned: parameters and
- * temporaries come from cuMemAlloc, arrays are declared __align__(16), dynamic shared offsets are multiples of 16
- * bytes); otherwise it is an unrolled scalar loop. The single writer of a store no thread index distinguishes (lower/writer.c) is an IF in the IR, printed on the
+ * store (or one guard around it that does not move with the loop: a single writer, a fetch's thread bound) becomes
+ * float2/float4 accesses when every access that moves with the loop variable is base + v with base a multiple of
+ * the width (every buffer is 16-byte aligned: parameters and temporaries come from cuMemAlloc, arrays are declared
+ * __align__(16), dynamic shared offsets are multiples of 16 bytes); otherwise it is an unrolled scalar loop. The
+ * single writer of a store no thread index distinguishes (lower/writer.c) is an IF in the IR, printed on the
  * store's line.
  *
  * The source includes no header: NVRTC compiles it as is, and the host compiler with runtime/cuda_emu.h
@@ -600,6 +601,10 @@ static int put_vector_loop(cgen *g, const kg_irstmt *s, int ind) {
   const kg_irstmt *const *items = &body;
   int nitems = 1;
   if (body->kind == KG_IRS_SEQ) items = (const kg_irstmt *const *)body->seq.items, nitems = body->seq.n;
+  /* the LETs' values, so that dependence and alignment see through them (set again when printed) */
+  for (int i = 0; i < nitems; i++)
+    if (items[i]->kind == KG_IRS_LET && items[i]->let.var->id < g->nvars)
+      g->lets[items[i]->let.var->id] = items[i]->let.value;
   for (int i = 0; i < nitems; i++) {
     const kg_irstmt *it = items[i];
     if (it->kind == KG_IRS_LET && !store) continue;
@@ -608,7 +613,10 @@ static int put_vector_loop(cgen *g, const kg_irstmt *s, int ind) {
       store = it;
       continue;
     }
-    if (is_writer_if(it) && !store) {
+    /* a guard around the store that every lane takes alike (a single writer, or a bound that does not move with
+     * v, such as a cooperative fetch's thread guard): checked once, around the vector access */
+    if (!store && it->kind == KG_IRS_IF && !it->cond.otherwise && it->cond.then->kind == KG_IRS_STORE &&
+        (is_writer_if(it) || !uses_var(g, it->cond.cond, v, 0))) {
       writer = it;
       store = it->cond.then;
       continue;
@@ -616,10 +624,6 @@ static int put_vector_loop(cgen *g, const kg_irstmt *s, int ind) {
     return 0;
   }
   if (!store) return 0;
-  /* the LETs' values, so that dependence and alignment see through them (set again when printed) */
-  for (int i = 0; i < nitems; i++)
-    if (items[i]->kind == KG_IRS_LET && items[i]->let.var->id < g->nvars)
-      g->lets[items[i]->let.var->id] = items[i]->let.value;
   const kg_irexpr *loads[16];
   int nl = 0;
   if (!vector_index(g, store->store.index, v, w) || !vector_value(g, store->store.value, v, w, loads, &nl, 16))

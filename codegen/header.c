@@ -52,7 +52,8 @@ static void put_origin(kg_strbuf *b, const kg_header_origin *o, const char *inde
   put_comment_text(b, o->record && *o->record ? o->record : "the default schedule");
   kg_strbuf_puts(b, "\n");
   if (o->time_s > 0) {
-    kg_strbuf_printf(b, " *%smeasured: %.4g ms", indent, o->time_s * 1e3);
+    kg_strbuf_printf(b, " *%s%s: %.4g ms", indent,
+                     o->estimated ? "estimated (a model, never measured on a GPU)" : "measured", o->time_s * 1e3);
     if (o->gflops > 0) kg_strbuf_printf(b, ", %.1f GFLOP/s", o->gflops);
     if (o->gbps > 0) kg_strbuf_printf(b, ", %.1f GB/s", o->gbps);
     kg_strbuf_puts(b, "\n");

@@ -39,7 +39,8 @@ typedef struct kg_header_origin {
   const char *device;     /* the device the record was measured on */
   const char *arch;       /* its arch ("sm_90", "x86-64") */
   const char *sketch;
-  double time_s;          /* the record's median time (0: none) */
+  double time_s;          /* the record's median time (0: none), or its estimate when estimated */
+  int estimated;          /* time_s is the analytical estimate of an emulator record, not a measurement */
   double gflops, gbps;    /* at that time */
   const char *note;       /* a warning to keep with the kernel ("nearest record: arch sm_86, wanted sm_90") */
 } kg_header_origin;

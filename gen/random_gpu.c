@@ -1,7 +1,8 @@
 /* Random GPU schedules: what kg_schedule_random draws for KG_TARGET_CUDA. Unlike the C target's draws (one random
  * primitive at a time), a GPU schedule must also be launchable, so each stage gets a whole structure drawn at once,
  * in the spirit of Ansor's sketches, with random tile sizes (divisors or not), thread counts, vector widths and
- * unrolling:
+ * unrolling. Most draws are tidy (grng.tidy: sizes that divide, whole warps, staged 128-bit fetches, as a GPU
+ * engineer would pick for a static shape), the rest any size, so that guards and odd shapes stay covered:
  *   - elementwise stages that are not outputs: inlined into their readers, computed per thread inside their
  *     consumer's thread loops, or given their own kernel;
  *   - a root stage's spatial loops: fused or tiled per axis into block / (virtual thread) / thread / per-thread
@@ -43,6 +44,10 @@ static const kg_gpu_budget random_budget = {
 
 typedef struct grng {
   uint64_t state;
+  /* a tidy draw (most of them): the choices a GPU engineer would make for a static shape (tile sizes that divide
+   * the extents, powers of two, blocks of whole warps and at least 128 threads, register tiles with staged,
+   * 128-bit fetches); the others draw any sizes, so that guards and odd shapes stay covered */
+  int tidy;
 } grng;
 
 static int below(grng *r, int n) { return n <= 1 ? 0 : (int)(kg_rng_next(&r->state) % (uint64_t)n); }
@@ -55,11 +60,20 @@ static int64_t pow2_ceil(int64_t x) {
 }
 
 /* A thread count for a loop of extent ext, at most cap: mostly a power of two of a useful size, sometimes any
- * value (odd counts exercise the guards). */
-static int64_t draw_threads(grng *r, int64_t ext, int64_t cap) {
+ * value (odd counts exercise the guards). A tidy draw takes a power of two of at least lo (when the loop is that
+ * long) that divides a power-of-two extent. */
+static int64_t draw_threads_min(grng *r, int64_t ext, int64_t cap, int64_t lo) {
   int64_t lim = pow2_ceil(ext);
   if (lim > cap) lim = cap;
   if (lim < 1) lim = 1;
+  if (r->tidy) {
+    int64_t hi = lim > ext ? lim / 2 : lim, p[16];
+    if (hi < 1) hi = 1;
+    int n = 0;
+    for (int64_t v = 1; v <= hi && n < 16; v *= 2)
+      if (v >= (lo < hi ? lo : hi)) p[n++] = v;
+    return p[below(r, n)];
+  }
   if (chance(r, 65)) {
     int64_t lo = lim >= 16 ? lim / 8 : 1, p[16];
     int n = 0;
@@ -70,17 +84,33 @@ static int64_t draw_threads(grng *r, int64_t ext, int64_t cap) {
   return 1 + below(r, (int)lim);
 }
 
-/* Per-thread work along one axis: small, divisors or not. */
+static int64_t draw_threads(grng *r, int64_t ext, int64_t cap) { return draw_threads_min(r, ext, cap, 32); }
+
+/* Per-thread work along one axis: small, divisors or not (tidy: a power of two that divides ext). */
 static int64_t draw_inner(grng *r, int64_t ext) {
+  if (r->tidy) {
+    static const int64_t t[] = {1, 2, 4, 4, 8};
+    int64_t f = t[below(r, 5)];
+    while (f > 1 && ext % f != 0) f /= 2;
+    return f;
+  }
   static const int64_t v[] = {1, 1, 2, 2, 3, 4, 4, 8};
   int64_t f = v[below(r, 8)];
   return f > ext && ext >= 1 ? (ext < 2 ? 1 : 2) : f;
 }
 
-/* A reduction tile: a power of two or any value up to min(extent, 32). */
+/* A reduction tile: a power of two or any value up to min(extent, 32) (tidy: a power of two from 4 that divides
+ * the extent). */
 static int64_t draw_rtile(grng *r, int64_t ext) {
   int64_t hi = ext < 32 ? ext : 32;
   if (hi < 2) return 1;
+  if (r->tidy) {
+    int64_t p[6];
+    int n = 0;
+    for (int64_t v = 4; v <= hi && n < 6; v *= 2)
+      if (ext % v == 0) p[n++] = v;
+    if (n) return p[below(r, n)];
+  }
   if (chance(r, 50)) {
     int64_t p[6];
     int n = 0;
@@ -155,13 +185,16 @@ static kg_iter *tile_reductions(gctx *g, kg_sstage *st, int first_free, int must
   return no ? outer[no - 1] : NULL;
 }
 
-/* The vector width of a cooperative fetch: none mostly, else 2 or 4. */
-static int64_t fetch_vector(grng *r) { return chance(r, 35) ? (chance(r, 50) ? 2 : 4) : 1; }
+/* The vector width of a cooperative fetch: none mostly, else 2 or 4 (tidy: 4 mostly, else 2). */
+static int64_t fetch_vector(grng *r) {
+  if (r->tidy) return chance(r, 75) ? 4 : 2;
+  return chance(r, 35) ? (chance(r, 50) ? 2 : 4) : 1;
+}
 
 /* A per-thread stage st (computed at a thread loop of a stage mapped with tx x ty threads): its reductions tiled,
  * some inputs staged in shared memory at the reduction's outer loop, its innermost loop sometimes unrolled. */
 static void per_thread_stage(gctx *g, kg_sstage *st, int64_t tx, int64_t ty) {
-  int want_shared = st->nrax > 0 && chance(g->r, 75);
+  int want_shared = st->nrax > 0 && chance(g->r, g->r->tidy ? 95 : 75);
   kg_iter *ko = st->nrax > 0 ? tile_reductions(g, st, 0, want_shared, chance(g->r, 80)) : NULL;
   if (g->b.failed) return;
   /* its region's extents are known only when lowered, so no vectorizing here */
@@ -175,7 +208,7 @@ static void per_thread_stage(gctx *g, kg_sstage *st, int64_t tx, int64_t ty) {
   for (int k = 0; k < n && !g->b.failed; k++) {
     const kg_sstage *prod = kg_sched_stage_of_tensor(g->b.s, t[k]);
     if (prod && prod->attach != KG_ATTACH_ROOT) continue;
-    if (!chance(g->r, reuse[k] ? 80 : 35)) continue;
+    if (!chance(g->r, reuse[k] ? (g->r->tidy ? 95 : 80) : 35)) continue;
     kg_sstage *sh = kg_builder_cache(&g->b, KG_STEP_CACHE_READ, t[k]->name, "shared", st);
     if (!sh) return;
     kg_builder_compute_at(&g->b, sh, st, ko);
@@ -204,7 +237,8 @@ static mapping *map_root(gctx *g, kg_sstage *st, int with_red, int want_tiled) {
   int nb = 0, nt = 0, ni = 0;
   int64_t text[2] = {1, 1};
   /* per-axis tiling needs one reorder over at most 16 loops: 3 per axis, a virtual-thread loop, the reductions */
-  int tiled = nax >= 2 && 3 * nax + 1 + st->nrax <= KG_STEP_MAX_NAMES && (want_tiled || chance(g->r, 55));
+  int tiled = nax >= 2 && 3 * nax + 1 + st->nrax <= KG_STEP_MAX_NAMES &&
+              (want_tiled || chance(g->r, g->r->tidy ? 85 : 55));
   if (!tiled) {
     m->fused = nax >= 2;
     kg_iter *f = st->leaves[0];
@@ -234,8 +268,11 @@ static mapping *map_root(gctx *g, kg_sstage *st, int with_red, int want_tiled) {
       int64_t in_f = draw_inner(g->r, it->extent);
       tcount[d] = 1;
       if (is_t) {
-        /* threadIdx.y (the axis before the last) is drawn first, at most 16; x gets what is left of 1024 */
-        int64_t t = draw_threads(g->r, (it->extent + in_f - 1) / in_f, d == tax[0] ? cap : 16);
+        /* threadIdx.y (the axis before the last) is drawn first, at most 16; x gets what is left of 1024 (tidy:
+         * enough for 128 threads in all) */
+        int64_t lo = d == tax[0] ? 128 / (GPU_MAX_THREADS / cap) : 1;
+        int64_t t =
+            draw_threads_min(g->r, (it->extent + in_f - 1) / in_f, d == tax[0] ? cap : 16, lo < 32 ? 32 : lo);
         if (d != tax[0]) cap = GPU_MAX_THREADS / t;
         tcount[d] = t;
         kg_iter *ti = NULL, *ii = NULL;
@@ -339,7 +376,7 @@ static mapping *map_root(gctx *g, kg_sstage *st, int with_red, int want_tiled) {
 /* A reduction with reuse: optionally a register accumulator (cache_write local) computed at the innermost
  * thread loop, with its inputs staged in shared memory. */
 static void tiled_reduction(gctx *g, kg_sstage *st) {
-  if (chance(g->r, 65)) {
+  if (chance(g->r, g->r->tidy ? 90 : 65)) {
     kg_sstage *loc = kg_builder_cache(&g->b, KG_STEP_CACHE_WRITE, st->name, "local", NULL);
     if (!loc) return;
     mapping *m = map_root(g, st, 0, 1);
@@ -488,7 +525,7 @@ static void schedule_stage(gctx *g, kg_sstage *st) {
   }
   int x = below(g->r, 100);
   if (kg_gpu_has_reuse(st)) {
-    if (x < 70) tiled_reduction(g, st);
+    if (x < (g->r->tidy ? 90 : 70)) tiled_reduction(g, st);
     else if (x < 85) cross_thread(g, st);
     else if (x < 92) rfactor_reduction(g, st, 0);
     else map_root(g, st, 1, 0);
@@ -514,12 +551,13 @@ static kg_schedule *scratch_copy(const kg_schedule *s) {
 
 void kg_sched_random_gpu(kg_schedule *s, uint64_t seed, int nsteps) {
   if (nsteps <= 0) return;
-  grng r = {seed ^ 0x6b67656e5f677075ull};
+  grng r = {seed ^ 0x6b67656e5f677075ull, 0};
   /* the program's stages as they are now, visited from the last (the outputs) back */
   int n0 = s->nstages;
   const char **names = kg_xrealloc(NULL, sizeof(char *) * (size_t)(n0 > 0 ? n0 : 1));
   for (int i = 0; i < n0; i++) names[i] = s->stages[i]->name;
   for (int attempt = 0; attempt < GPU_ATTEMPTS; attempt++) {
+    r.tidy = chance(&r, 60);
     kg_schedule *sc = scratch_copy(s);
     if (!sc) break;
     gctx g;

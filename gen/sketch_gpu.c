@@ -96,9 +96,19 @@ static int knob(kg_sketch *sk, int *full, kg_knob_kind kind, const char *stage, 
   return kg_sketch_add_knob(sk, kind, name, v, n);
 }
 
-static int tile_knob(kg_sketch *sk, int *full, const char *stage, const char *what, int64_t extent, int64_t cap) {
-  int64_t v[KG_KNOB_MAX_VALUES];
-  int n = kg_space_tile_values(extent, cap, v);
+/* GPU tile sizes for a loop of this extent, from lo (or the extent when shorter) up to cap: the powers of two and
+ * the divisors of the extent, never an odd size that leaves a remainder: static shapes get guard-free tiles, other
+ * extents the powers of two (their guards are the last tile's). */
+static int gpu_tile_knob(kg_sketch *sk, int *full, const char *stage, const char *what, int64_t extent, int64_t lo,
+                         int64_t cap) {
+  int64_t v[KG_KNOB_MAX_VALUES], hi = extent < cap ? extent : cap;
+  if (lo > hi) lo = hi;
+  int n = 0;
+  for (int64_t t = 1; t <= hi && n < KG_KNOB_MAX_VALUES; t *= 2)
+    if (t >= lo) v[n++] = t;
+  for (int64_t t = lo > 3 ? lo : 3; t <= hi && n < KG_KNOB_MAX_VALUES; t++)
+    if (extent % t == 0 && (t & (t - 1)) != 0) v[n++] = t;
+  if (n == 0) v[n++] = 1;
   return knob(sk, full, KG_KNOB_TILE, stage, what, v, n);
 }
 
@@ -136,7 +146,10 @@ static void staged_inputs(kg_sketch *sk, int *full, stage_plan *p, const kg_sche
     char what[96];
     p->staged[p->nstaged] = t[k]->name;
     snprintf(what, sizeof what, "%s.shared.vector", t[k]->name);
-    p->k_fetch[p->nstaged++] = vector_knob(sk, full, p->name, what);
+    /* a cooperative fetch moves whole rows of a tile: 64- or 128-bit accesses (a tile row too short for them
+     * prints as scalar accesses all the same) */
+    static const int64_t fetch[] = {2, 4};
+    p->k_fetch[p->nstaged++] = knob(sk, full, KG_KNOB_VECTOR, p->name, what, fetch, 2);
   }
 }
 
@@ -148,7 +161,7 @@ static void per_thread_knobs(kg_sketch *sk, int *full, stage_plan *p, const kg_s
   for (int r = 0; r < st->nrax; r++) {
     const kg_iter *it = st->roots[st->nax + r];
     snprintf(what, sizeof what, "%s.tile", it->name);
-    p->k_rtile[r] = tile_knob(sk, full, p->name, what, it->extent, 64);
+    p->k_rtile[r] = gpu_tile_knob(sk, full, p->name, what, it->extent, 1, 64);
   }
   static const int64_t unroll[] = {1, 16, 64, 512};
   p->k_unroll = knob(sk, full, KG_KNOB_UNROLL, p->name, "unroll", unroll, 4);
@@ -238,6 +251,11 @@ static void tile_root(rctx *c, const stage_plan *p, kg_sstage *st, mapped *m) {
     m->tx = text[nt - 1];
     kg_builder_annotate(b, KG_STEP_BIND, st, thr[nt - 1], KG_THREAD_THREAD_X);
   }
+  /* blocks of whole warps where the row is a warp long and the stage has work for many (a partial warp idles
+   * lanes on every instruction); small stages keep any block */
+  if (!b->failed && (m->tx * m->ty) % 32 != 0 && st->roots[nax - 1]->extent >= 32 &&
+      total_extent(st, 0, nax) >= 32 * 32)
+    kg_builder_fail(b, "tile: %lld threads a block, not whole warps", (long long)(m->tx * m->ty));
   m->attach = nt ? thr[nt - 1] : vth ? vth : bx;
   /* the per-thread loops: unrolled, the innermost vectorized when its knob says so */
   for (int k = 0; k < ni && !b->failed; k++)
@@ -521,9 +539,13 @@ static void plan_knobs(kg_sketch *sk, int *full, stage_plan *p, const kg_schedul
         const kg_iter *it = st->roots[d];
         if (it->extent < 2) continue;
         snprintf(what, sizeof what, "%s.thread", it->name);
-        p->k_thread[d] = tile_knob(sk, full, p->name, what, it->extent, d == st->nax - 1 ? 256 : 64);
+        /* on a long row threadIdx.x at least 8 wide (a quarter warp along it: whole 32-byte sectors), and
+         * threadIdx.y at most 16: most of the products are whole warps of 32 to 1024 threads */
+        int64_t xlo = it->extent >= 64 ? 8 : 1;
+        p->k_thread[d] = d == st->nax - 1 ? gpu_tile_knob(sk, full, p->name, what, it->extent, xlo, 256)
+                                          : gpu_tile_knob(sk, full, p->name, what, it->extent, 1, 16);
         snprintf(what, sizeof what, "%s.inner", it->name);
-        p->k_inner[d] = tile_knob(sk, full, p->name, what, it->extent, 8);
+        p->k_inner[d] = gpu_tile_knob(sk, full, p->name, what, it->extent, 1, 8);
         if (d == st->nax - 1)
           p->k_vthread = knob(sk, full, KG_KNOB_TILE, p->name, "vthread", vthreads, it->extent >= 4 ? 3 : 2);
       }

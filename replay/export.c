@@ -80,7 +80,8 @@ static void fill_origin(kg_header_origin *h, const kg_tlog_record *rec, const ch
   h->device = rec->target.device;
   h->arch = rec->target.arch;
   h->sketch = rec->sketch;
-  h->time_s = kg_tlog_record_median(rec);
+  h->time_s = kg_tlog_record_rank_s(rec);
+  h->estimated = kg_tlog_record_estimated(rec);
   if (h->time_s > 0) {
     h->gflops = rec->flops / h->time_s * 1e-9;
     h->gbps = rec->bytes / h->time_s * 1e-9;

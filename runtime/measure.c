@@ -46,6 +46,7 @@
 #include "../base/stats.h"
 #include "pipeline.h"
 #include "verify.h"
+#include "estimate.h"
 #include "worker.h"
 
 extern char **environ;
@@ -605,6 +606,26 @@ static void build_failed(const kg_measurer *m, const built *bt, kg_measure_resul
   }
 }
 
+/* The analytical estimate of a built CUDA candidate (runtime/estimate.h), from the quality report of the build
+ * (or, without a resource report, of its launch shape at 32 registers a thread). */
+static void estimate(const kg_measurer *m, built *bt, kg_measure_result *r) {
+  const kg_cuda_program *cp = &bt->b.front.cuda;
+  int n = cp->nkernels;
+  if (n <= 0 || !bt->b.front.ir) return;
+  kg_kernel_quality *q = kg_xrealloc(NULL, sizeof *q * (size_t)n);
+  kg_kernel_estimate *k = kg_xrealloc(NULL, sizeof *k * (size_t)n);
+  char why[256];
+  int ok = bt->b.have_cubin ? kg_cuda_quality(cp, &bt->b.cubin, m->arch, q, why, sizeof why) == 0
+                            : kg_cuda_quality_launch(cp, m->arch, 32, q, why, sizeof why) == 0;
+  double s = ok ? kg_cuda_estimate(bt->b.front.ir, q, n, m->arch, k, why, sizeof why) : -1;
+  if (s > 0) {
+    r->estimate_s = s;
+    kg_cuda_estimate_line(k, n, s, m->arch, r->estimate_line, sizeof r->estimate_line);
+  }
+  free(q);
+  free(k);
+}
+
 static void build_one(const kg_measurer *m, const kg_candidate *c, built *bt, kg_measure_result *r) {
   double t0 = kg_now_s();
   kg_build_opts o = {.target = m->o.target,
@@ -635,6 +656,8 @@ static void build_one(const kg_measurer *m, const kg_candidate *c, built *bt, kg
       free(q);
     }
   }
+  if (rc == 0 && m->o.target == KG_TARGET_CUDA && (m->runner == KG_RUNNER_EMULATOR || m->o.quality))
+    estimate(m, bt, r);
   if (rc != 0) {
     build_failed(m, bt, r);
   } else {

@@ -60,6 +60,12 @@ typedef struct kg_measure_result {
   int nres;
   kg_kernel_quality *quality; /* CUDA with opts.quality: heap, per kernel (nquality), for the arch it was built for */
   int nquality;
+  /* CUDA on the emulator, or with opts.quality: the analytical estimate of the build's time on its arch
+   * (runtime/estimate.h; 0 when there is none, e.g. the build failed) and its line for reports. On the emulator
+   * this, not the emulator's clock, is what ranks the candidate (registers from NVRTC where it loads, else taken
+   * as 32 per thread). */
+  double estimate_s;
+  char estimate_line[1024];
   /* Not ok because of the environment, not the candidate (msg says what): no build folder, a compiler missing or
    * killed, a toolchain that cannot build a trivial known-good kernel either (checked once, cached, after a
    * compile error), NVRTC unusable, a worker that cannot start or load a module. Such a result says nothing

@@ -84,6 +84,15 @@ static void occupancy(kg_kernel_quality *q, const kg_gpu_sm *sm) {
   q->occupancy = (double)(q->blocks_per_sm * warps) / (sm->max_threads / 32);
 }
 
+/* What the launch shape says: name, threads, shared memory; the rest zero. */
+static void launch_shape(kg_kernel_quality *x, const kg_cuda_kernel *kk, int registers) {
+  memset(x, 0, sizeof *x);
+  snprintf(x->name, sizeof x->name, "%s", kk->name);
+  x->threads = (int)(kk->block[0] * kk->block[1] * kk->block[2]);
+  x->registers = registers;
+  x->shared_bytes = kk->static_shared + kk->dynamic_shared;
+}
+
 int kg_cuda_quality(const kg_cuda_program *p, const kg_cubin *c, const char *arch, kg_kernel_quality *q, char *why,
                     size_t whylen) {
   kg_gpu_sm sm;
@@ -98,12 +107,8 @@ int kg_cuda_quality(const kg_cuda_program *p, const kg_cubin *c, const char *arc
   for (int k = 0; k < p->nkernels; k++) {
     const kg_cuda_kernel *kk = &p->kernels[k];
     kg_kernel_quality *x = &q[k];
-    memset(x, 0, sizeof *x);
-    snprintf(x->name, sizeof x->name, "%s", kk->name);
-    x->threads = (int)(kk->block[0] * kk->block[1] * kk->block[2]);
-    x->registers = c->res[k].registers;
+    launch_shape(x, kk, c->res[k].registers);
     x->spill_bytes = c->res[k].spill_stores + c->res[k].spill_loads;
-    x->shared_bytes = kk->static_shared + kk->dynamic_shared;
     const char *end = NULL, *b = entry_body(c->ptx, kk->name, &end);
     if (!b) {
       snprintf(why, whylen, "kernel %s is not in the PTX", kk->name);
@@ -111,6 +116,20 @@ int kg_cuda_quality(const kg_cuda_program *p, const kg_cubin *c, const char *arc
     }
     scan_ptx(b, end, x);
     occupancy(x, &sm);
+  }
+  return 0;
+}
+
+int kg_cuda_quality_launch(const kg_cuda_program *p, const char *arch, int registers, kg_kernel_quality *q, char *why,
+                           size_t whylen) {
+  kg_gpu_sm sm;
+  if (kg_gpu_sm_for_arch(arch, &sm) != 0) {
+    snprintf(why, whylen, "no multiprocessor figures for arch '%s'", arch ? arch : "(null)");
+    return -1;
+  }
+  for (int k = 0; k < p->nkernels; k++) {
+    launch_shape(&q[k], &p->kernels[k], registers);
+    occupancy(&q[k], &sm);
   }
   return 0;
 }
@@ -123,6 +142,10 @@ void kg_cuda_quality_banks(const kg_lowered *f, kg_kernel_quality *q, int nkerne
     q[k].banks_analysed = 1;
   }
   kg_arena_free(&a);
+}
+
+int kg_cuda_quality_well_formed(const kg_kernel_quality *q) {
+  return q->threads >= 128 && q->threads % 32 == 0 && q->shared_staged && q->spill_bytes == 0 && q->load_bits == 128;
 }
 
 void kg_cuda_quality_line(const kg_kernel_quality *q, const char *arch, char *buf, size_t len) {

@@ -30,8 +30,15 @@ typedef struct kg_kernel_quality {
  * kernel missing from the PTX). */
 int kg_cuda_quality(const kg_cuda_program *p, const kg_cubin *c, const char *arch, kg_kernel_quality *q, char *why,
                     size_t whylen);
+/* The part of the report a launch shape gives without a compiler (threads, shared memory, and the occupancy they
+ * and `registers` per thread allow), for a build that has no resource report: the emulator's without NVRTC. */
+int kg_cuda_quality_launch(const kg_cuda_program *p, const char *arch, int registers, kg_kernel_quality *q, char *why,
+                           size_t whylen);
 /* Adds the shared-memory bank-conflict estimate of each kernel (lower/banks.c) from the program's lowered IR. */
 void kg_cuda_quality_banks(const kg_lowered *f, kg_kernel_quality *q, int nkernels);
+/* Whether a kernel is well-formed for a GPU, as a performance review judges it at a glance: a block of at least
+ * 128 threads in whole warps, shared-memory staging, no spills, 128-bit global loads. */
+int kg_cuda_quality_well_formed(const kg_kernel_quality *q);
 /* The report as one line per kernel, e.g. "kernel kgen_k0 (sm_90): 256 threads, 64 registers, no spills, 8192 B
  * shared; 4 blocks/SM (limited by registers), occupancy 50%; global loads 128-bit, stores 128-bit; shared staging;
  * FMA 41% of 612 PTX instructions" into buf. */

@@ -186,7 +186,7 @@ int kg_tune_dynamic(const kg_program *p, const kg_dyn_tune_opts *o, kg_dyn_repor
     int n = 0;
     for (int i = 0; i < log.n; i++)
       if (rec_of(&log.recs[i], &wls[b], kind) && kg_tlog_record_ok(&log.recs[i]))
-        rk[n++] = (ranked){i, kg_tlog_record_median(&log.recs[i])};
+        rk[n++] = (ranked){i, kg_tlog_record_rank_s(&log.recs[i])};
     qsort(rk, (size_t)n, sizeof *rk, cmp_ranked);
     int taken = 0;
     for (int j = 0; j < n && taken < top; j++) {

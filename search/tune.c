@@ -136,6 +136,14 @@ static int retrain(kg_model *model, task *tasks, int ntasks, char *err, size_t e
   return rc;
 }
 
+/* The time that ranks a result: on the emulator its analytical estimate for the arch (runtime/estimate.h), since the
+ * emulator's clock says how a CPU runs the kernel, not a GPU; elsewhere its median. 0: failed. */
+static double rank_time(const task *tk, const kg_measure_result *res) {
+  if (res->status != KG_STATUS_OK) return 0;
+  if (kg_measurer_runner(tk->m) == KG_RUNNER_EMULATOR && res->estimate_s > 0) return res->estimate_s;
+  return res->median_s;
+}
+
 /* The record of one measurement. */
 static void fill_record(kg_tlog_record *r, const task *tk, const kg_trace *trace, const kg_measure_result *res,
                         const kg_space *sp, const kg_point *pt) {
@@ -149,6 +157,7 @@ static void fill_record(kg_tlog_record *r, const task *tk, const kg_trace *trace
   r->times = res->status == KG_STATUS_OK ? res->times : NULL;
   r->ntimes = res->status == KG_STATUS_OK ? res->runs : 0;
   r->compile_s = res->compile_s;
+  if (res->status == KG_STATUS_OK && kg_measurer_runner(tk->m) == KG_RUNNER_EMULATOR) r->estimate_s = res->estimate_s;
   r->flops = kg_program_flops(tk->t->prog);
   r->bytes = kg_program_bytes(tk->t->prog);
   r->time = wall_unix();
@@ -232,7 +241,7 @@ static void load_records(task *tk, const kg_tlog *log, int from, int appended, k
     const kg_tlog_record *r = &log->recs[idx[k]];
     char *text = kg_trace_to_text(&r->trace);
     kg_strset_add(&tk->seen, text);
-    double med = kg_tlog_record_ok(r) ? kg_tlog_record_median(r) : 0;
+    double med = kg_tlog_record_ok(r) ? kg_tlog_record_rank_s(r) : 0;
     char why[512];
     if (med > 0 && !plausible(tk, med, r, why, sizeof why)) {
       pass_over(rep, idx[k], why);
@@ -276,6 +285,41 @@ static void load_records(task *tk, const kg_tlog *log, int from, int appended, k
   free(ok);
   free(fused);
   free(applies);
+}
+
+/* The log's emulator records of tk's workload on tk's arch that carry an estimate, best first, at most max, their
+ * traces distinct and not yet measured by tk: *out (heap) gets their indices. Returns how many. */
+static int estimated_top(const task *tk, const kg_tlog *log, int max, int **out) {
+  int n = 0;
+  int *idx = kg_xrealloc(NULL, sizeof(int) * (size_t)(log->n + 1));
+  for (int i = 0; i < log->n; i++) {
+    const kg_tlog_record *r = &log->recs[i];
+    if (!strcmp(r->workload.hash, tk->wl.hash) && !strcmp(r->workload.name, tk->wl.name) &&
+        !strcmp(r->target.kind, tk->target.kind) && !strcmp(r->target.arch, tk->target.arch) &&
+        kg_tlog_record_estimated(r) && kg_tlog_record_ok(r) && plausible(tk, r->estimate_s, r, NULL, 0))
+      idx[n++] = i;
+  }
+  /* selection of the best max by estimate; each trace once */
+  int k = 0;
+  kg_strset taken;
+  kg_strset_init(&taken);
+  for (int i = 0; i < n && k < max; i++) {
+    int b = i;
+    for (int j = i + 1; j < n; j++)
+      if (log->recs[idx[j]].estimate_s < log->recs[idx[b]].estimate_s) b = j;
+    int t = idx[i];
+    idx[i] = idx[b];
+    idx[b] = t;
+    char *text = kg_trace_to_text(&log->recs[idx[i]].trace);
+    if (!kg_strset_has(&tk->seen, text) && !kg_strset_has(&taken, text)) {
+      kg_strset_add(&taken, text);
+      idx[k++] = idx[i];
+    }
+    free(text);
+  }
+  kg_strset_free(&taken);
+  *out = idx;
+  return k;
 }
 
 static kg_schedule *default_schedule(const task *tk) { return kg_front_default_schedule(tk->t->prog, tk->sp->target); }
@@ -327,7 +371,7 @@ static int measure_one(task *tk, const kg_trace *given, kg_tlog_writer *w, int *
     }
     rc = log_result(w, tk, &s->trace, &res, NULL, err, errlen);
     float f[KG_NFEATURES];
-    double med = res.status == KG_STATUS_OK ? res.median_s : 0;
+    double med = rank_time(tk, &res);
     if (kg_features_extract(s, tk->sp->target, f) == 0) add_row(tk, f, med);
     kg_strset_add(&tk->seen, text);
     /* in a no-fuse run a given trace that fuses is measured as asked, but is not the best; the default schedule
@@ -382,9 +426,10 @@ static void progress(const kg_tune_opts *o, const task *tk, int done, int total,
   else snprintf(a, sizeof a, "-");
   double left = done > 0 ? elapsed / done * (total - done) : 0;
   fprintf(o->progress,
-          "%s[%d/%d trials] %s: best %s (%s) | model acc %s | build %.0fs measure %.0fs search %.0fs | "
+          "%s[%d/%d trials] %s: best %s%s (%s) | model acc %s | build %.0fs measure %.0fs search %.0fs | "
           "elapsed %.0fs, ~%.0fs left%s",
-          o->progress_inplace ? "\r\033[K" : "", done, total, tk->t->label, t, r, a, build_s, measure_s, search_s,
+          o->progress_inplace ? "\r\033[K" : "", done, total, tk->t->label,
+          kg_measurer_runner(tk->m) == KG_RUNNER_EMULATOR ? "estimated " : "", t, r, a, build_s, measure_s, search_s,
           elapsed, left, o->progress_inplace ? "" : "\n");
   fflush(o->progress);
 }
@@ -449,7 +494,7 @@ static int run_round(task *tk, task *tasks, int ntasks, kg_model *model, kg_tlog
   int nscored = 0;
   for (int i = 0; i < n && rc == 0; i++) {
     if (res[i].env_fault) continue;
-    double med = res[i].status == KG_STATUS_OK ? res[i].median_s : 0;
+    double med = rank_time(tk, &res[i]);
     rc = log_result(w, tk, &s[i]->trace, &res[i], &picks[i].pt, err, errlen);
     add_row(tk, picks[i].features, med);
     kg_strset_add(&tk->seen, picks[i].trace_text);
@@ -531,6 +576,9 @@ int kg_tune(const kg_tune_task *tasks_in, int ntasks, const kg_tune_opts *oin, k
   rep->last_accuracy = -1;
   kg_tune_opts o = *oin;
   if (o.trials <= 0) o.trials = 64;
+  /* the emulator's clock ranks nothing (the estimate does): a few timed runs keep a record's times, no more */
+  if (o.measure.target == KG_TARGET_CUDA && o.measure.emulate && o.measure.min_repeat_s <= 0)
+    o.measure.min_repeat_s = 1e-9;
   if (o.population <= 0) o.population = o.measure.target == KG_TARGET_CUDA ? 2048 : 512;
   if (o.generations <= 0) o.generations = 4;
   if (o.per_round <= 0) {
@@ -607,6 +655,21 @@ int kg_tune(const kg_tune_task *tasks_in, int ntasks, const kg_tune_opts *oin, k
       if (reread_log(&log, w, &own_read, tasks, ntasks, &o, &rng, rep, err, errlen) ||
           measure_one(&tasks[i], o.given[g], w, &done, err, errlen))
         goto out;
+  /* on a GPU, what tuning without one ranked best is measured first (its records carry estimates, not times) */
+  for (int i = 0; i < ntasks && done < o.trials; i++) {
+    if (kg_measurer_runner(tasks[i].m) != KG_RUNNER_GPU) continue;
+    int *top = NULL, ntop = estimated_top(&tasks[i], &log, o.per_round, &top);
+    for (int k = 0; k < ntop && done < o.trials; k++) {
+      int before = done;
+      if (reread_log(&log, w, &own_read, tasks, ntasks, &o, &rng, rep, err, errlen) ||
+          measure_one(&tasks[i], &log.recs[top[k]].trace, w, &done, err, errlen)) {
+        free(top);
+        goto out;
+      }
+      rep->from_estimates += done > before;
+    }
+    free(top);
+  }
   if (w && kg_tlog_flush(w, err, errlen)) goto out;
   rep->trials = done;
   while (rep->trials < o.trials) {

@@ -89,6 +89,8 @@ typedef struct kg_tune_report {
   char log_passed_note[640]; /* the first of them and why */
   int log_appended;        /* records other tuners appended to the log during this run, picked up between rounds */
   int log_shared;          /* another tuner appended to the log during this run */
+  int from_estimates;      /* on a GPU: schedules measured first because the log's emulator records of the same
+                            * workload and arch ranked them highest by their analytical estimates */
 } kg_tune_report;
 
 /* Tunes the tasks (all on o->measure.target). 0, or -1 with err (no device, the log cannot be opened or

@@ -76,13 +76,21 @@ double kg_tlog_record_median(const kg_tlog_record *r) {
   return kg_stats_of(r->times, r->ntimes).median;
 }
 
+int kg_tlog_record_estimated(const kg_tlog_record *r) {
+  return r->estimate_s > 0 && r->target.runner && !strcmp(r->target.runner, "emulator");
+}
+
+double kg_tlog_record_rank_s(const kg_tlog_record *r) {
+  return kg_tlog_record_estimated(r) ? r->estimate_s : kg_tlog_record_median(r);
+}
+
 int kg_tlog_record_ok(const kg_tlog_record *r) {
   return r->status && strcmp(r->status, kg_status_names[KG_STATUS_OK]) == 0 && r->ntimes > 0;
 }
 
 int kg_tlog_record_plausible(const kg_tlog_record *r, const double *flops, const double *bytes, char *why,
                              size_t whylen) {
-  double t = kg_tlog_record_median(r);
+  double t = kg_tlog_record_rank_s(r);
   double f = flops ? *flops : r->flops, b = bytes ? *bytes : r->bytes;
   const char *what = NULL;
   double rate = 0;
@@ -147,7 +155,7 @@ char *kg_tlog_encode(const kg_tlog_record *r, size_t *len) {
   kg_strbuf_init(&b);
   msgpack_packer pk;
   msgpack_packer_init(&pk, &b, strbuf_write);
-  msgpack_pack_map(&pk, 7 + (r->sketch != NULL) + (r->nknobs > 0) + (r->ndyn > 0));
+  msgpack_pack_map(&pk, 7 + (r->sketch != NULL) + (r->nknobs > 0) + (r->ndyn > 0) + (r->estimate_s > 0));
 
   pack_str(&pk, "v");
   msgpack_pack_int(&pk, KG_TLOG_VERSION);
@@ -194,6 +202,7 @@ char *kg_tlog_encode(const kg_tlog_record *r, size_t *len) {
     msgpack_pack_array(&pk, (size_t)r->nknobs);
     for (int i = 0; i < r->nknobs; i++) msgpack_pack_int64(&pk, r->knobs[i]);
   }
+  if (r->estimate_s > 0) pack_key_double(&pk, "estimate", r->estimate_s);
   if (r->ndyn > 0) {
     pack_str(&pk, "dynamic");
     msgpack_pack_map(&pk, (size_t)r->ndyn);
@@ -535,6 +544,9 @@ static const char *read_record(const msgpack_object *o, kg_arena *a, kg_tlog_rec
     for (int i = 0; i < r->nknobs; i++)
       if (get_int(&knobs->via.array.ptr[i], &r->knobs[i])) return "knobs: not an array of at most 64 integers";
   }
+  const msgpack_object *est = get_optional(o, "estimate");
+  r->estimate_s = 0;
+  if (est && get_amount(est, &r->estimate_s)) return "estimate: not a non-negative number";
   const msgpack_object *dyn = get_optional(o, "dynamic");
   r->ndyn = 0;
   if (dyn) {

@@ -25,13 +25,16 @@ static void put_workload(kg_strbuf *b, const kg_tlog_workload *wl) {
 
 typedef struct cand {
   int index, close;
-  double median;
+  int estimated; /* ranked by the analytical estimate (an emulator record), not by a measurement */
+  double median; /* the ranking time (kg_tlog_record_rank_s) */
 } cand;
 
-/* Most preferred first: the closest target, then the lowest median, then the earliest record. */
+/* Most preferred first: the closest target, then a measurement before an estimate, then the lowest time, then the
+ * earliest record. */
 static int by_preference(const void *x, const void *y) {
   const cand *a = x, *b = y;
   if (a->close != b->close) return b->close - a->close;
+  if (a->estimated != b->estimated) return a->estimated - b->estimated;
   if (a->median != b->median) return a->median < b->median ? -1 : 1;
   return a->index - b->index;
 }
@@ -71,7 +74,8 @@ void kg_tlog_pick_best(const kg_tlog *log, const kg_tlog_want *w, kg_tlog_pick *
     any_kind = 1;
     if (r->flops > flops) flops = r->flops;
     if (r->bytes > bytes) bytes = r->bytes;
-    if (kg_tlog_record_ok(r)) c[n++] = (cand){i, closeness(r, w), kg_tlog_record_median(r)};
+    if (kg_tlog_record_ok(r))
+      c[n++] = (cand){i, closeness(r, w), kg_tlog_record_estimated(r), kg_tlog_record_rank_s(r)};
   }
   /* the workload's counts: the program's, else the largest its records give (a record cannot hide behind 0) */
   if (w->prog) flops = kg_program_flops(w->prog), bytes = kg_program_bytes(w->prog);

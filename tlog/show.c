@@ -58,8 +58,10 @@ static void put_seconds(kg_strbuf *b, double s) {
     kg_strbuf_printf(b, "%.3f us", s * 1e6);
 }
 
-/* "12.300 ms (174.2 GFLOP/s, 1.0 GB/s)": the rates only where the workload's counts are known. */
+/* "12.300 ms (174.2 GFLOP/s, 1.0 GB/s)": the rates only where the workload's counts are known; "estimated " before
+ * an emulator record's estimate. */
 static void put_timing(kg_strbuf *b, const kg_tlog_record *r, double median) {
+  if (kg_tlog_record_estimated(r)) kg_strbuf_puts(b, "estimated ");
   put_seconds(b, median);
   if (r->flops > 0 || r->bytes > 0) {
     kg_strbuf_puts(b, " (");
@@ -132,7 +134,7 @@ void kg_tlog_show(kg_strbuf *out, const kg_tlog *log, int best_only) {
     g[k].n++;
     for (int s = 0; s < KG_STATUS_COUNT; s++)
       if (strcmp(r->status, kg_status_names[s]) == 0) g[k].by_status[s]++;
-    double median = kg_tlog_record_median(r);
+    double median = kg_tlog_record_rank_s(r);
     if (r->flops > g[k].flops) g[k].flops = r->flops;
     if (r->bytes > g[k].bytes) g[k].bytes = r->bytes;
     if (kg_tlog_record_ok(r)) {

@@ -21,6 +21,9 @@
  *   kgen     str      kgen version
  *   sketch   str      optional: the search-space sketch the candidate came from
  *   knobs    [int...] optional: its knob values (see gen/space.h)
+ *   estimate float64  optional: the analytical estimate of its time on target.arch (runtime/estimate.h), seconds;
+ *                     what ranks a record of the emulator (runner "emulator"), whose own times only say that
+ *                     it ran
  *   dynamic  map      optional, a kernel that takes sizes at run time: str -> [lo, hi, bucket_lo, bucket_hi] per
  *                     dynamic size: the values the kernel accepts, and the bucket of values its schedule serves;
  *                     the workload's sizes say which value of each it was measured at
@@ -78,6 +81,7 @@ typedef struct kg_tlog_record {
   const char *sketch;   /* NULL when absent */
   int64_t knobs[KG_TLOG_MAX_KNOBS];
   int nknobs;
+  double estimate_s;    /* 0 when absent */
   /* dynamic sizes (ndyn 0: a kernel specialized to the workload's sizes) */
   int ndyn;
   const char *dyn_names[KG_TLOG_MAX_SIZES];
@@ -87,17 +91,23 @@ typedef struct kg_tlog_record {
 
 /* The median of r's times (0 when it has none). */
 double kg_tlog_record_median(const kg_tlog_record *r);
+/* Whether r is ranked by its analytical estimate: a record of the CUDA emulator that carries one. */
+int kg_tlog_record_estimated(const kg_tlog_record *r);
+/* The time that ranks r among its workload's records: its estimate when kg_tlog_record_estimated, else its
+ * median. */
+double kg_tlog_record_rank_s(const kg_tlog_record *r);
 /* Whether r is a successful measurement (status "ok" with at least one time). */
 int kg_tlog_record_ok(const kg_tlog_record *r);
 
 /* Encodes r as one msgpack map. Returns a malloc'd buffer (caller frees) and its length in *len. */
 char *kg_tlog_encode(const kg_tlog_record *r, size_t *len);
 
-/* Whether r's result is plausible: its median time is finite and at least KG_TLOG_MIN_TIME_S, and implies at
- * most KG_TLOG_PEAK_FLOPS and KG_TLOG_PEAK_BYTES_S for the workload's counts (flops and bytes: the program's
- * when the caller knows it, else NULL to use the record's). The bounds are deliberately generous and the same
- * for every machine, so that a log read elsewhere keeps its records: a time below them is a broken measurement
- * or a forged record, never a fast kernel. 1, or 0 with why (what it implies) filled. */
+/* Whether r's result is plausible: its ranking time (kg_tlog_record_rank_s) is finite and at least
+ * KG_TLOG_MIN_TIME_S, and implies at most KG_TLOG_PEAK_FLOPS and KG_TLOG_PEAK_BYTES_S for the workload's counts
+ * (flops and bytes: the program's when the caller knows it, else NULL to use the record's). The bounds are
+ * deliberately generous and the same for every machine, so that a log read elsewhere keeps its records: a time
+ * below them is a broken measurement or a forged record, never a fast kernel. 1, or 0 with why (what it implies)
+ * filled. */
 #define KG_TLOG_MIN_TIME_S 1e-10     /* under one cycle of a 10 GHz clock: no kernel call is that fast */
 #define KG_TLOG_PEAK_FLOPS 1e15      /* 1 PFLOP/s of f32: ten times the largest CPU (384 cores x 64 FLOP/cycle
                                       * x 4 GHz) or GPU (fp32 FMA units, kgen uses no tensor cores) of 2026 */
@@ -181,7 +191,7 @@ typedef enum { KG_TLOG_PICK_EXACT, KG_TLOG_PICK_NEAREST, KG_TLOG_PICK_NONE } kg_
 typedef struct kg_tlog_pick {
   kg_tlog_pick_kind kind;
   int index;         /* into log->recs; -1 with NONE */
-  double median_s;   /* the record's median time */
+  double median_s;   /* the record's ranking time: its median, or an emulator record's estimate */
   char differs[512]; /* NEAREST: what differs from the wanted target, e.g. "arch sm_86 (wanted sm_90)";
                       * NONE: why, e.g. "no successful record of matmul M=8 K=8 N=8 for the cuda target" */
   int nskipped;      /* better records passed over: implausible, a trace that no longer applies, not usable */

@@ -34,6 +34,9 @@ has out "^verify: ok" "random schedule verified"
 expect 0 "measure on the emulator" -- $K run $MM --emulate --measure --min-repeat-ms 5
 has out "^kernel kgen_k0: [1-9][0-9]* registers, 0 B spill stores" "NVRTC resources of the emulated kernel"
 has out "^throughput: " "emulator throughput line"
+# what ranks an emulated kernel: the analytical estimate for its arch, said to be one
+has out "^estimate on sm_[0-9]+ \(.* figures, a model, not a measurement\): [0-9.]+ (us|ms); kernel 0 [0-9.]+ (us|ms), bound by " \
+  "the emulated kernel's estimate"
 expect 0 "measure on the C target" -- $K run $MM --target c --measure --min-repeat-ms 5
 has out "^throughput: [0-9.e+]+ GFLOP/s" "throughput line"
 has out "^verify: ok" "measured and verified"
@@ -50,6 +53,15 @@ elif [ $rc -ne 0 ]; then
   echo "FAIL (cuda run): exit $rc"; cat "$T/out" "$T/err" | head; fail=1
 else
   echo "a CUDA device answered: no-device checks skipped"
+  # a log tuned on the emulator (ranked by estimate) and then on the GPU: the GPU measures the estimate's best
+  # first, once each
+  L="$T/first.kglog"
+  expect 0 "emulator tuning for the device's arch" -- $K tune $MM --emulate --trials 6 --per-round 6 --seed 2 \
+    --log "$L" --quiet
+  expect 0 "GPU tuning on the emulator's log" -- $K tune $MM --target cuda --trials 6 --per-round 3 --seed 2 \
+    --log "$L" --quiet
+  has out "^measured first: [1-3] schedules? that the log's emulator records ranked best by estimate" \
+    "the estimate's top measured first"
 fi
 
 # --dump report: each kernel's static quality for --arch, compiled with NVRTC, no device needed
@@ -58,6 +70,8 @@ expect 0 "static quality report" -- $K lower matmul -D M=256 -D N=256 -D K=64 --
 has out "^// ---- static quality \(sm_86, NVRTC " "the report's header"
 has out "^kernel kgen_k0 \(sm_86\): 256 threads, [0-9]+ registers, no spills, 8192 B shared; [1-9] blocks/SM \(limited by [a-z ]+\), occupancy [0-9]+%; global loads 128-bit, stores 128-bit; shared staging; FMA [0-9]+% of [0-9]+ PTX instructions; shared accesses up to 2-way bank conflicts \(A_shared load\)$" \
   "the tiled matmul's report"
+has out "^estimate on sm_86 \(RTX A6000 figures, a model, not a measurement\): [0-9.]+ us; kernel 0 [0-9.]+ us, bound by [a-z2 ]+ \(compute hidden [0-9]+%, memory [0-9]+%, waves [0-9]+%\)$" \
+  "the tiled matmul's estimate"
 expect 2 "--dump report on C" -- $K lower matmul -D M=8 -D N=8 -D K=8 --target c --dump report
 has err "--dump report goes with --target cuda" "refused on the C target"
 exit $fail

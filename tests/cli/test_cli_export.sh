@@ -128,6 +128,11 @@ expect 0 "emulator tuning, matmul sm_86" -- $K tune matmul -D M=33 -D N=20 -D K=
 expect 0 "emulator tuning, matmul sm_90" -- $K tune matmul -D M=33 -D N=20 -D K=17 --arch sm_90 --seed 7 $TUNE_EMU
 expect 0 "emulator tuning, matmul 2nd size" -- $K tune matmul -D M=16 -D N=24 -D K=8 --arch sm_90 --seed 3 $TUNE_EMU
 expect 0 "emulator tuning, softmax" -- $K tune softmax -D N=7 -D D=33 --arch sm_86 --seed 1 $TUNE_EMU
+# the emulator verified them; the analytical estimate ranked them, and the summary, the log and the header say so
+has out "^  best: estimated [0-9.]+ (us|ms) " "the best by estimate"
+has out "^\(estimated: the analytical estimate of each candidate's time on the arch" "the summary says what ranked"
+expect 0 "show the emulator log" -- $K show "$E"
+has out "^  best: estimated [0-9.]+ (us|ms)" "kgen show names the estimate"
 mkdir -p "$T/emu" "$T/emu0"
 # records timed on the emulator are passed over unless asked for: its clock does not rank GPU kernels
 expect 0 "export the emulator log, no --allow-emulated" -- $K export "$E" --arch sm_90 --out "$T/emu0"
@@ -136,6 +141,7 @@ has err "the default schedule" "the default schedule instead"
 has out "$T/emu0/matmul.h" "a header all the same"
 expect 0 "export the emulator log" -- $K export "$E" --arch sm_86,sm_90 --out "$T/emu" --allow-emulated
 has out "$T/emu/matmul.h" "matmul header"
+grep -q "estimated (a model, never measured on a GPU): " "$T/emu/matmul.h" || { echo "FAIL: the header does not say its time is an estimate"; fail=1; }
 has out "$T/emu/softmax.h" "softmax header"
 has err "kg_matmul_M16_K8_N24 \(sm_86\): no exact record: the nearest differs in arch sm_90 \(wanted sm_86\)" \
   "the binding tuned only for sm_90 warns for sm_86"
