@@ -191,6 +191,13 @@ static int64_t fetch_vector(grng *r) {
   return chance(r, 35) ? (chance(r, 50) ? 2 : 4) : 1;
 }
 
+/* Shared rows padded sometimes: 4 floats on a tidy draw (aligned for float4), 1 to 5 otherwise. */
+static void draw_pad(gctx *g, const kg_sstage *sh) {
+  if (g->b.failed || sh->out->ndim < 2 || !chance(g->r, 35)) return;
+  int64_t pad = g->r->tidy ? 4 : 1 + below(g->r, 5);
+  kg_builder_step(&g->b, KG_STEP_PAD, sh->name, NULL, 0, pad, 0, 1);
+}
+
 /* A per-thread stage st (computed at a thread loop of a stage mapped with tx x ty threads): its reductions tiled,
  * some inputs staged in shared memory at the reduction's outer loop, its innermost loop sometimes unrolled. */
 static void per_thread_stage(gctx *g, kg_sstage *st, int64_t tx, int64_t ty) {
@@ -213,6 +220,7 @@ static void per_thread_stage(gctx *g, kg_sstage *st, int64_t tx, int64_t ty) {
     if (!sh) return;
     kg_builder_compute_at(&g->b, sh, st, ko);
     kg_gpu_cooperative_fetch(&g->b, sh, tx, ty, fetch_vector(g->r));
+    draw_pad(g, sh);
   }
 }
 
@@ -409,6 +417,7 @@ static void tiled_reduction(gctx *g, kg_sstage *st) {
     if (!sh) return;
     kg_builder_compute_at(&g->b, sh, st, ko);
     kg_gpu_cooperative_fetch(&g->b, sh, m->tx, m->ty, fetch_vector(g->r));
+    draw_pad(g, sh);
   }
 }
 

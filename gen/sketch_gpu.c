@@ -63,6 +63,7 @@ typedef struct stage_plan {
   int nstaged;
   const char *staged[MAX_STAGED]; /* the inputs staged in shared memory, in read order */
   int k_fetch[MAX_STAGED];
+  int k_pad[MAX_STAGED];          /* its rows padded in shared memory (pad): 0, 1 or 4 floats */
   int k_threads, k_vector; /* SIMPLE, CROSS, ROW (CROSS_AT uses its consumer's k_threads) */
   int lead; /* ROW: how many leading axes go to blocks (its reduction producers' axes) */
   /* ROW under gpu/row-onepass: the inputs its whole group (it and the reductions computed at its block) reads at
@@ -149,7 +150,12 @@ static void staged_inputs(kg_sketch *sk, int *full, stage_plan *p, const kg_sche
     /* a cooperative fetch moves whole rows of a tile: 64- or 128-bit accesses (a tile row too short for them
      * prints as scalar accesses all the same) */
     static const int64_t fetch[] = {2, 4};
-    p->k_fetch[p->nstaged++] = knob(sk, full, KG_KNOB_VECTOR, p->name, what, fetch, 2);
+    p->k_fetch[p->nstaged] = knob(sk, full, KG_KNOB_VECTOR, p->name, what, fetch, 2);
+    /* rows 1 or 4 floats longer, so that a warp reading down a column of the tile spreads over the banks: 4 keeps
+     * rows 16-byte aligned for float4 fetches and reads, 1 breaks every power-of-two row period */
+    static const int64_t pads[] = {0, 1, 4};
+    snprintf(what, sizeof what, "%s.shared.pad", t[k]->name);
+    p->k_pad[p->nstaged++] = knob(sk, full, KG_KNOB_CHOICE, p->name, what, pads, 3);
   }
 }
 
@@ -294,6 +300,8 @@ static void per_thread(rctx *c, const stage_plan *p, kg_sstage *st, const kg_sst
     if (!sh) return;
     kg_builder_compute_at(b, sh, st, ro[loc]);
     kg_gpu_cooperative_fetch(b, sh, m->tx, m->ty, val(c->pt, p->k_fetch[j], 1));
+    int64_t pad = val(c->pt, p->k_pad[j], 0);
+    if (pad > 0 && sh->out->ndim >= 2) kg_builder_step(b, KG_STEP_PAD, sh->name, NULL, 0, pad, 0, 1);
   }
 }
 

@@ -34,6 +34,7 @@ typedef struct region {
   int ndim;
   kg_irexpr *min[KG_MAX_DIMS];
   int64_t ext[KG_MAX_DIMS];
+  int64_t store[KG_MAX_DIMS]; /* the storage extents: ext, the innermost lengthened by the stage's pad */
 } region;
 
 typedef struct lctx {
@@ -359,7 +360,7 @@ static kg_irexpr *buffer_index(lctx *L, kg_tensor *t, kg_irexpr **idx, kg_buffer
   kg_sstage *st = L->tstage[t->id];
   if (rg) {
     *buf = rg->buf;
-    return flat_index(L, idx, rg->ndim, rg->ext, rg->min, NULL);
+    return flat_index(L, idx, rg->ndim, rg->store, rg->min, NULL);
   }
   if (st && st->attach == KG_ATTACH_AT) {
     fail(L, "lower: tensor %s is used outside the loop %s of stage %s where it is computed", t->name,
@@ -537,7 +538,7 @@ static kg_irstmt *build_store(lctx *L, nest *n, kg_irexpr **leafval, store_mode 
   for (int d = 0; d < st->nax && d < KG_MAX_DIMS; d++) idx[d] = L->env[st->ax[d]->id];
   kg_buffer *buf = n->out_buf;
   kg_irexpr *ix;
-  if (n->out_region) ix = flat_index(L, idx, st->nax, n->out_region->ext, n->out_region->min, NULL);
+  if (n->out_region) ix = flat_index(L, idx, st->nax, n->out_region->store, n->out_region->min, NULL);
   else ix = flat_index(L, idx, st->nax, st->out->shape, NULL, st->out);
   kg_irexpr *value;
   if (mode == STORE_INIT) {
@@ -701,8 +702,9 @@ static kg_irstmt *build_body(lctx *L, nest *n, int k) {
       fail(L, "lower: stage %s: computed at %s.%s, its region spans a whole dimension that follows a dynamic size; "
            "compute it at a loop inside that size's loops", P->name, st->name, it->name);
     int64_t size = 1;
+    for (int d = 0; d < r->ndim; d++) r->store[d] = r->ext[d] + (d == r->ndim - 1 ? P->pad : 0);
     for (int d = 0; d < r->ndim; d++)
-      if (__builtin_mul_overflow(size, r->ext[d], &size)) {
+      if (__builtin_mul_overflow(size, r->store[d], &size)) {
         fail(L, "lower: stage %s: region size overflows", P->name);
         size = 1;
       }

@@ -320,6 +320,22 @@ static int prim_stream(kg_schedule *s, kg_sstage *p, const kg_step *step, char *
   return 0;
 }
 
+/* pad P N: P a shared-scope stage (cache_read or cache_write to shared memory) of two or more dimensions, not yet
+ * padded, 1 <= N <= KG_SCHED_MAX_PAD. Its region buffer's rows are then N floats longer than their data: only the
+ * storage changes, never what is computed, so any later step stays legal. */
+static int prim_pad(kg_sstage *p, const kg_step *step, char *err, size_t errlen) {
+  int64_t n = step->ints[0];
+  if (p->scope != KG_SCOPE_SHARED)
+    FAIL("pad: stage %s: is not in shared memory (scope %s): only shared rows are padded", p->name,
+         kg_scope_names[p->scope]);
+  if (p->out->ndim < 2) FAIL("pad: stage %s: has one dimension, no rows to pad", p->name);
+  if (n < 1 || n > KG_SCHED_MAX_PAD) FAIL("pad: stage %s: %lld floats, want 1 to %d", p->name, (long long)n,
+                                          KG_SCHED_MAX_PAD);
+  if (p->pad) FAIL("pad: stage %s: is already padded (%lld floats)", p->name, (long long)p->pad);
+  p->pad = n;
+  return 0;
+}
+
 int kg_schedule_apply(kg_schedule *s, const kg_step *step, char *err, size_t errlen) {
   if (err && errlen) err[0] = 0;
   if ((unsigned)step->kind >= KG_STEP_COUNT) FAIL("unknown step kind %d", (int)step->kind);
@@ -354,6 +370,7 @@ int kg_schedule_apply(kg_schedule *s, const kg_step *step, char *err, size_t err
     case KG_STEP_RFACTOR: rc = kg_sched_rfactor(s, st, step, err, errlen); break;
     case KG_STEP_REORDER_STORAGE: rc = kg_sched_reorder_storage(s, st, step, err, errlen); break;
     case KG_STEP_STREAM: rc = prim_stream(s, st, step, err, errlen); break;
+    case KG_STEP_PAD: rc = prim_pad(st, step, err, errlen); break;
     default: rc = kg_sched_fail(err, errlen, "%s: unsupported", prim); break;
     }
   }

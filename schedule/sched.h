@@ -90,6 +90,9 @@ typedef struct kg_sstage {
                      * element is stored once and never read back, so keeping it in cache only evicts data the
                      * kernel still reads. No primitive can make the stage violate this afterwards (outputs are
                      * never inlined or attached, and nothing may read them) */
+  int64_t pad;      /* `pad`: floats left free after each row (innermost storage dimension) of the stage's region
+                     * buffer, so that a warp reading down a column spreads over the shared memory banks. Set only
+                     * on a shared-scope stage of two or more dimensions; 0: rows packed */
 
   kg_iter **roots;  /* nax + nrax */
   kg_iter **all;    /* every iter made for this stage, in creation order (for lookup by name) */
@@ -117,7 +120,9 @@ typedef struct kg_sstage {
  *                                       "STAGE.rf" computing partial results over the FACTOR-wide inner part
  *   reorder_storage STAGE AXIS...       names = STAGE's spatial axes in their new storage order (a stage that
  *                                       cache_read or cache_write made; its readers are rewritten)
- *   stream STAGE                        non-temporal (streaming) stores for STAGE's output (see kg_sstage.stream) */
+ *   stream STAGE                        non-temporal (streaming) stores for STAGE's output (see kg_sstage.stream)
+ *   pad STAGE FLOATS                    ints = {FLOATS}: STAGE's shared rows stored FLOATS apart beyond their
+ *                                       length (see kg_sstage.pad) */
 /* name, text, then the step's form: how many names (min, max) and how many integers follow the stage. */
 #define KG_STEPS(X)                                                                                         \
   X(SPLIT, "split", 1, 1, 1) X(TILE, "tile", 2, 2, 2) X(REORDER, "reorder", 2, KG_STEP_MAX_NAMES, 0)          \
@@ -126,7 +131,8 @@ typedef struct kg_sstage {
   X(COMPUTE_INLINE, "compute_inline", 0, 0, 0) X(COMPUTE_ROOT, "compute_root", 0, 0, 0)                       \
   X(CACHE_READ, "cache_read", 2, KG_STEP_MAX_NAMES, 0) X(CACHE_WRITE, "cache_write", 1, 1, 0)                 \
   X(RFACTOR, "rfactor", 1, 1, 1) X(REORDER_STORAGE, "reorder_storage", 1, KG_STEP_MAX_NAMES, 0)               \
-  X(STREAM, "stream", 0, 0, 0)
+  X(STREAM, "stream", 0, 0, 0) X(PAD, "pad", 0, 0, 1)
+#define KG_SCHED_MAX_PAD 32 /* floats a `pad` step may add to each row: a bank period (32 words) at most */
 typedef enum {
 #define X(n, s, lo, hi, ni) KG_STEP_##n,
   KG_STEPS(X)

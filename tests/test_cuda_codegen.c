@@ -260,6 +260,22 @@ static void test_matmul(void) {
   result_free(&r);
   if (p) kg_program_free(p);
 
+  /* the same with both tiles' rows padded (pad): 4 floats keep B's float4 stores aligned, 1 float makes A's
+   * stores scalar; the shared arrays grow by the pads, the results stay */
+  p = NULL;
+  char padded[2200];
+  snprintf(padded, sizeof padded, "%spad B.shared 4\npad A.shared 1\n", trace);
+  r = full(KG_TEST_MATMUL, "M=64 N=64 K=32", padded, "matmul tiled, padded shared rows", &p);
+  if (r.rc == 0) {
+    /* A.shared: 32 rows of 8 (+1), B.shared: 8 rows of 32 (+4) */
+    CHECK_HAS(r, "__shared__ __align__(16) float A_shared[288];");
+    CHECK_HAS(r, "__shared__ __align__(16) float B_shared[288];");
+    CHECK_HAS(r, "*(float4 *)(B_shared + (");
+    CHECKF(r.cp.kernels[0].static_shared == 4 * 576, "shared %lld", (long long)r.cp.kernels[0].static_shared);
+  }
+  result_free(&r);
+  if (p) kg_program_free(p);
+
   /* odd sizes: guards in every stage, float4 where alignment holds only by luck is not used */
   p = NULL;
   r = full(KG_TEST_MATMUL, "M=50 N=36 K=20", MM_TILED, "matmul tiled, odd sizes", &p);

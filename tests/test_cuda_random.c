@@ -20,19 +20,20 @@
 
 enum {
   F_BIND, F_SHARED, F_LOCAL, F_VECTORIZE, F_CROSS_THREAD, F_UNROLL, F_INLINE, F_RFACTOR, F_PER_THREAD, F_VTHREAD,
-  F_COUNT
+  F_PAD, F_COUNT
 };
 static const char *const feature_names[F_COUNT] = {"bind",       "shared", "local",   "vectorize",
                                                    "cross-thread reduction", "unroll", "inline", "rfactor",
-                                                   "per-thread", "vthread"};
+                                                   "per-thread", "vthread", "padded shared rows"};
 /* the features GPU schedules must cover; the others are reported only */
-static const int required[F_COUNT] = {1, 1, 1, 1, 1, 0, 0, 0, 0, 0};
+static const int required[F_COUNT] = {1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 1};
 
 static void features_of(const kg_schedule *s, int *has) {
   memset(has, 0, sizeof(int) * F_COUNT);
   for (int i = 0; i < s->nstages; i++) {
     const kg_sstage *st = s->stages[i];
     if (st->scope == KG_SCOPE_SHARED) has[F_SHARED] = 1;
+    if (st->pad) has[F_PAD] = 1;
     if (st->origin == KG_ORIGIN_CACHE_WRITE && st->scope == KG_SCOPE_LOCAL) has[F_LOCAL] = 1;
     if (st->origin == KG_ORIGIN_RFACTOR) has[F_RFACTOR] = 1;
     if (st->attach == KG_ATTACH_INLINE) has[F_INLINE] = 1;

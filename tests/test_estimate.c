@@ -2,7 +2,8 @@
  * - the counts of the shipped tiled SGEMM (examples/schedules/matmul_shared.sched) at 1024^3 against closed forms:
  *   its FLOPs, compulsory DRAM bytes, float4 tile loads (sectors), barriers, register tile;
  * - coalescing: a copy read along threadIdx.x moves 4 sectors per warp, read across it 32;
- * - shared wavefronts: a 32-way conflicting column read costs 32 times a row read;
+ * - shared wavefronts: a 32-way conflicting column read costs 32 times a row read, nothing more once the tile's
+ *   rows are padded by a float (pad);
  * - the estimate: never below the roofline (FLOPs at peak, DRAM bytes at the copy rate); a memory-bound copy
  *   within 1.5x of it and a strided copy over twice as slow; a well-formed SGEMM ranked at least 10x ahead of the
  *   2-thread, 7x7-tile schedule that the emulator's clock once picked; the errors (an arch without figures, a block that cannot be resident);
@@ -151,11 +152,12 @@ static void test_wavefronts(void) {
   static const char tile[] = "tile B i j 32 32\nbind B i.o blockIdx.y\nbind B j.o blockIdx.x\n"
                              "cache_read A shared B\n";
   char tr[512];
-  double wf[2];
-  for (int v = 0; v < 2; v++) {
+  double wf[3];
+  for (int v = 0; v < 3; v++) {
+    /* 2: the conflicting read again, the tile's rows padded by a float: each column word in its own bank */
     snprintf(tr, sizeof tr, "%sbind B i.i threadIdx.%s\nbind B j.i threadIdx.%s\ncompute_at A.shared B %s\n"
-             "bind A.shared ax0 threadIdx.y\nbind A.shared ax1 threadIdx.x\n",
-             tile, v ? "x" : "y", v ? "y" : "x", "j.o");
+             "bind A.shared ax0 threadIdx.y\nbind A.shared ax1 threadIdx.x\n%s",
+             tile, v == 1 ? "x" : "y", v == 1 ? "y" : "x", "j.o", v == 2 ? "pad A.shared 1\n" : "");
     lowered L;
     kg_kernel_work w;
     wf[v] = -1;
@@ -164,7 +166,8 @@ static void test_wavefronts(void) {
     lowered_free(&L);
   }
   /* per 64 x 64 output: 128 warps store rows of the tile (1 wavefront each) and read it: 32-way or 1 */
-  CHECKF(wf[0] == 128 * (1 + 32) && wf[1] == 128 * (1 + 1), "%g and %g wavefronts", wf[0], wf[1]);
+  CHECKF(wf[0] == 128 * (1 + 32) && wf[1] == 128 * (1 + 1) && wf[2] == 128 * (1 + 1), "%g, %g and %g wavefronts",
+         wf[0], wf[1], wf[2]);
 }
 
 static void test_ranking(void) {

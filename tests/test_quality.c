@@ -93,7 +93,7 @@ static void test_ptx(void) {
 
 /* Bank conflicts (lower/banks.c) of a transpose through a 32 x 32 shared tile: the fetch stores rows (consecutive
  * threads, consecutive words: conflict-free); the output reads a column (consecutive threads 32 words apart: one
- * bank, 32-way). Padding the tile's rows by one word would fix it; no primitive pads yet. */
+ * bank, 32-way). Padding the tile's rows by one word (pad) fixes it. */
 static int banks_of(const char *trace_text, char *where, size_t wlen) {
   static const char src[] = "def t(A: f32[N, M]) -> (B: f32[M, N]) {\n  B[i, j] = A[j, i]\n}\n";
   kg_program *p = kg_test_load_sizes(src, "N=64 M=64");
@@ -129,6 +129,10 @@ static void test_banks(void) {
   snprintf(tr, sizeof tr, "%sbind A.shared ax0 threadIdx.y\nbind A.shared ax1 threadIdx.x\n", tile);
   int d = banks_of(tr, where, sizeof where);
   CHECKF(d == 32 && !strcmp(where, "A_shared load"), "%d-way (%s)", d, where);
+  /* the same with the tile's rows padded by a float (pad): conflict-free */
+  snprintf(tr, sizeof tr, "%sbind A.shared ax0 threadIdx.y\nbind A.shared ax1 threadIdx.x\npad A.shared 1\n", tile);
+  d = banks_of(tr, where, sizeof where);
+  CHECKF(d == 1, "padded: %d-way (%s)", d, where);
   /* no shared access: 0 */
   d = banks_of("tile B i j 32 32\nbind B i.o blockIdx.y\nbind B j.o blockIdx.x\nbind B j.i threadIdx.x\n", where,
                sizeof where);

@@ -513,6 +513,43 @@ static void test_reorder_storage(void) {
   kg_program_free(p);
 }
 
+/* pad: shared rows only, two or more dimensions, 1..32 floats, once; the storage changes, the loops do not. */
+static void test_pad(void) {
+  kg_program *p = load_matmul();
+  if (!p) return;
+  kg_schedule *s = kg_schedule_new(p);
+  OK(s, "cache_read A shared C\ncache_read B local C");
+  ILLEGAL(s, "pad C 4", "pad", "stage C", "not in shared memory (scope global)");
+  ILLEGAL(s, "pad B.local 4", "pad", "stage B.local", "not in shared memory (scope local)");
+  ILLEGAL(s, "pad A.shared 0", "pad", "factor '0'", "not a positive integer");
+  ILLEGAL(s, "pad A.shared 33", "pad", "stage A.shared", "33 floats, want 1 to 32");
+  const char *before = leaves(s, "A.shared");
+  char *was = before ? strdup(before) : NULL;
+  OK(s, "pad A.shared 4");
+  kg_sstage *a = kg_schedule_find_stage(s, "A.shared");
+  CHECK(a && a->pad == 4);
+  CHECK(was && !strcmp(was, leaves(s, "A.shared")));
+  ILLEGAL(s, "pad A.shared 1", "pad", "stage A.shared", "already padded (4 floats)");
+  /* a later step still applies; the dump says it */
+  OK(s, "split A.shared ax1 4");
+  char *d = dump(s);
+  CHECK_STR_CONTAINS(d, "scope=shared  pad=4  loops:");
+  free(d);
+  free(was);
+  kg_schedule_free(s);
+  kg_program_free(p);
+  /* a one-dimensional stage has no rows */
+  static const char vsrc[] = "def v(A: f32[N]) -> (B: f32[N]) {\n  B[i] = A[i] * 2.0\n}\n";
+  kg_binding b = {"N", 64};
+  p = load(vsrc, &b, 1);
+  if (!p) return;
+  s = kg_schedule_new(p);
+  OK(s, "cache_read A shared B");
+  ILLEGAL(s, "pad A.shared 4", "pad", "stage A.shared", "one dimension, no rows to pad");
+  kg_schedule_free(s);
+  kg_program_free(p);
+}
+
 static void test_trace_replay(void) {
   kg_program *p = load_conv2d();
   if (!p) return;
@@ -596,8 +633,9 @@ static void test_random(void) {
   for (int k = 0; k < KG_STEP_COUNT; k++) {
     /* reorder_storage is the sketches' (lanes over a packed operand); random draws keep the layouts, so that
      * the draws of every seed stay what they were before it existed */
-    if (k != KG_STEP_BIND && k != KG_STEP_REORDER_STORAGE)
+    if (k != KG_STEP_BIND && k != KG_STEP_REORDER_STORAGE && k != KG_STEP_PAD) /* pad: shared memory's */
       CHECKF(seen[0][k] > 0, "C target never drew %s", kg_step_names[k]);
+    if (k == KG_STEP_PAD) CHECKF(seen[0][k] == 0, "C target drew pad (shared memory)");
     /* the GPU generator builds its tiles from split + reorder, has no use for parallel (CPU threads) and
      * leaves stages at root by not moving them; streaming stores are the C target's */
     if (k != KG_STEP_TILE && k != KG_STEP_PARALLEL && k != KG_STEP_COMPUTE_ROOT && k != KG_STEP_STREAM &&
@@ -770,6 +808,7 @@ int main(void) {
   test_placement();
   test_cache();
   test_reorder_storage();
+  test_pad();
   test_trace_replay();
   test_huge_factors();
   test_rfactor_split_axis();

@@ -72,6 +72,11 @@ has out "^kernel kgen_k0 \(sm_86\): 256 threads, [0-9]+ registers, no spills, 81
   "the tiled matmul's report"
 has out "^estimate on sm_86 \(RTX A6000 figures, a model, not a measurement\): [0-9.]+ us; kernel 0 [0-9.]+ us, bound by [a-z2 ]+ \(compute hidden [0-9]+%, memory [0-9]+%, waves [0-9]+%\)$" \
   "the tiled matmul's estimate"
+# the SGEMM variants device-check.sh measures: each verified on the emulator at a size it tiles
+for f in bench/cuda-schedules/*.sched; do
+  expect 0 "$f on the emulator" -- $K run matmul -D M=256 -D N=128 -D K=64 --emulate --schedule "$f"
+  has out "^verify: ok" "$f verified"
+done
 expect 2 "--dump report on C" -- $K lower matmul -D M=8 -D N=8 -D K=8 --target c --dump report
 has err "--dump report goes with --target cuda" "refused on the C target"
 exit $fail
