@@ -1094,7 +1094,12 @@ static int put_kernel(cgen *g, const kg_irstmt *item, int k, const char *prefix,
     }
   }
 
-  kg_strbuf_printf(b, "extern \"C\" __global__ void __launch_bounds__(%lld) %s(", (long long)threads, name);
+  /* the root stage's launch_bounds: blocks per multiprocessor, which caps each thread's registers */
+  if (g->L->min_blocks > 0)
+    kg_strbuf_printf(b, "extern \"C\" __global__ void __launch_bounds__(%lld, %d) %s(", (long long)threads,
+                     g->L->min_blocks, name);
+  else
+    kg_strbuf_printf(b, "extern \"C\" __global__ void __launch_bounds__(%lld) %s(", (long long)threads, name);
   put_params(g);
   kg_strbuf_puts(b, ") {\n");
   kg_strbuf_puts(b, "  /* grid (");

@@ -65,6 +65,7 @@ typedef struct stage_plan {
   int k_fetch[MAX_STAGED];
   int k_pad[MAX_STAGED];          /* its rows padded in shared memory (pad): 0, 1 or 4 floats */
   int k_threads, k_vector; /* SIMPLE, CROSS, ROW (CROSS_AT uses its consumer's k_threads) */
+  int k_min_blocks;        /* TILE with local: launch_bounds (0: none, else blocks kept resident per SM) */
   int lead; /* ROW: how many leading axes go to blocks (its reduction producers' axes) */
   /* ROW under gpu/row-onepass: the inputs its whole group (it and the reductions computed at its block) reads at
    * two or more stages, copied into shared memory once per row when k_stage_rows says so */
@@ -409,6 +410,8 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
           if (!loc) break;
           tile_root(&c, p, st, &maps[i]);
           if (!b->failed) per_thread(&c, p, loc, st, &maps[i]);
+          if (!b->failed && val(pt, p->k_min_blocks, 0) > 0)
+            kg_builder_step(b, KG_STEP_LAUNCH_BOUNDS, st->name, NULL, 0, val(pt, p->k_min_blocks, 0), 0, 1);
         } else {
           tile_root(&c, p, st, &maps[i]);
         }
@@ -534,6 +537,7 @@ static void plan_knobs(kg_sketch *sk, int *full, stage_plan *p, const kg_schedul
                        int64_t max_threads) {
   static const int64_t onoff[] = {0, 1}, vthreads[] = {1, 2, 4};
   p->k_vthread = p->k_vec_out = p->k_unroll = p->k_loc = p->k_threads = p->k_vector = p->k_stage_rows = -1;
+  p->k_min_blocks = -1;
   for (int d = 0; d < KG_MAX_DIMS; d++) p->k_thread[d] = p->k_inner[d] = p->k_rtile[d] = -1;
   p->nax = st->nax;
   char what[96];
@@ -558,7 +562,13 @@ static void plan_knobs(kg_sketch *sk, int *full, stage_plan *p, const kg_schedul
           p->k_vthread = knob(sk, full, KG_KNOB_TILE, p->name, "vthread", vthreads, it->extent >= 4 ? 3 : 2);
       }
       p->k_vec_out = knob(sk, full, KG_KNOB_CHOICE, p->name, "vectorize", onoff, 2);
-      if (p->local) per_thread_knobs(sk, full, p, sc, st);
+      if (p->local) {
+        /* a register tile can take so many registers that one block fills a multiprocessor: launch_bounds 2
+         * trades registers (spilling a few) for a second resident block */
+        static const int64_t min_blocks[] = {0, 2};
+        p->k_min_blocks = knob(sk, full, KG_KNOB_CHOICE, p->name, "min_blocks", min_blocks, 2);
+        per_thread_knobs(sk, full, p, sc, st);
+      }
       break;
     case ACT_PER_THREAD: per_thread_knobs(sk, full, p, sc, st); break;
     case ACT_CROSS:

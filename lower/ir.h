@@ -174,6 +174,7 @@ typedef struct kg_launch {
   const kg_irexpr *dyn[KG_THREAD_COUNT][KG_LAUNCH_MAX_DYN]; /* the distinct dynamic extents, in program order */
   int ndyn[KG_THREAD_COUNT];
   int64_t dyn_lo[KG_THREAD_COUNT]; /* a tag with one dynamic extent: its value at the sizes' lo; else -1 */
+  int min_blocks; /* the root stage's launch_bounds: blocks to keep resident per multiprocessor (0: none) */
 } kg_launch;
 /* Are l's extents within kg_launch_max_ext and its threads per block within KG_LAUNCH_MAX_THREADS? */
 int kg_launch_within_limits(const kg_launch *l);

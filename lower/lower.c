@@ -1007,9 +1007,11 @@ kg_lowered *kg_lower(const kg_schedule *s, kg_target_kind target, kg_arena *a, c
     L->tbuf[st->out->id] = b;
   }
   f->body = kg_ir_seq(a);
+  int *min_blocks = KG_NEW_ARRAY(a, int, s->nstages + 1), nroot = 0; /* per body item: its launch_bounds */
   for (int i = 0; i < s->nstages && !L->failed; i++) {
     kg_sstage *st = s->stages[i];
     if (st->attach != KG_ATTACH_ROOT) continue;
+    min_blocks[nroot++] = st->min_blocks;
     kg_irexpr **dmin, **dsext;
     int64_t *dext;
     root_domain(L, st, NULL, &dmin, &dext, &dsext);
@@ -1031,6 +1033,7 @@ kg_lowered *kg_lower(const kg_schedule *s, kg_target_kind target, kg_arena *a, c
   if (target == KG_TARGET_CUDA) kg_lower_recip(a, f, target);
   /* last: the guards it adds wrap whole loops, which the passes before would have to see through */
   if (target == KG_TARGET_CUDA && kg_lower_launch(a, f, L->err, L->errlen) != 0) return NULL;
+  for (int k = 0; target == KG_TARGET_CUDA && k < f->nlaunch && k < nroot; k++) f->launch[k].min_blocks = min_blocks[k];
 #ifndef NDEBUG
   /* One linear walk, small next to lowering itself: every build without NDEBUG (the default, and every test)
    * checks what the passes made, so a broken invariant is a lowering error here instead of wrong code later. */

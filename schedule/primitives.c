@@ -336,6 +336,20 @@ static int prim_pad(kg_sstage *p, const kg_step *step, char *err, size_t errlen)
   return 0;
 }
 
+/* launch_bounds P N: P at root (on CUDA a kernel of its own), 1 <= N <= KG_SCHED_MAX_MIN_BLOCKS, not yet bounded. A
+ * hint to the CUDA compiler, which then keeps each thread's registers within what N blocks leave it (spilling if
+ * need be): what is computed does not change. */
+static int prim_launch_bounds(kg_sstage *p, const kg_step *step, char *err, size_t errlen) {
+  int64_t n = step->ints[0];
+  if (p->attach != KG_ATTACH_ROOT) FAIL("launch_bounds: stage %s: is not computed at root (no kernel of its own)",
+                                        p->name);
+  if (n < 1 || n > KG_SCHED_MAX_MIN_BLOCKS)
+    FAIL("launch_bounds: stage %s: %lld blocks, want 1 to %d", p->name, (long long)n, KG_SCHED_MAX_MIN_BLOCKS);
+  if (p->min_blocks) FAIL("launch_bounds: stage %s: is already bounded (%d blocks)", p->name, p->min_blocks);
+  p->min_blocks = (int)n;
+  return 0;
+}
+
 int kg_schedule_apply(kg_schedule *s, const kg_step *step, char *err, size_t errlen) {
   if (err && errlen) err[0] = 0;
   if ((unsigned)step->kind >= KG_STEP_COUNT) FAIL("unknown step kind %d", (int)step->kind);
@@ -371,6 +385,7 @@ int kg_schedule_apply(kg_schedule *s, const kg_step *step, char *err, size_t err
     case KG_STEP_REORDER_STORAGE: rc = kg_sched_reorder_storage(s, st, step, err, errlen); break;
     case KG_STEP_STREAM: rc = prim_stream(s, st, step, err, errlen); break;
     case KG_STEP_PAD: rc = prim_pad(st, step, err, errlen); break;
+    case KG_STEP_LAUNCH_BOUNDS: rc = prim_launch_bounds(st, step, err, errlen); break;
     default: rc = kg_sched_fail(err, errlen, "%s: unsupported", prim); break;
     }
   }

@@ -255,6 +255,7 @@ void kg_schedule_dump(kg_strbuf *b, const kg_schedule *s) {
       kg_strbuf_printf(b, "at %s.%s", st->attach_stage->name, st->attach_iter->name);
     kg_strbuf_printf(b, "  scope=%s%s", kg_scope_names[st->scope], st->stream ? "  stream" : "");
     if (st->pad) kg_strbuf_printf(b, "  pad=%lld", (long long)st->pad);
+    if (st->min_blocks) kg_strbuf_printf(b, "  launch_bounds=%d", st->min_blocks);
     kg_strbuf_puts(b, "  loops:");
     for (int l = 0; l < st->nleaves; l++) {
       const kg_iter *it = st->leaves[l];

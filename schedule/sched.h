@@ -90,6 +90,9 @@ typedef struct kg_sstage {
                      * element is stored once and never read back, so keeping it in cache only evicts data the
                      * kernel still reads. No primitive can make the stage violate this afterwards (outputs are
                      * never inlined or attached, and nothing may read them) */
+  int min_blocks;   /* `launch_bounds`: the blocks of this stage's kernel that must fit on a multiprocessor at once
+                     * (CUDA: __launch_bounds__'s second argument, which caps the registers a thread may take);
+                     * 0: no such bound. Read only while the stage is at root (a kernel) */
   int64_t pad;      /* `pad`: floats left free after each row (innermost storage dimension) of the stage's region
                      * buffer, so that a warp reading down a column spreads over the shared memory banks. Set only
                      * on a shared-scope stage of two or more dimensions; 0: rows packed */
@@ -122,7 +125,9 @@ typedef struct kg_sstage {
  *                                       cache_read or cache_write made; its readers are rewritten)
  *   stream STAGE                        non-temporal (streaming) stores for STAGE's output (see kg_sstage.stream)
  *   pad STAGE FLOATS                    ints = {FLOATS}: STAGE's shared rows stored FLOATS apart beyond their
- *                                       length (see kg_sstage.pad) */
+ *                                       length (see kg_sstage.pad)
+ *   launch_bounds STAGE BLOCKS          ints = {BLOCKS}: STAGE's kernel keeps BLOCKS blocks resident per
+ *                                       multiprocessor (see kg_sstage.min_blocks) */
 /* name, text, then the step's form: how many names (min, max) and how many integers follow the stage. */
 #define KG_STEPS(X)                                                                                         \
   X(SPLIT, "split", 1, 1, 1) X(TILE, "tile", 2, 2, 2) X(REORDER, "reorder", 2, KG_STEP_MAX_NAMES, 0)          \
@@ -131,8 +136,9 @@ typedef struct kg_sstage {
   X(COMPUTE_INLINE, "compute_inline", 0, 0, 0) X(COMPUTE_ROOT, "compute_root", 0, 0, 0)                       \
   X(CACHE_READ, "cache_read", 2, KG_STEP_MAX_NAMES, 0) X(CACHE_WRITE, "cache_write", 1, 1, 0)                 \
   X(RFACTOR, "rfactor", 1, 1, 1) X(REORDER_STORAGE, "reorder_storage", 1, KG_STEP_MAX_NAMES, 0)               \
-  X(STREAM, "stream", 0, 0, 0) X(PAD, "pad", 0, 0, 1)
+  X(STREAM, "stream", 0, 0, 0) X(PAD, "pad", 0, 0, 1) X(LAUNCH_BOUNDS, "launch_bounds", 0, 0, 1)
 #define KG_SCHED_MAX_PAD 32 /* floats a `pad` step may add to each row: a bank period (32 words) at most */
+#define KG_SCHED_MAX_MIN_BLOCKS 32 /* resident blocks a `launch_bounds` step may ask for: every arch's maximum */
 typedef enum {
 #define X(n, s, lo, hi, ni) KG_STEP_##n,
   KG_STEPS(X)

@@ -86,6 +86,7 @@ static const char *const step_usage[KG_STEP_COUNT] = {
     [KG_STEP_REORDER_STORAGE] = "STAGE AXIS...",
     [KG_STEP_STREAM] = "STAGE",
     [KG_STEP_PAD] = "STAGE FLOATS",
+    [KG_STEP_LAUNCH_BOUNDS] = "STAGE BLOCKS",
 };
 
 /* Tokens of one line (at most this many are looked at: more is an argument-count error anyway). */

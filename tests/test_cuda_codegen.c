@@ -276,6 +276,25 @@ static void test_matmul(void) {
   result_free(&r);
   if (p) kg_program_free(p);
 
+  /* launch_bounds on the kernel's stage: __launch_bounds__'s second argument, and NVRTC keeps the registers within
+   * what 8 blocks of 64 threads leave each thread on sm_90 (65536 / 512 = 128) */
+  p = NULL;
+  char bounded[2200];
+  snprintf(bounded, sizeof bounded, "%slaunch_bounds C 8\n", trace);
+  r = full(KG_TEST_MATMUL, "M=64 N=64 K=32", bounded, "matmul tiled, launch_bounds 8", &p);
+  if (r.rc == 0) {
+    CHECK_HAS(r, "__global__ void __launch_bounds__(64, 8) kgen_k0(");
+    char why[256];
+    kg_cubin cb;
+    if (kg_nvrtc_available(why, sizeof why) == 0) {
+      CHECKF(kg_nvrtc_compile(&r.cp, "sm_90", &cb) == 0, "NVRTC: %s", cb.log ? cb.log : "");
+      CHECKF(cb.nres == 1 && cb.res[0].registers <= 128, "%d registers", cb.nres ? cb.res[0].registers : -1);
+      kg_cubin_free(&cb);
+    }
+  }
+  result_free(&r);
+  if (p) kg_program_free(p);
+
   /* odd sizes: guards in every stage, float4 where alignment holds only by luck is not used */
   p = NULL;
   r = full(KG_TEST_MATMUL, "M=50 N=36 K=20", MM_TILED, "matmul tiled, odd sizes", &p);

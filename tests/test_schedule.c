@@ -550,6 +550,26 @@ static void test_pad(void) {
   kg_program_free(p);
 }
 
+/* launch_bounds: a root stage, 1..32 blocks, once; a hint, so the loops do not change. */
+static void test_launch_bounds(void) {
+  kg_program *p = load_matmul();
+  if (!p) return;
+  kg_schedule *s = kg_schedule_new(p);
+  OK(s, "cache_read A shared C\nsplit C i 16\ncompute_at A.shared C i.o");
+  ILLEGAL(s, "launch_bounds A.shared 2", "launch_bounds", "stage A.shared", "not computed at root");
+  ILLEGAL(s, "launch_bounds C 33", "launch_bounds", "stage C", "33 blocks, want 1 to 32");
+  ILLEGAL(s, "launch_bounds C 0", "launch_bounds", "factor '0'", "not a positive integer");
+  OK(s, "launch_bounds C 2");
+  kg_sstage *c = kg_schedule_find_stage(s, "C");
+  CHECK(c && c->min_blocks == 2);
+  ILLEGAL(s, "launch_bounds C 3", "launch_bounds", "stage C", "already bounded (2 blocks)");
+  char *d = dump(s);
+  CHECK_STR_CONTAINS(d, "launch_bounds=2");
+  free(d);
+  kg_schedule_free(s);
+  kg_program_free(p);
+}
+
 static void test_trace_replay(void) {
   kg_program *p = load_conv2d();
   if (!p) return;
@@ -633,13 +653,14 @@ static void test_random(void) {
   for (int k = 0; k < KG_STEP_COUNT; k++) {
     /* reorder_storage is the sketches' (lanes over a packed operand); random draws keep the layouts, so that
      * the draws of every seed stay what they were before it existed */
-    if (k != KG_STEP_BIND && k != KG_STEP_REORDER_STORAGE && k != KG_STEP_PAD) /* pad: shared memory's */
+    /* pad and launch_bounds: shared memory's and CUDA kernels' (the GPU sketches choose them) */
+    if (k != KG_STEP_BIND && k != KG_STEP_REORDER_STORAGE && k != KG_STEP_PAD && k != KG_STEP_LAUNCH_BOUNDS)
       CHECKF(seen[0][k] > 0, "C target never drew %s", kg_step_names[k]);
     if (k == KG_STEP_PAD) CHECKF(seen[0][k] == 0, "C target drew pad (shared memory)");
     /* the GPU generator builds its tiles from split + reorder, has no use for parallel (CPU threads) and
      * leaves stages at root by not moving them; streaming stores are the C target's */
     if (k != KG_STEP_TILE && k != KG_STEP_PARALLEL && k != KG_STEP_COMPUTE_ROOT && k != KG_STEP_STREAM &&
-        k != KG_STEP_REORDER_STORAGE)
+        k != KG_STEP_REORDER_STORAGE && k != KG_STEP_LAUNCH_BOUNDS)
       CHECKF(seen[1][k] > 0, "CUDA target never drew %s", kg_step_names[k]);
   }
 }
@@ -809,6 +830,7 @@ int main(void) {
   test_cache();
   test_reorder_storage();
   test_pad();
+  test_launch_bounds();
   test_trace_replay();
   test_huge_factors();
   test_rfactor_split_axis();
