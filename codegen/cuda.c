@@ -5,10 +5,10 @@
  * pass prints. Lowering's launch guards (an IF on the thread index around a loop bound to a tag, narrower than the
  * launch) print as `if ((int)threadIdx.x < E) {` in place of the loop's block; cross-thread reductions combine as
  * lowering decided from the launch shape (kg_allreduce_how: xor shuffles, shuffles then shared memory across warps,
- * or shared memory). What the printer still decides itself: a vectorized loop of extent 2 or 4 whose body is one
- * store (or one guard around it that does not move with the loop: a single writer, a fetch's thread bound) becomes
- * float2/float4 accesses when every access that moves with the loop variable is base + v with base a multiple of
- * the width (every buffer is 16-byte aligned: parameters and temporaries come from cuMemAlloc, arrays are declared
+ * or shared memory). What the printer still decides itself: a vectorized loop of extent 2, 4, 8, 12 or 16 whose
+ * body is one store (or one guard around it that does not move with the loop: a single writer, a fetch's thread
+ * bound) becomes float2/float4 accesses (extents past 4 as float4 pieces) when every access that moves with the
+ * loop variable is base + v with base a multiple of the width (4 past it) (every buffer is 16-byte aligned: parameters and temporaries come from cuMemAlloc, arrays are declared
  * __align__(16), dynamic shared offsets are multiples of 16 bytes); otherwise it is an unrolled scalar loop. The
  * single writer of a store no thread index distinguishes (lower/writer.c) is an IF in the IR, printed on the
  * store's line.
@@ -594,8 +594,10 @@ static void put_let(cgen *g, const kg_irstmt *s, int ind) {
 /* A vectorized loop as float2/float4 accesses; 0 (nothing printed) when the loop does not qualify. */
 static int put_vector_loop(cgen *g, const kg_irstmt *s, int ind) {
   kg_strbuf *b = &g->b;
-  int64_t w;
-  if (!kg_ir_is_const(s->loop.extent, &w) || (w != 2 && w != 4)) return 0;
+  int64_t ext, w;
+  if (!kg_ir_is_const(s->loop.extent, &ext) || !(ext == 2 || (ext % 4 == 0 && ext <= 16))) return 0;
+  /* 8 or 16 lanes: float4 pieces, each aligned as a float4 */
+  w = ext < 4 ? ext : 4;
   const kg_irvar *v = s->loop.var;
   const kg_irstmt *body = s->loop.body, *store = NULL, *writer = NULL;
   const kg_irstmt *const *items = &body;
@@ -629,53 +631,60 @@ static int put_vector_loop(cgen *g, const kg_irstmt *s, int ind) {
   if (!vector_index(g, store->store.index, v, w) || !vector_value(g, store->store.value, v, w, loads, &nl, 16))
     return 0;
   const char *vt = w == 4 ? "float4" : "float2";
-  int id = ++g->nvec;
-  kg_strbuf_indent(b, ind);
-  kg_strbuf_printf(b, "{ /* %s.%s: vectorized as %s */\n", nm(s->loop.stage_name), nm(s->loop.loop_name), vt);
-  kg_strbuf_indent(b, ind + 1);
-  kg_strbuf_printf(b, "const kg_idx %s = 0;\n", v->name);
-  for (int i = 0; i < nitems; i++)
-    if (items[i]->kind == KG_IRS_LET) put_let(g, items[i], ind + 1);
-  int in = ind + 1;
-  if (writer) {
-    kg_strbuf_indent(b, in);
-    kg_strbuf_puts(b, "if (");
-    put_expr(g, writer->cond.cond);
-    kg_strbuf_puts(b, ") {\n");
-    in++;
-  }
-  for (int i = 0; i < nl; i++) {
-    kg_strbuf_indent(b, in);
-    kg_strbuf_printf(b, "const %s kg_vl%d_%d = *(const %s *)(%s + (", vt, id, i, vt, loads[i]->load.buf->name);
-    put_expr(g, loads[i]->load.index);
-    kg_strbuf_puts(b, "));\n");
-  }
-  kg_strbuf_indent(b, in);
-  kg_strbuf_printf(b, "%s kg_vs%d;\n", vt, id);
-  int saved_vec = g->nvec;
-  g->vload = loads;
-  g->nvload = nl;
-  g->nvec = id;
-  for (int l = 0; l < w; l++) {
-    g->lane = l;
-    kg_strbuf_indent(b, in);
-    kg_strbuf_printf(b, "kg_vs%d.%c = ", id, lane_names[l]);
-    put_expr(g, store->store.value);
-    kg_strbuf_puts(b, ";\n");
-  }
-  g->vload = NULL;
-  g->nvload = 0;
-  g->nvec = saved_vec;
-  kg_strbuf_indent(b, in);
-  kg_strbuf_printf(b, "*(%s *)(%s + (", vt, store->store.buf->name);
-  put_expr(g, store->store.index);
-  kg_strbuf_printf(b, ")) = kg_vs%d;\n", id);
-  if (writer) {
+  for (int64_t piece = 0; piece < ext / w; piece++) {
+    int id = ++g->nvec;
+    kg_strbuf_indent(b, ind);
+    if (ext == w)
+      kg_strbuf_printf(b, "{ /* %s.%s: vectorized as %s */\n", nm(s->loop.stage_name), nm(s->loop.loop_name), vt);
+    else
+      kg_strbuf_printf(b, "{ /* %s.%s: vectorized as %lld %s, this one lanes %lld..%lld */\n", nm(s->loop.stage_name),
+                       nm(s->loop.loop_name), (long long)(ext / w), vt, (long long)(piece * w),
+                       (long long)(piece * w + w - 1));
     kg_strbuf_indent(b, ind + 1);
+    kg_strbuf_printf(b, "const kg_idx %s = %lld;\n", v->name, (long long)(piece * w));
+    for (int i = 0; i < nitems; i++)
+      if (items[i]->kind == KG_IRS_LET) put_let(g, items[i], ind + 1);
+    int in = ind + 1;
+    if (writer) {
+      kg_strbuf_indent(b, in);
+      kg_strbuf_puts(b, "if (");
+      put_expr(g, writer->cond.cond);
+      kg_strbuf_puts(b, ") {\n");
+      in++;
+    }
+    for (int i = 0; i < nl; i++) {
+      kg_strbuf_indent(b, in);
+      kg_strbuf_printf(b, "const %s kg_vl%d_%d = *(const %s *)(%s + (", vt, id, i, vt, loads[i]->load.buf->name);
+      put_expr(g, loads[i]->load.index);
+      kg_strbuf_puts(b, "));\n");
+    }
+    kg_strbuf_indent(b, in);
+    kg_strbuf_printf(b, "%s kg_vs%d;\n", vt, id);
+    int saved_vec = g->nvec;
+    g->vload = loads;
+    g->nvload = nl;
+    g->nvec = id;
+    for (int l = 0; l < w; l++) {
+      g->lane = l;
+      kg_strbuf_indent(b, in);
+      kg_strbuf_printf(b, "kg_vs%d.%c = ", id, lane_names[l]);
+      put_expr(g, store->store.value);
+      kg_strbuf_puts(b, ";\n");
+    }
+    g->vload = NULL;
+    g->nvload = 0;
+    g->nvec = saved_vec;
+    kg_strbuf_indent(b, in);
+    kg_strbuf_printf(b, "*(%s *)(%s + (", vt, store->store.buf->name);
+    put_expr(g, store->store.index);
+    kg_strbuf_printf(b, ")) = kg_vs%d;\n", id);
+    if (writer) {
+      kg_strbuf_indent(b, ind + 1);
+      kg_strbuf_puts(b, "}\n");
+    }
+    kg_strbuf_indent(b, ind);
     kg_strbuf_puts(b, "}\n");
   }
-  kg_strbuf_indent(b, ind);
-  kg_strbuf_puts(b, "}\n");
   return 1;
 }
 

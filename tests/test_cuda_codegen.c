@@ -452,6 +452,20 @@ static void test_vectorize(void) {
   result_free(&r);
   if (p) kg_program_free(p);
 
+  /* 8 lanes: two float4 pieces, lanes 0..3 and 4..7 */
+  p = NULL;
+  r = full(EWISE, "N=6 M=64", "split C j 8\nbind C i blockIdx.x\nbind C j.o threadIdx.x\nvectorize C j.i\n",
+           "elementwise, 8 lanes as 2 float4", &p);
+  if (r.rc == 0) {
+    CHECK_HAS(r, "vectorized as 2 float4, this one lanes 4..7 */");
+    CHECK_HAS(r, "const kg_idx j_i = 4;");
+    CHECK_HAS(r, "const float4 kg_vl2_0 = *(const float4 *)(A + (");
+    CHECK_HAS(r, "*(float4 *)(C + (");
+    CHECK_LACKS(r, "#pragma unroll\n");
+  }
+  result_free(&r);
+  if (p) kg_program_free(p);
+
   /* misaligned read (j + 1): a scalar unrolled loop */
   p = NULL;
   r = full(SHIFT, "N=4 M=16 M1=17", "split C j 4\nbind C i blockIdx.x\nbind C j.o threadIdx.x\nvectorize C j.i\n",
