@@ -66,6 +66,7 @@ typedef struct stage_plan {
   int k_pad[MAX_STAGED];          /* its rows padded in shared memory (pad): 0, 1 or 4 floats */
   int k_threads, k_vector; /* SIMPLE, CROSS, ROW (CROSS_AT uses its consumer's k_threads) */
   int k_min_blocks;        /* TILE with local: launch_bounds (0: none, else blocks kept resident per SM) */
+  int k_raster;            /* TILE with local: block rows per group of the block order (1: row by row) */
   int lead; /* ROW: how many leading axes go to blocks (its reduction producers' axes) */
   /* ROW under gpu/row-onepass: the inputs its whole group (it and the reductions computed at its block) reads at
    * two or more stages, copied into shared memory once per row when k_stage_rows says so */
@@ -243,6 +244,18 @@ static void tile_root(rctx *c, const stage_plan *p, kg_sstage *st, mapped *m) {
   if (b->failed) return;
   /* blocks: the outer axes fused onto blockIdx.y (while the grid allows), the last onto blockIdx.x */
   kg_iter *by = nax >= 2 ? kg_builder_fuse_run(b, st, 0, nax - 1) : NULL, *bx = st->leaves[by ? 1 : 0];
+  /* grouped block order (rasterization): blocks numbered down a group of G block rows before the next column, so
+   * that the blocks running at once share the columns of their right-hand operand in L2 */
+  int64_t group = val(c->pt, p->k_raster, 1);
+  if (by && !b->failed && group > 1 && by->extent > group) {
+    kg_iter *byi = NULL, *byo = kg_builder_split(b, st, by, group, &byi);
+    if (byo) {
+      kg_iter *ord[3] = {byo, bx, byi};
+      kg_builder_reorder(b, st, ord, 3);
+      bx = kg_builder_fuse(b, st, kg_builder_fuse(b, st, byo, bx), byi);
+      by = NULL;
+    }
+  }
   if (by && by->extent > c->budget.grid[1]) bx = kg_builder_fuse(b, st, by, bx), by = NULL;
   kg_builder_annotate(b, KG_STEP_BIND, st, bx, KG_THREAD_BLOCK_X);
   if (by) kg_builder_annotate(b, KG_STEP_BIND, st, by, KG_THREAD_BLOCK_Y);
@@ -537,7 +550,7 @@ static void plan_knobs(kg_sketch *sk, int *full, stage_plan *p, const kg_schedul
                        int64_t max_threads) {
   static const int64_t onoff[] = {0, 1}, vthreads[] = {1, 2, 4};
   p->k_vthread = p->k_vec_out = p->k_unroll = p->k_loc = p->k_threads = p->k_vector = p->k_stage_rows = -1;
-  p->k_min_blocks = -1;
+  p->k_min_blocks = p->k_raster = -1;
   for (int d = 0; d < KG_MAX_DIMS; d++) p->k_thread[d] = p->k_inner[d] = p->k_rtile[d] = -1;
   p->nax = st->nax;
   char what[96];
@@ -567,6 +580,10 @@ static void plan_knobs(kg_sketch *sk, int *full, stage_plan *p, const kg_schedul
          * trades registers (spilling a few) for a second resident block */
         static const int64_t min_blocks[] = {0, 2};
         p->k_min_blocks = knob(sk, full, KG_KNOB_CHOICE, p->name, "min_blocks", min_blocks, 2);
+        /* a large product's blocks in groups of 8 block rows (see tile_root) */
+        static const int64_t raster[] = {1, 8};
+        if (st->nax >= 2 && total_extent(st, 0, st->nax - 1) >= 1024)
+          p->k_raster = knob(sk, full, KG_KNOB_CHOICE, p->name, "raster", raster, 2);
         per_thread_knobs(sk, full, p, sc, st);
       }
       break;

@@ -278,6 +278,46 @@ static void test_matmul_structure(void) {
   kg_program_free(p);
 }
 
+/* The grouped block order (knob raster): matmul 1024 x 128 with 16 x 16 tiles, blocks in groups of 8 block rows
+ * fused onto blockIdx.x: one grid dimension of 64 x 8 blocks, and the product verified on the emulator. */
+static void test_raster(void) {
+  kg_test_workload wl;
+  memset(&wl, 0, sizeof wl);
+  wl.p = kg_test_load_sizes(KG_TEST_MATMUL, "M=1024 N=128 K=16");
+  CHECK(wl.p != NULL);
+  if (!wl.p) return;
+  kg_data_init(&wl.d, wl.p, KG_TEST_DATA_SEED);
+  kg_data_reference(&wl.d, wl.p, KG_TEST_DATA_SEED);
+  kg_space *sp = kg_space_new(wl.p, KG_TARGET_CUDA, &sm90);
+  int k = kg_space_find_sketch(sp, "gpu/tile-fuse");
+  CHECKF(k >= 0, "matmul has no gpu/tile-fuse sketch");
+  static const char *const names[] = {"C.i.thread", "C.i.inner", "C.j.thread", "C.j.inner", "C.k.tile", "C.raster"};
+  static const int64_t values[] = {4, 4, 16, 1, 8, 8};
+  kg_point pt;
+  if (k >= 0 && point_with(sp, k, names, values, 6, &pt) == 0) {
+    char err[1024];
+    kg_schedule *s = kg_space_realize(sp, &pt, err, sizeof err);
+    CHECKF(s != NULL, "raster: %s", err);
+    kg_cuda_program prog;
+    memset(&prog, 0, sizeof prog);
+    char *trace = s ? kg_trace_to_text(&s->trace) : NULL;
+    if (s && print_cuda(s, &prog, err, sizeof err)) {
+      const kg_cuda_kernel *kk = &prog.kernels[0];
+      CHECKF(kk->grid[0] == 64 * 8 && kk->grid[1] == 1, "grid %lld x %lld:\n%s", (long long)kk->grid[0],
+             (long long)kk->grid[1], trace);
+      CHECK_STR_CONTAINS(trace, "split C i.o 8\n");
+      if (have_nvrtc) emulate(&prog, &wl, "matmul 1024x128, blocks in groups of 8 rows", trace);
+      kg_cuda_program_free(&prog);
+    } else {
+      CHECKF(0, "raster: does not print: %s", err);
+    }
+    free(trace);
+    if (s) kg_schedule_free(s);
+  }
+  kg_space_free(sp);
+  kg_test_workload_free(&wl);
+}
+
 static void test_softmax_structure(void) {
   kg_program *p = kg_test_load_sizes(KG_TEST_SOFTMAX, "N=8192 D=8192");
   CHECK(p != NULL);
@@ -459,6 +499,7 @@ int main(void) {
 
   test_matmul_structure();
   test_softmax_structure();
+  test_raster();
   test_onepass("te/lib/softmax.te", "Y");
   test_onepass("te/lib/layernorm.te", "Y");
   test_onepass("te/lib/rmsnorm.te", "Y");

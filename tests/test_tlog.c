@@ -39,6 +39,8 @@ static const char *all_steps =
     "rfactor m j 16\n"
     "reorder_storage C.local j i\n"
     "stream Y\n"
+    "pad A.shared 4\n"
+    "launch_bounds C 2\n"
     "split C.ünï x 9223372036854775807\n";
 
 /* A record for tests: every field set, values drawn from seed; strings are static or in the fixture. */
@@ -89,6 +91,7 @@ static void fixture_init(fixture *f, uint64_t seed, int ntimes) {
   r->knobs[0] = INT64_MIN;
   r->knobs[1] = INT64_MAX;
   r->knobs[2] = (int64_t)seed;
+  r->estimate_s = seed % 2 ? 1e-3 / (double)(seed + 1) : 0; /* optional: some records carry one */
 }
 
 static void fixture_free(fixture *f) { kg_trace_free(&f->trace); }
@@ -119,7 +122,8 @@ static int records_equal(const kg_tlog_record *a, const kg_tlog_record *b) {
     diff = "result";
   for (int i = 0; !diff && i < a->ntimes; i++)
     if (a->times[i] != b->times[i]) diff = "times";
-  if (!diff && (a->compile_s != b->compile_s || a->flops != b->flops || a->bytes != b->bytes || a->time != b->time))
+  if (!diff && (a->compile_s != b->compile_s || a->flops != b->flops || a->bytes != b->bytes || a->time != b->time ||
+                a->estimate_s != b->estimate_s))
     diff = "numbers";
   if (!diff && (!str_same(a->kgen, b->kgen) || !str_same(a->sketch, b->sketch) || a->nknobs != b->nknobs))
     diff = "kgen/sketch";
@@ -214,7 +218,7 @@ static void test_round_trip(void) {
       const kg_tlog_record *d = &log.recs[0];
       CHECK(d->v == KG_TLOG_VERSION);
       CHECK(records_equal(&f.r, d));
-      CHECK(d->trace.nsteps == 18);
+      CHECK(d->trace.nsteps == 20);
       int seen[KG_STEP_COUNT] = {0}, kinds = 0;
       for (int i = 0; i < d->trace.nsteps; i++) kinds += !seen[d->trace.steps[i].kind]++;
       CHECK(kinds == KG_STEP_COUNT);
