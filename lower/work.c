@@ -15,6 +15,12 @@ typedef struct wctx {
   kg_irexpr **lets;          /* by variable id */
   int64_t *env;              /* by variable id: the value an index is evaluated at (0 unless set) */
   unsigned char *busy;       /* by variable id: a let being evaluated (a cycle would be a lowering bug) */
+  /* Memos of a let's value (eval) and of whether it depends on the variable asked about (uses), valid while their
+   * generation is the current one: each top-level query starts a generation, so a let that several others read
+   * is expanded once per query, never once per path through the let graph (which can be exponential) */
+  uint32_t gen, *val_gen, ugen, *use_gen;
+  int64_t *val;
+  unsigned char *val_ok, *use;
   const kg_irvar *tvar[3][8];/* the loop variables bound to threadIdx.x/y/z on the current path (a stage attached
                               * inside another binds the same index again) */
   int ntvar[3];
@@ -40,6 +46,7 @@ static int eval_cond(wctx *W, const kg_irexpr *e, int depth, int64_t *v);
  * float, a division by zero, a let cycle). */
 static int eval(wctx *W, const kg_irexpr *e, int depth, int64_t *v) {
   if (!e || depth > EVAL_DEPTH) return 0;
+  if (depth == 0) W->gen++;
   int64_t a, b, c;
   switch (e->kind) {
     case KG_IRE_INT: *v = e->i; return 1;
@@ -47,10 +54,17 @@ static int eval(wctx *W, const kg_irexpr *e, int depth, int64_t *v) {
       int id = e->var->id;
       if (id < 0 || id >= W->f->n_vars) return 0;
       if (W->lets[id]) {
+        if (W->val_gen[id] == W->gen) {
+          *v = W->val[id];
+          return W->val_ok[id];
+        }
         if (W->busy[id]) return 0;
         W->busy[id] = 1;
         int ok = eval(W, W->lets[id], depth + 1, v);
         W->busy[id] = 0;
+        W->val_gen[id] = W->gen;
+        W->val[id] = ok ? *v : 0;
+        W->val_ok[id] = (unsigned char)ok;
         return ok;
       }
       *v = W->env[id];
@@ -186,12 +200,20 @@ static int wavefronts(const int64_t *addr, int n) {
 }
 
 /* Whether e depends on variable v (lets expanded). */
-static int uses(const wctx *W, const kg_irexpr *e, const kg_irvar *v, int depth) {
+static int uses(wctx *W, const kg_irexpr *e, const kg_irvar *v, int depth) {
   if (!e || depth > EVAL_DEPTH) return 1;
+  if (depth == 0) W->ugen++;
   if (e->kind == KG_IRE_VAR) {
     if (e->var == v) return 1;
     int id = e->var->id;
-    return id >= 0 && id < W->f->n_vars && W->lets[id] && !W->busy[id] ? uses(W, W->lets[id], v, depth + 1) : 0;
+    if (id < 0 || id >= W->f->n_vars || !W->lets[id] || W->busy[id]) return 0;
+    if (W->use_gen[id] != W->ugen) {
+      W->busy[id] = 1;
+      W->use[id] = (unsigned char)uses(W, W->lets[id], v, depth + 1);
+      W->busy[id] = 0;
+      W->use_gen[id] = W->ugen;
+    }
+    return W->use[id];
   }
   kg_irexpr **kids[KG_IR_MAX_CHILDREN];
   int n = kg_ir_children((kg_irexpr *)e, kids);
@@ -474,8 +496,14 @@ int kg_lower_kernel_work(const kg_lowered *f, int k, kg_kernel_work *w) {
   W.env = calloc((size_t)nv + 3, sizeof *W.env);
   W.busy = calloc((size_t)nv, 1);
   W.touched = calloc((size_t)(f->n_buffers > 0 ? f->n_buffers : 1), 1);
-  if (!W.lets || !W.env || !W.busy || !W.touched) {
+  W.val_gen = calloc((size_t)nv, sizeof *W.val_gen);
+  W.use_gen = calloc((size_t)nv, sizeof *W.use_gen);
+  W.val = calloc((size_t)nv, sizeof *W.val);
+  W.val_ok = calloc((size_t)nv, 1);
+  W.use = calloc((size_t)nv, 1);
+  if (!W.lets || !W.env || !W.busy || !W.touched || !W.val_gen || !W.use_gen || !W.val || !W.val_ok || !W.use) {
     free(W.lets), free(W.env), free(W.busy), free(W.touched);
+    free(W.val_gen), free(W.use_gen), free(W.val), free(W.val_ok), free(W.use);
     return -1;
   }
   /* dynamic sizes at the program's bound values: extents and indices that follow them */
@@ -508,5 +536,6 @@ int kg_lower_kernel_work(const kg_lowered *f, int k, kg_kernel_work *w) {
   free(W.env);
   free(W.busy);
   free(W.touched);
+  free(W.val_gen), free(W.use_gen), free(W.val), free(W.val_ok), free(W.use);
   return 0;
 }

@@ -7,6 +7,7 @@
  * - the estimate: never below the roofline (FLOPs at peak, DRAM bytes at the copy rate); a memory-bound copy
  *   within 1.5x of it and a strided copy over twice as slow; a well-formed SGEMM ranked at least 10x ahead of the
  *   2-thread, 7x7-tile schedule that the emulator's clock once picked; the errors (an arch without figures, a block that cannot be resident);
+ * - every arch kgen compiles for has device figures;
  * - tuning logs: an emulator record's estimate round-trips, ranks it, and a measured record is preferred over an
  *   estimated one at the same closeness. */
 #include <math.h>
@@ -14,6 +15,7 @@
 #include "kgen.h"
 #include "runtime/estimate.h"
 #include "codegen/front.h"
+#include "codegen/gpu_arch.h"
 #include "tlog/tlog.h"
 #include "testlib.h"
 
@@ -254,7 +256,25 @@ static void test_log(void) {
   kg_program_free(p);
 }
 
+/* Every arch kgen compiles for (its launch limits and multiprocessor figures) has device figures to estimate on. */
+static void test_archs(void) {
+  int n = 0;
+  for (int sm = 50; sm <= 130; sm++) {
+    char arch[16];
+    snprintf(arch, sizeof arch, "sm_%d", sm);
+    kg_gpu_limits l;
+    kg_gpu_sm m;
+    kg_gpu_device d;
+    if (kg_gpu_limits_for_arch(arch, &l) != 0 && kg_gpu_sm_for_arch(arch, &m) != 0) continue;
+    n++;
+    CHECKF(kg_gpu_device_for_arch(arch, &d) == 0 && d.sms > 0 && d.clock_hz > 0 && d.dram_bps > 0, "%s: no device "
+           "figures", arch);
+  }
+  CHECKF(n >= 9, "%d archs", n);
+}
+
 int main(void) {
+  test_archs();
   test_sgemm_counts();
   test_coalescing();
   test_wavefronts();
