@@ -86,11 +86,9 @@ static double estimate_record(const kg_program *p, const kg_tlog_record *r) {
   kg_build b;
   double s = -1;
   if (kg_candidate_build(p, &o, &b) == 0 && b.have_cubin && b.front.ir) {
-    int n = b.front.cuda.nkernels;
-    kg_kernel_quality *q = calloc((size_t)n + 1, sizeof *q);
+    kg_kernel_quality *q = calloc((size_t)b.front.cuda.nkernels + 1, sizeof *q);
     char why[256];
-    if (q && kg_cuda_quality(&b.front.cuda, &b.cubin, r->target.arch, q, why, sizeof why) == 0)
-      s = kg_cuda_estimate(b.front.ir, q, n, r->target.arch, NULL, why, sizeof why);
+    if (q) s = kg_cuda_estimate_build(&b.front.cuda, &b.cubin, b.front.ir, r->target.arch, q, NULL, why, sizeof why);
     free(q);
   }
   kg_build_free(&b);

@@ -7,7 +7,8 @@
  *
  *   gpu_wellformed FILE.te [-D NAME=VALUE]... [--arch sm_90] [--samples N] [--seed S] [--verbose]
  *
- * Needs NVRTC, not a GPU. A multi-kernel program counts as well-formed when its kernel with the most work does. */
+ * Needs NVRTC, not a GPU. A multi-kernel program counts as well-formed when its kernel of the longest estimated
+ * time does. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,14 +38,11 @@ static int judge(const kg_program *p, const kg_schedule *s, const char *arch, do
     int n = b.front.cuda.nkernels;
     kg_kernel_quality *q = calloc((size_t)n + 1, sizeof *q);
     kg_kernel_estimate *k = calloc((size_t)n + 1, sizeof *k);
-    char e[256];
-    if (q && k && kg_cuda_quality(&b.front.cuda, &b.cubin, arch, q, e, sizeof e) == 0) {
-      double s_all = kg_cuda_estimate(b.front.ir, q, n, arch, k, e, sizeof e);
-      if (s_all > 0) *est = s_all;
-      int busiest = 0;
-      for (int i = 1; i < n && s_all > 0; i++)
-        if (k[i].work.flops + k[i].work.dram_bytes > k[busiest].work.flops + k[busiest].work.dram_bytes) busiest = i;
-      const kg_kernel_quality *x = &q[busiest];
+    char e[256] = "out of memory";
+    double s_all = q && k ? kg_cuda_estimate_build(&b.front.cuda, &b.cubin, b.front.ir, arch, q, k, e, sizeof e) : -1;
+    if (s_all > 0) {
+      *est = s_all;
+      const kg_kernel_quality *x = &q[kg_cuda_estimate_busiest(k, n)];
       rc = kg_cuda_quality_well_formed(x);
       snprintf(why, wl, "%d threads, %s, %lld B spilled, %d-bit loads", x->threads,
                x->shared_staged ? "staged" : "not staged", (long long)x->spill_bytes, x->load_bits);

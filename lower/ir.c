@@ -581,6 +581,22 @@ int kg_ir_is_launch_guard(const kg_irstmt *s) {
           (kg_ir_is_const(c->bin.b, &x) && kg_ir_is_const(l->loop.extent, &y) && x == y));
 }
 
+int kg_ir_contains_sync(const kg_irstmt *s) {
+  if (!s) return 0;
+  switch (s->kind) {
+    case KG_IRS_BARRIER:
+    case KG_IRS_ALLREDUCE: return 1;
+    case KG_IRS_SEQ:
+      for (int i = 0; i < s->seq.n; i++)
+        if (kg_ir_contains_sync(s->seq.items[i])) return 1;
+      return 0;
+    case KG_IRS_FOR: return kg_ir_contains_sync(s->loop.body);
+    case KG_IRS_IF: return kg_ir_contains_sync(s->cond.then) || kg_ir_contains_sync(s->cond.otherwise);
+    case KG_IRS_ALLOC: return kg_ir_contains_sync(s->alloc.body);
+    default: return 0;
+  }
+}
+
 int kg_ir_contains_loop(const kg_irstmt *s) {
   switch (s->kind) {
     case KG_IRS_FOR: return 1;

@@ -235,6 +235,8 @@ kg_irstmt *kg_ir_comment(kg_arena *a, const char *text);
 int kg_ir_is_const(const kg_irexpr *e, int64_t *v);
 /* Whether s holds a loop (through sequences, both branches of an IF and allocation bodies). */
 int kg_ir_contains_loop(const kg_irstmt *s);
+/* Whether s holds a barrier or a cross-thread reduction (which has barriers), looking as kg_ir_contains_loop does. */
+int kg_ir_contains_sync(const kg_irstmt *s);
 /* The children of an expression node, as the addresses of the fields that hold them (so that a pass can replace
  * them), in evaluation order: up to KG_IR_MAX_CHILDREN; returns their number (0 for constants and variables). */
 #define KG_IR_MAX_CHILDREN 3

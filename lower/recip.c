@@ -192,25 +192,8 @@ static kg_irstmt *rewrite_body(qctx *Q, kg_irstmt *s, const kg_irexpr *d, kg_buf
   return c;
 }
 
-/* Does s hold a barrier or a cross-thread reduction? */
-static int has_sync(const kg_irstmt *s) {
-  if (!s) return 0;
-  switch (s->kind) {
-    case KG_IRS_BARRIER:
-    case KG_IRS_ALLREDUCE: return 1;
-    case KG_IRS_SEQ:
-      for (int i = 0; i < s->seq.n; i++)
-        if (has_sync(s->seq.items[i])) return 1;
-      return 0;
-    case KG_IRS_FOR: return has_sync(s->loop.body);
-    case KG_IRS_IF: return has_sync(s->cond.then) || has_sync(s->cond.otherwise);
-    case KG_IRS_ALLOC: return has_sync(s->alloc.body);
-    default: return 0;
-  }
-}
-
 static kg_irstmt *recip_loop(qctx *Q, kg_irstmt *L) {
-  if (Q->gpu && has_sync(L)) return NULL;
+  if (Q->gpu && kg_ir_contains_sync(L)) return NULL;
   memset(Q->inner, 0, (size_t)Q->f->n_vars);
   Q->nwritten = 0;
   scan_body(Q, L);

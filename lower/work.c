@@ -2,12 +2,13 @@
 #include "work.h"
 #include <stdlib.h>
 #include <string.h>
+#include "../base/intmath.h"
 
-#define EVAL_DEPTH 64
+#define EVAL_DEPTH 64 /* lets nest this deep at most before an index is given up on (then: assumed coalesced) */
 /* A serial loop of at most this many iterations without a barrier is unrolled by the CUDA compiler (nvcc unrolls
  * small constant trip counts on its own): counted as unrolled code (its copies' common loads once, contiguous
  * ones as vector accesses, no loop control). */
-#define KG_WORK_AUTO_UNROLL 16 /* lets nest this deep at most before an index is given up on (then: assumed coalesced) */
+#define KG_WORK_AUTO_UNROLL 16
 
 typedef struct wctx {
   const kg_lowered *f;
@@ -38,12 +39,10 @@ typedef struct wctx {
   kg_kernel_work *w;
 } wctx;
 
-static int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
-
 static int eval_cond(wctx *W, const kg_irexpr *e, int depth, int64_t *v);
 
 /* The value of INT expression e with variables at W->env (lets expanded); 0 when it has no value here (a load, a
- * float, a division by zero, a let cycle). */
+ * float, a division by zero, an overflow, a let cycle). */
 static int eval(wctx *W, const kg_irexpr *e, int depth, int64_t *v) {
   if (!e || depth > EVAL_DEPTH) return 0;
   if (depth == 0) W->gen++;
@@ -80,16 +79,13 @@ static int eval(wctx *W, const kg_irexpr *e, int depth, int64_t *v) {
     case KG_IRE_BINARY:
       if (e->ty != KG_TY_INT || !eval(W, e->bin.a, depth + 1, &a) || !eval(W, e->bin.b, depth + 1, &b)) return 0;
       switch (e->bin.op) {
-        case KG_OP_ADD: *v = a + b; return 1;
-        case KG_OP_SUB: *v = a - b; return 1;
-        case KG_OP_MUL: *v = a * b; return 1;
+        case KG_OP_ADD: return !__builtin_add_overflow(a, b, v);
+        case KG_OP_SUB: return !__builtin_sub_overflow(a, b, v);
+        case KG_OP_MUL: return !__builtin_mul_overflow(a, b, v);
         case KG_OP_DIV:
-          if (b == 0) return 0;
-          *v = floor_div(a, b);
-          return 1;
         case KG_OP_MOD:
-          if (b == 0) return 0;
-          *v = a - floor_div(a, b) * b;
+          if (b == 0 || (a == INT64_MIN && b == -1)) return 0;
+          *v = e->bin.op == KG_OP_DIV ? kg_int_floordiv(a, b) : kg_int_floormod(a, b);
           return 1;
         default: return 0;
       }
@@ -173,7 +169,7 @@ static int cmp_i64(const void *x, const void *y) {
 
 /* Distinct 32-byte sectors among n element addresses. */
 static int sectors(int64_t *addr, int n) {
-  for (int i = 0; i < n; i++) addr[i] = floor_div(addr[i], 8);
+  for (int i = 0; i < n; i++) addr[i] = kg_int_floordiv(addr[i], 8);
   qsort(addr, (size_t)n, sizeof *addr, cmp_i64);
   int s = 0;
   for (int i = 0; i < n; i++) s += i == 0 || addr[i] != addr[i - 1];
@@ -222,6 +218,16 @@ static int uses(wctx *W, const kg_irexpr *e, const kg_irvar *v, int depth) {
   return 0;
 }
 
+/* How far index moves (elements) when loop variable v goes from 0 to 1, the rest as they are: 1 with *d, or 0 when
+ * the index has no value there or the difference overflows. */
+static int step_along(wctx *W, const kg_irexpr *index, const kg_irvar *v, int64_t *d) {
+  int64_t a0, a1;
+  W->env[v->id] = 1;
+  int ok = eval(W, index, 0, &a1);
+  W->env[v->id] = 0;
+  return ok && eval(W, index, 0, &a0) && !__builtin_sub_overflow(a1, a0, d) && *d != INT64_MIN;
+}
+
 static void access(wctx *W, kg_buffer *buf, const kg_irexpr *index, int is_store) {
   if (buf->scope == KG_SCOPE_LOCAL) return; /* registers (or the rare local array: its traffic is not modelled) */
   kg_kernel_work *w = W->w;
@@ -233,12 +239,8 @@ static void access(wctx *W, kg_buffer *buf, const kg_irexpr *index, int is_store
   const kg_irvar *vv = NULL;
   for (int i = W->nunr - 1; i >= 0 && !vv; i--) {
     if (!uses(W, index, W->unr[i], 0)) continue;
-    int64_t a0, a1, ext = W->unr_ext[i], cand = ext % 4 == 0 ? 4 : ext % 2 == 0 ? 2 : 1;
-    W->env[W->unr[i]->id] = 1;
-    int ok = eval(W, index, 0, &a1);
-    W->env[W->unr[i]->id] = 0;
-    ok = ok && eval(W, index, 0, &a0);
-    if (ok && a1 - a0 == 1 && cand > 1) {
+    int64_t a0, d, ext = W->unr_ext[i], cand = ext % 4 == 0 ? 4 : ext % 2 == 0 ? 2 : 1;
+    if (step_along(W, index, W->unr[i], &d) && d == 1 && cand > 1) {
       int aligned = 1;
       for (int64_t l = 0; l < W->lanes && aligned; l++) {
         set_lane(W, l);
@@ -280,14 +282,11 @@ static void access(wctx *W, kg_buffer *buf, const kg_irexpr *index, int is_store
       if (!uses(W, index, W->serial, 0)) {
         s /= (double)W->serial_ext;
       } else {
-        int64_t a0, a1;
-        W->env[W->serial->id] = 1;
-        int ok = eval(W, index, 0, &a1);
-        W->env[W->serial->id] = 0;
-        ok = ok && eval(W, index, 0, &a0);
-        int64_t step = a1 - a0 < 0 ? a0 - a1 : a1 - a0;
+        int64_t d;
+        int ok = step_along(W, index, W->serial, &d);
+        int64_t step = d < 0 ? -d : d;
         if (ok && step == 0) s /= (double)W->serial_ext;
-        else if (ok && step * 4 < 32) s *= (double)(step * 4) / 32;
+        else if (ok && step < 8) s *= (double)(step * 4) / 32;
       }
     }
     w->gld_sectors += warp_insts * s;
@@ -377,27 +376,11 @@ static int reads_buf(const kg_irexpr *e, const kg_buffer *b) {
   return 0;
 }
 
-/* Whether s holds a barrier (or a cross-thread reduction, which has them). */
-static int has_barrier(const kg_irstmt *s) {
-  if (!s) return 0;
-  switch (s->kind) {
-    case KG_IRS_SEQ:
-      for (int i = 0; i < s->seq.n; i++)
-        if (has_barrier(s->seq.items[i])) return 1;
-      return 0;
-    case KG_IRS_FOR: return has_barrier(s->loop.body);
-    case KG_IRS_IF: return has_barrier(s->cond.then) || has_barrier(s->cond.otherwise);
-    case KG_IRS_ALLOC: return has_barrier(s->alloc.body);
-    case KG_IRS_BARRIER:
-    case KG_IRS_ALLREDUCE: return 1;
-    default: return 0;
-  }
-}
-
-static int64_t extent_of(wctx *W, const kg_irexpr *e) {
+/* A loop's extent: a constant, or at the program's bound sizes (1 when neither). */
+static int64_t extent_of(const wctx *W, const kg_irexpr *e) {
   int64_t v;
   if (kg_ir_is_const(e, &v)) return v;
-  return eval(W, e, 0, &v) ? v : 1;
+  return kg_ir_eval_sizes(W->f, e, &v) == 0 ? v : 1;
 }
 
 static void stmt(wctx *W, kg_irstmt *s) {
@@ -431,7 +414,7 @@ static void stmt(wctx *W, kg_irstmt *s) {
           break;
         }
       } else if (s->loop.kind == KG_LOOP_UNROLLED || s->loop.kind == KG_LOOP_VECTORIZED ||
-                 (s->loop.kind == KG_LOOP_SERIAL && ext <= KG_WORK_AUTO_UNROLL && !has_barrier(s->loop.body))) {
+                 (s->loop.kind == KG_LOOP_SERIAL && ext <= KG_WORK_AUTO_UNROLL && !kg_ir_contains_sync(s->loop.body))) {
         if (W->nunr < 16) {
           W->unr[W->nunr] = s->loop.var;
           W->unr_ext[W->nunr++] = ext;

@@ -120,6 +120,20 @@ double kg_cuda_estimate(const kg_lowered *f, const kg_kernel_quality *q, int nke
   return total;
 }
 
+double kg_cuda_estimate_build(const kg_cuda_program *cp, const kg_cubin *cb, const kg_lowered *ir, const char *arch,
+                              kg_kernel_quality *q, kg_kernel_estimate *k, char *why, size_t whylen) {
+  int ok = cb ? kg_cuda_quality(cp, cb, arch, q, why, whylen) == 0
+              : kg_cuda_quality_launch(cp, arch, 32, q, why, whylen) == 0;
+  return ok ? kg_cuda_estimate(ir, q, cp->nkernels, arch, k, why, whylen) : -1;
+}
+
+int kg_cuda_estimate_busiest(const kg_kernel_estimate *k, int n) {
+  int b = 0;
+  for (int i = 1; i < n; i++)
+    if (k[i].s > k[b].s) b = i;
+  return b;
+}
+
 static void fmt_s(double s, char *buf, size_t len) {
   if (s >= 1e-3) snprintf(buf, len, "%.3g ms", s * 1e3);
   else snprintf(buf, len, "%.3g us", s * 1e6);

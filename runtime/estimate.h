@@ -54,6 +54,13 @@ typedef struct kg_kernel_estimate {
  * resident). */
 double kg_cuda_estimate(const kg_lowered *f, const kg_kernel_quality *q, int nkernels, const char *arch,
                         kg_kernel_estimate *k, char *why, size_t whylen);
+/* The estimate of a built CUDA program cp (lowered as ir): fills q[0..cp->nkernels) with the quality report of cb
+ * (NULL when the build has no resource report, e.g. the emulator's without NVRTC: the launch shape's, at 32
+ * registers a thread), then estimates as kg_cuda_estimate does. Seconds, or -1 with why. */
+double kg_cuda_estimate_build(const kg_cuda_program *cp, const kg_cubin *cb, const kg_lowered *ir, const char *arch,
+                              kg_kernel_quality *q, kg_kernel_estimate *k, char *why, size_t whylen);
+/* The kernel with the largest estimated time among k[0..n) (0 when n <= 1). */
+int kg_cuda_estimate_busiest(const kg_kernel_estimate *k, int n);
 /* "estimate on sm_90 (NVIDIA H200 figures, a model): 3.1 ms; kgen_k0 3.1 ms bound by issue (compute 100%, memory
  * 85%, waves 97%)" into buf. */
 void kg_cuda_estimate_line(const kg_kernel_estimate *k, int nkernels, double total_s, const char *arch, char *buf,

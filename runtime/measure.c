@@ -606,8 +606,8 @@ static void build_failed(const kg_measurer *m, const built *bt, kg_measure_resul
   }
 }
 
-/* The analytical estimate of a built CUDA candidate (runtime/estimate.h), from the quality report of the build
- * (or, without a resource report, of its launch shape at 32 registers a thread). */
+/* The analytical estimate of a built CUDA candidate (runtime/estimate.h), from the quality report r holds when the
+ * caller asked for one, else from the build's. */
 static void estimate(const kg_measurer *m, built *bt, kg_measure_result *r) {
   const kg_cuda_program *cp = &bt->b.front.cuda;
   int n = cp->nkernels;
@@ -615,9 +615,9 @@ static void estimate(const kg_measurer *m, built *bt, kg_measure_result *r) {
   kg_kernel_quality *q = kg_xrealloc(NULL, sizeof *q * (size_t)n);
   kg_kernel_estimate *k = kg_xrealloc(NULL, sizeof *k * (size_t)n);
   char why[256];
-  int ok = bt->b.have_cubin ? kg_cuda_quality(cp, &bt->b.cubin, m->arch, q, why, sizeof why) == 0
-                            : kg_cuda_quality_launch(cp, m->arch, 32, q, why, sizeof why) == 0;
-  double s = ok ? kg_cuda_estimate(bt->b.front.ir, q, n, m->arch, k, why, sizeof why) : -1;
+  double s = r->nquality == n ? kg_cuda_estimate(bt->b.front.ir, r->quality, n, m->arch, k, why, sizeof why)
+                              : kg_cuda_estimate_build(cp, bt->b.have_cubin ? &bt->b.cubin : NULL, bt->b.front.ir,
+                                                       m->arch, q, k, why, sizeof why);
   if (s > 0) {
     r->estimate_s = s;
     kg_cuda_estimate_line(k, n, s, m->arch, r->estimate_line, sizeof r->estimate_line);

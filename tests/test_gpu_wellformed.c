@@ -17,7 +17,8 @@
 
 static const char *const arch = "sm_90";
 
-/* 1 when s's busiest kernel is well-formed, 0 when not, -1 when it does not build; its estimate in *est. */
+/* 1 when s's kernel of the longest estimated time is well-formed, 0 when not, -1 when it does not build; the
+ * estimate in *est. */
 static int judge(const kg_program *p, const kg_schedule *s, double *est, int *threads) {
   kg_build_opts o = {.target = KG_TARGET_CUDA, .stop = KG_BUILD_COMPILE, .sched = s, .arch = arch,
                      .at_bound_sizes = 1};
@@ -30,11 +31,9 @@ static int judge(const kg_program *p, const kg_schedule *s, double *est, int *th
     kg_kernel_quality q[8];
     kg_kernel_estimate k[8];
     char why[256];
-    if (n <= 8 && kg_cuda_quality(&b.front.cuda, &b.cubin, arch, q, why, sizeof why) == 0 &&
-        (*est = kg_cuda_estimate(b.front.ir, q, n, arch, k, why, sizeof why)) > 0) {
-      int busiest = 0;
-      for (int i = 1; i < n; i++)
-        if (k[i].work.flops > k[busiest].work.flops) busiest = i;
+    if (n <= 8 &&
+        (*est = kg_cuda_estimate_build(&b.front.cuda, &b.cubin, b.front.ir, arch, q, k, why, sizeof why)) > 0) {
+      int busiest = kg_cuda_estimate_busiest(k, n);
       rc = kg_cuda_quality_well_formed(&q[busiest]);
       *threads = q[busiest].threads;
     }

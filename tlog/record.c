@@ -77,7 +77,7 @@ double kg_tlog_record_median(const kg_tlog_record *r) {
 }
 
 int kg_tlog_record_estimated(const kg_tlog_record *r) {
-  return r->estimate_s > 0 && r->target.runner && !strcmp(r->target.runner, "emulator");
+  return r->estimate_s > 0 && r->target.runner && !strcmp(r->target.runner, kg_runner_names[KG_RUNNER_EMULATOR]);
 }
 
 double kg_tlog_record_rank_s(const kg_tlog_record *r) {
