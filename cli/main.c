@@ -304,7 +304,7 @@ static int quality_report(kg_strbuf *sb, const kg_cuda_program *cp, const kg_low
     fprintf(stderr, "kgen: no quality report: %s\n", q ? why : "out of memory");
     rc = 1;
   } else {
-    if (ir) kg_cuda_quality_banks(ir, q, cp->nkernels);
+    if (ir) kg_cuda_quality_ir(ir, q, cp->nkernels);
     kg_strbuf_printf(sb, "// ---- static quality (%s, NVRTC %s) ----\n", arch, kg_nvrtc_version());
     for (int k = 0; k < cp->nkernels; k++) {
       char line[1024];

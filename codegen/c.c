@@ -485,6 +485,8 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
     case KG_IRS_COMMENT:
       kg_cexpr_put_comment(b, ind, s->text);
       break;
+    case KG_IRS_ASYNC_COMMIT:
+    case KG_IRS_ASYNC_WAIT: cfail(g, "codegen c: asynchronous copies (a pipelined loop) are CUDA's"); return;
   }
 }
 

@@ -652,6 +652,22 @@ static int put_vector_loop(cgen *g, const kg_irstmt *s, int ind) {
       kg_strbuf_puts(b, ") {\n");
       in++;
     }
+    if (store->store.async && nl == 1 && store->store.value == loads[0]) {
+      /* a plain copy into shared memory: one asynchronous copy of the whole vector (cp.async) */
+      kg_strbuf_indent(b, in);
+      kg_strbuf_printf(b, "kg_cp_async%d(%s + (", (int)(4 * w), store->store.buf->name);
+      put_expr(g, store->store.index);
+      kg_strbuf_printf(b, "), %s + (", loads[0]->load.buf->name);
+      put_expr(g, loads[0]->load.index);
+      kg_strbuf_puts(b, "));\n");
+      if (writer) {
+        kg_strbuf_indent(b, ind + 1);
+        kg_strbuf_puts(b, "}\n");
+      }
+      kg_strbuf_indent(b, ind);
+      kg_strbuf_puts(b, "}\n");
+      continue;
+    }
     for (int i = 0; i < nl; i++) {
       kg_strbuf_indent(b, in);
       kg_strbuf_printf(b, "const %s kg_vl%d_%d = *(const %s *)(%s + (", vt, id, i, vt, loads[i]->load.buf->name);
@@ -932,6 +948,14 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       break;
     case KG_IRS_STORE: {
       kg_strbuf_indent(b, ind);
+      if (s->store.async) { /* a copy of one global float into shared memory, landing by the next wait */
+        kg_strbuf_printf(b, "kg_cp_async4(%s + (", s->store.buf->name);
+        put_expr(g, s->store.index);
+        kg_strbuf_printf(b, "), %s + (", s->store.value->load.buf->name);
+        put_expr(g, s->store.value->load.index);
+        kg_strbuf_puts(b, "));\n");
+        break;
+      }
       kg_strbuf_printf(b, "%s[", s->store.buf->name);
       put_expr(g, s->store.index);
       kg_strbuf_puts(b, "] = ");
@@ -964,6 +988,14 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
     case KG_IRS_COMMENT:
       kg_cexpr_put_comment(b, ind, s->text);
       break;
+    case KG_IRS_ASYNC_COMMIT:
+      kg_strbuf_indent(b, ind);
+      kg_strbuf_puts(b, "kg_cp_async_commit();\n");
+      break;
+    case KG_IRS_ASYNC_WAIT:
+      kg_strbuf_indent(b, ind);
+      kg_strbuf_printf(b, "kg_cp_async_wait(%d);\n", s->async_wait.pending);
+      break;
   }
 }
 
@@ -972,6 +1004,58 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
 /* Follows the kg_idx typedef, inside a guard with it: several programs of the same index width can then be
  * pasted into one translation unit (an emulated header build puts each in a namespace of its own, which also
  * covers programs of different widths). */
+/* The asynchronous copies of pipelined loops (lower/pipeline.c), printed only by programs that have them, under a
+ * guard of their own (a translation unit may paste programs with and without them). */
+static const char async_prelude[] =
+    "#ifndef KG_CUDA_ASYNC\n"
+    "#define KG_CUDA_ASYNC\n"
+    "/* Copies of 4, 8 or 16 bytes from global into shared memory that land by the next kg_cp_async_wait covering\n"
+    " * their group (a pipelined loop's ring): cp.async from sm_80 on, plain copies before (which land at once). */\n"
+    "#if defined(KG_EMULATE)\n"
+    "#define kg_cp_async4(d, s) kg_emu_cp_async((d), (s), 4, __LINE__)\n"
+    "#define kg_cp_async8(d, s) kg_emu_cp_async((d), (s), 8, __LINE__)\n"
+    "#define kg_cp_async16(d, s) kg_emu_cp_async((d), (s), 16, __LINE__)\n"
+    "#define kg_cp_async_commit() kg_emu_cp_async_commit()\n"
+    "#define kg_cp_async_wait(n) kg_emu_cp_async_wait(n)\n"
+    "#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+    "__device__ __forceinline__ void kg_cp_async4(float *d, const float *s) {\n"
+    "  asm volatile(\"cp.async.ca.shared.global [%0], [%1], 4;\\n\" ::\"r\"((unsigned)__cvta_generic_to_shared(d)), \"l\"(s) : \"memory\");\n"
+    "}\n"
+    "__device__ __forceinline__ void kg_cp_async8(float *d, const float *s) {\n"
+    "  asm volatile(\"cp.async.ca.shared.global [%0], [%1], 8;\\n\" ::\"r\"((unsigned)__cvta_generic_to_shared(d)), \"l\"(s) : \"memory\");\n"
+    "}\n"
+    "__device__ __forceinline__ void kg_cp_async16(float *d, const float *s) {\n"
+    "  asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\\n\" ::\"r\"((unsigned)__cvta_generic_to_shared(d)), \"l\"(s) : \"memory\");\n"
+    "}\n"
+    "#define kg_cp_async_commit() asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\")\n"
+    "#define kg_cp_async_wait(n) asm volatile(\"cp.async.wait_group %0;\\n\" ::\"n\"(n) : \"memory\")\n"
+    "#else\n"
+    "__device__ __forceinline__ void kg_cp_async4(float *d, const float *s) { *d = *s; }\n"
+    "__device__ __forceinline__ void kg_cp_async8(float *d, const float *s) { *(float2 *)d = *(const float2 *)s; }\n"
+    "__device__ __forceinline__ void kg_cp_async16(float *d, const float *s) { *(float4 *)d = *(const float4 *)s; }\n"
+    "#define kg_cp_async_commit() ((void)0)\n"
+    "#define kg_cp_async_wait(n) ((void)0)\n"
+    "#endif\n"
+    "#endif\n"
+    "\n";
+
+static int has_async(const kg_irstmt *s) {
+  if (!s) return 0;
+  switch (s->kind) {
+    case KG_IRS_SEQ:
+      for (int i = 0; i < s->seq.n; i++)
+        if (has_async(s->seq.items[i])) return 1;
+      return 0;
+    case KG_IRS_FOR: return has_async(s->loop.body);
+    case KG_IRS_IF: return has_async(s->cond.then) || has_async(s->cond.otherwise);
+    case KG_IRS_ALLOC: return has_async(s->alloc.body);
+    case KG_IRS_STORE: return s->store.async;
+    case KG_IRS_ASYNC_COMMIT:
+    case KG_IRS_ASYNC_WAIT: return 1;
+    default: return 0;
+  }
+}
+
 static const char prelude[] =
     "#ifndef KG_EMULATE\n"
     "#define KG_DYNAMIC_SHARED(name) extern __shared__ __align__(16) float name[]\n"
@@ -1216,6 +1300,7 @@ int kg_codegen_cuda(const kg_lowered *f, const char *prefix, kg_cuda_program *ou
   kg_strbuf_printf(b, "#ifndef KG_CUDA_PRELUDE\n#define KG_CUDA_PRELUDE\ntypedef %s kg_idx;\n",
                    g.wide ? "long long" : "int");
   kg_strbuf_puts(b, prelude);
+  if (has_async(f->body)) kg_strbuf_puts(b, async_prelude);
   for (int k = 0; k < nk && !g.failed; k++) {
     const kg_irstmt *item = f->body->kind == KG_IRS_SEQ ? f->body->seq.items[k] : f->body;
     if (put_kernel(&g, item, k, prefix, &out->kernels[k], out->grid_dyn ? out->grid_dyn[k] : NULL) == 0)

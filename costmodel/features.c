@@ -530,7 +530,9 @@ static void walk(walker *w, const kg_irstmt *s) {
       k->barriers++; /* it synchronises the block as a barrier does */
       w->allreduces++;
       return;
-    case KG_IRS_COMMENT: return;
+    case KG_IRS_COMMENT:
+    case KG_IRS_ASYNC_COMMIT:
+    case KG_IRS_ASYNC_WAIT: return;
   }
 }
 

@@ -198,6 +198,13 @@ static void draw_pad(gctx *g, const kg_sstage *sh) {
   kg_builder_step(&g->b, KG_STEP_PAD, sh->name, NULL, 0, pad, 0, 1);
 }
 
+/* The shared stages just computed at loop ko of st pipelined sometimes: a ring of 2 to 4 tiles. */
+static void draw_pipeline(gctx *g, const kg_sstage *st, const kg_iter *ko, int staged) {
+  if (g->b.failed || !staged || !chance(g->r, g->r->tidy ? 50 : 35)) return;
+  const char *loop = ko->name;
+  kg_builder_step(&g->b, KG_STEP_PIPELINE, st->name, &loop, 1, 2 + below(g->r, chance(g->r, 80) ? 2 : 3), 0, 1);
+}
+
 /* A per-thread stage st (computed at a thread loop of a stage mapped with tx x ty threads): its reductions tiled,
  * some inputs staged in shared memory at the reduction's outer loop, its innermost loop sometimes unrolled. */
 static void per_thread_stage(gctx *g, kg_sstage *st, int64_t tx, int64_t ty) {
@@ -210,7 +217,7 @@ static void per_thread_stage(gctx *g, kg_sstage *st, int64_t tx, int64_t ty) {
     kg_builder_annotate(&g->b, KG_STEP_UNROLL, st, last, KG_THREAD_NONE);
   if (!ko || g->b.failed) return;
   kg_tensor *t[16];
-  int reuse[16], n = 0;
+  int reuse[16], n = 0, staged = 0;
   kg_gpu_collect_reads(st, st->body, t, reuse, &n, 16);
   for (int k = 0; k < n && !g->b.failed; k++) {
     const kg_sstage *prod = kg_sched_stage_of_tensor(g->b.s, t[k]);
@@ -221,7 +228,9 @@ static void per_thread_stage(gctx *g, kg_sstage *st, int64_t tx, int64_t ty) {
     kg_builder_compute_at(&g->b, sh, st, ko);
     kg_gpu_cooperative_fetch(&g->b, sh, tx, ty, fetch_vector(g->r));
     draw_pad(g, sh);
+    staged++;
   }
+  draw_pipeline(g, st, ko, staged);
 }
 
 /* Maps root stage st's spatial loops onto blocks and threads. with_red: st's reductions are tiled serially in
@@ -407,7 +416,7 @@ static void tiled_reduction(gctx *g, kg_sstage *st) {
   if (R < 0 || st->leaves[R]->origin != KG_ITER_SPLIT_OUTER || !chance(g->r, 70)) return;
   kg_iter *ko = st->leaves[R];
   kg_tensor *t[16];
-  int reuse[16], n = 0;
+  int reuse[16], n = 0, staged = 0;
   kg_gpu_collect_reads(st, st->body, t, reuse, &n, 16);
   for (int k = 0; k < n && !g->b.failed; k++) {
     if (!chance(g->r, reuse[k] ? 75 : 30)) continue;
@@ -418,7 +427,9 @@ static void tiled_reduction(gctx *g, kg_sstage *st) {
     kg_builder_compute_at(&g->b, sh, st, ko);
     kg_gpu_cooperative_fetch(&g->b, sh, m->tx, m->ty, fetch_vector(g->r));
     draw_pad(g, sh);
+    staged++;
   }
+  draw_pipeline(g, st, ko, staged);
 }
 
 /* A cross-thread reduction: the spatial loops fused onto blocks (rows sometimes spread over threadIdx.y), the

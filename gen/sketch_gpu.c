@@ -64,6 +64,7 @@ typedef struct stage_plan {
   const char *staged[MAX_STAGED]; /* the inputs staged in shared memory, in read order */
   int k_fetch[MAX_STAGED];
   int k_pad[MAX_STAGED];          /* its rows padded in shared memory (pad): 0, 1 or 4 floats */
+  int k_pipeline;                 /* the staged tiles' ring at their k loop (pipeline): 1 (none), 2 or 3 stages */
   int k_threads, k_vector; /* SIMPLE, CROSS, ROW (CROSS_AT uses its consumer's k_threads) */
   int k_min_blocks;        /* TILE with local: launch_bounds (0: none, else blocks kept resident per SM) */
   int k_raster;            /* TILE with local: block rows per group of the block order (1: row by row) */
@@ -180,7 +181,11 @@ static void per_thread_knobs(kg_sketch *sk, int *full, stage_plan *p, const kg_s
     p->k_loc = knob(sk, full, KG_KNOB_LOCATION, p->name, "shared_at", loc, st->nrax);
   }
   p->nstaged = 0;
+  p->k_pipeline = -1;
   if (p->shared) staged_inputs(sk, full, p, sc, st);
+  /* the staged tiles of the next one or two k steps in flight (cp.async) while this one computes */
+  static const int64_t stages[] = {1, 2, 3};
+  if (p->nstaged > 0) p->k_pipeline = knob(sk, full, KG_KNOB_CHOICE, p->name, "pipeline", stages, 3);
 }
 
 /* ---- realization ---- */
@@ -316,6 +321,11 @@ static void per_thread(rctx *c, const stage_plan *p, kg_sstage *st, const kg_sst
     kg_gpu_cooperative_fetch(b, sh, m->tx, m->ty, val(c->pt, p->k_fetch[j], 1));
     int64_t pad = val(c->pt, p->k_pad[j], 0);
     if (pad > 0 && sh->out->ndim >= 2) kg_builder_step(b, KG_STEP_PAD, sh->name, NULL, 0, pad, 0, 1);
+  }
+  int64_t stages = val(c->pt, p->k_pipeline, 1);
+  if (p->nstaged > 0 && stages > 1 && !b->failed) {
+    const char *loop = ro[loc]->name;
+    kg_builder_step(b, KG_STEP_PIPELINE, st->name, &loop, 1, stages, 0, 1);
   }
 }
 

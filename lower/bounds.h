@@ -80,10 +80,9 @@ void kg_lower_regacc(kg_arena *a, kg_lowered *f);
 /* recip.c: a vectorized (on CUDA also thread-bound) loop dividing by a value it does not change multiplies by its
  * reciprocal, computed once before the loop (C: after regacc; CUDA: after the writer pass, before launch). */
 void kg_lower_recip(kg_arena *a, kg_lowered *f, kg_target_kind target);
-/* banks.c: the worst shared-memory bank conflict of CUDA kernel `kernel` (item of f->body), as the number of passes
- * a warp's access takes (1: conflict-free), with the buffer and access in where ("X_shared load"); 0 when the
- * kernel has no shared access it can analyse. */
-int kg_lower_bank_conflicts(kg_arena *a, const kg_lowered *f, int kernel, char *where, size_t wlen);
+/* pipeline.c: on the CUDA target, each loop the schedule pipelines fills a ring of its shared stages ahead of the
+ * step that reads them; -1 with a message in err when the loop's body is not what the pass requires. */
+int kg_lower_pipeline(kg_arena *a, kg_lowered *f, char *err, size_t errlen);
 /* writer.c: on the CUDA target, a store that no enclosing thread index distinguishes is made by one thread. */
 void kg_lower_writer(kg_arena *a, kg_lowered *f);
 /* launch.c: on the CUDA target, each kernel's launch shape (f->launch), and the guards of bound loops narrower than

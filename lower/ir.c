@@ -325,6 +325,14 @@ kg_irstmt *kg_ir_allreduce(kg_arena *a, kg_buffer *b, kg_reducer red, kg_thread_
   return s;
 }
 
+kg_irstmt *kg_ir_async_commit(kg_arena *a) { return new_stmt(a, KG_IRS_ASYNC_COMMIT); }
+
+kg_irstmt *kg_ir_async_wait(kg_arena *a, int pending) {
+  kg_irstmt *s = new_stmt(a, KG_IRS_ASYNC_WAIT);
+  s->async_wait.pending = pending;
+  return s;
+}
+
 kg_irstmt *kg_ir_comment(kg_arena *a, const char *text) {
   kg_irstmt *s = new_stmt(a, KG_IRS_COMMENT);
   s->text = kg_arena_strdup(a, text);
@@ -424,6 +432,7 @@ static void print_stmt(kg_strbuf *b, const kg_irstmt *s, int ind) {
       kg_strbuf_printf(b, ")");
       if (s->loop.kind != KG_LOOP_SERIAL) kg_strbuf_printf(b, " %s", kg_loop_kind_names[s->loop.kind]);
       if (s->loop.tag != KG_THREAD_NONE) kg_strbuf_printf(b, " %s", kg_thread_tag_names[s->loop.tag]);
+      if (s->loop.pipeline) kg_strbuf_printf(b, " pipelined(%d)", s->loop.pipeline);
       kg_strbuf_printf(b, "  # %s.%s\n", s->loop.stage_name ? s->loop.stage_name : "?",
                        s->loop.loop_name ? s->loop.loop_name : "?");
       print_stmt(b, s->loop.body, ind + 1);
@@ -442,7 +451,8 @@ static void print_stmt(kg_strbuf *b, const kg_irstmt *s, int ind) {
       break;
     case KG_IRS_STORE:
       kg_strbuf_indent(b, ind);
-      kg_strbuf_printf(b, "%s%s[", s->store.stream ? "stream " : "", s->store.buf->name);
+      kg_strbuf_printf(b, "%s%s%s[", s->store.stream ? "stream " : "", s->store.async ? "async " : "",
+                       s->store.buf->name);
       print_expr(b, s->store.index);
       kg_strbuf_puts(b, "] = ");
       print_expr(b, s->store.value);
@@ -481,6 +491,14 @@ static void print_stmt(kg_strbuf *b, const kg_irstmt *s, int ind) {
     case KG_IRS_COMMENT:
       kg_strbuf_indent(b, ind);
       kg_strbuf_printf(b, "# %s\n", s->text);
+      break;
+    case KG_IRS_ASYNC_COMMIT:
+      kg_strbuf_indent(b, ind);
+      kg_strbuf_puts(b, "async commit\n");
+      break;
+    case KG_IRS_ASYNC_WAIT:
+      kg_strbuf_indent(b, ind);
+      kg_strbuf_printf(b, "async wait (at most %d groups in flight)\n", s->async_wait.pending);
       break;
   }
 }

@@ -104,6 +104,9 @@ typedef enum {
                        threads that share its other thread indices, across threadIdx tag allreduce.tag. Every thread
                        of the block reaches it (a cross-thread reduction, CUDA only) */
   KG_IRS_COMMENT, /* text, for readable output */
+  KG_IRS_ASYNC_COMMIT, /* closes the running thread's group of asynchronous stores (cp.async.commit_group; CUDA) */
+  KG_IRS_ASYNC_WAIT,   /* waits until at most async_wait.pending of the thread's latest committed groups are still
+                          in flight: every store of the groups before them has landed (cp.async.wait_group) */
 } kg_irstmt_kind;
 
 struct kg_irstmt {
@@ -124,6 +127,7 @@ struct kg_irstmt {
       const char *loop_name;
       const char *stage_name;
       kg_irstmt *body;
+      int pipeline; /* the schedule's `pipeline` depth (lower/pipeline.c rewrites the loop); 0: none */
     } loop;
     struct {
       kg_irexpr *cond;
@@ -133,6 +137,9 @@ struct kg_irstmt {
       kg_buffer *buf;
       kg_irexpr *index, *value;
       int stream; /* a non-temporal store (the stage is streamed, C target): a hint, same meaning */
+      int async;  /* CUDA: the copy of a global element (value a load of a parameter or temporary) into shared
+                     memory may land any time up to the ASYNC_WAIT that covers its group (cp.async); a printer may
+                     also store at once */
     } store;
     struct {
       kg_irvar *var;
@@ -153,6 +160,9 @@ struct kg_irstmt {
       int64_t scratch;        /* the floats of shared memory it combines through (WARPS, SHARED), else 0 */
     } allreduce;
     const char *text;
+    struct {
+      int pending;
+    } async_wait;
   };
 };
 
@@ -232,6 +242,8 @@ kg_irstmt *kg_ir_barrier(kg_arena *a);
 kg_irstmt *kg_ir_allreduce(kg_arena *a, kg_buffer *b, kg_reducer red, kg_thread_tag tag, int64_t extent,
                            const char *stage_name, const char *loop_name);
 kg_irstmt *kg_ir_comment(kg_arena *a, const char *text);
+kg_irstmt *kg_ir_async_commit(kg_arena *a);
+kg_irstmt *kg_ir_async_wait(kg_arena *a, int pending);
 int kg_ir_is_const(const kg_irexpr *e, int64_t *v);
 /* Whether s holds a loop (through sequences, both branches of an IF and allocation bodies). */
 int kg_ir_contains_loop(const kg_irstmt *s);

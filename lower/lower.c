@@ -758,6 +758,7 @@ static kg_irstmt *build_from(lctx *L, nest *n, int k) {
   if (thread) L->relax.known[v->id] = 0;
   L->in_parallel = saved;
   kg_irstmt *loop = kg_ir_for(a, n->leafvar[k], ext_expr(L, n, it), it->kind, it->tag, it->name, st->name, body);
+  loop->loop.pipeline = it->pipeline;
   if (!init) return loop;
   kg_irstmt *seq = kg_ir_seq(a);
   kg_ir_seq_push(a, seq, init);
@@ -1029,6 +1030,8 @@ kg_lowered *kg_lower(const kg_schedule *s, kg_target_kind target, kg_arena *a, c
   /* after tightening, whose ragged extents it versions; the IR is then what the C printer prints */
   if (target == KG_TARGET_C) kg_lower_regacc(a, f);
   if (target == KG_TARGET_C) kg_lower_recip(a, f, target);
+  /* before the writer: the copies it makes are stores like any other */
+  if (target == KG_TARGET_CUDA && kg_lower_pipeline(a, f, L->err, L->errlen) != 0) return NULL;
   if (target == KG_TARGET_CUDA) kg_lower_writer(a, f);
   if (target == KG_TARGET_CUDA) kg_lower_recip(a, f, target);
   /* last: the guards it adds wrap whole loops, which the passes before would have to see through */

@@ -206,6 +206,8 @@ static void describe(vctx *V, const kg_irstmt *s, char *buf, size_t len) {
                nm(s->allreduce.loop_name));
       break;
     case KG_IRS_COMMENT: snprintf(buf, len, "comment"); break;
+    case KG_IRS_ASYNC_COMMIT: snprintf(buf, len, "async commit"); break;
+    case KG_IRS_ASYNC_WAIT: snprintf(buf, len, "async wait"); break;
     default: snprintf(buf, len, "statement of unknown kind %d", (int)s->kind); break;
   }
   V->where = buf;
@@ -318,6 +320,10 @@ static void check_stmt(vctx *V, const kg_irstmt *s) {
         FAIL("streamed store to %s, which is not an output on the C target", s->store.buf->name);
       check_expr(V, s->store.value, "value");
       if (!V->failed && s->store.value->ty != KG_TY_F32) vfail(V, "stored value is not F32");
+      if (!V->failed && s->store.async &&
+          (!cuda || s->store.buf->scope != KG_SCOPE_SHARED || s->store.value->kind != KG_IRE_LOAD ||
+           s->store.value->load.buf->scope != KG_SCOPE_GLOBAL))
+        vfail(V, "an asynchronous store must copy a global element into shared memory, on CUDA");
       return;
     case KG_IRS_LET:
       check_expr(V, s->let.value, "value");
@@ -362,6 +368,12 @@ static void check_stmt(vctx *V, const kg_irstmt *s) {
     }
     case KG_IRS_COMMENT:
       if (!s->text) vfail(V, "comment without text");
+      return;
+    case KG_IRS_ASYNC_COMMIT:
+    case KG_IRS_ASYNC_WAIT:
+      if (!cuda) FAIL("asynchronous copies on the C target");
+      if (s->kind == KG_IRS_ASYNC_WAIT && (s->async_wait.pending < 0 || s->async_wait.pending > 7))
+        FAIL("waits for %d groups in flight, want 0 to 7", s->async_wait.pending);
       return;
     default: vfail(V, "unknown statement kind"); return;
   }

@@ -1,6 +1,7 @@
 /* The work of one CUDA kernel, counted from its lowered IR (work.h). */
 #include "work.h"
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include "../base/intmath.h"
 
@@ -264,8 +265,24 @@ static void access(wctx *W, kg_buffer *buf, const kg_irexpr *index, int is_store
   int known = warp_addresses(W, index, vw, addr, &n);
   w->other_insts += insts;
   if (buf->scope == KG_SCOPE_SHARED) {
+    int wf = known ? wavefronts(addr, n) : (int)vw;
     w->sh_insts += insts;
-    w->sh_wavefronts += warp_insts * (known ? wavefronts(addr, n) : (double)vw);
+    w->sh_wavefronts += warp_insts * wf;
+    /* the conflict degree: wavefronts over the fewest the distinct words need (a cross-thread reduction's own
+     * scratch has a fixed, conflict-free pattern and is left out) */
+    if (known && strncmp(buf->name, "kg_red", 6) != 0) {
+      int distinct = 0;
+      for (int i = 0; i < n; i++) {
+        int dup = 0;
+        for (int k = 0; k < i && !dup; k++) dup = addr[k] == addr[i];
+        distinct += !dup;
+      }
+      int need = (distinct + 31) / 32, degree = (wf + need - 1) / need;
+      if (degree > w->bank_degree) {
+        w->bank_degree = degree;
+        snprintf(w->bank_where, sizeof w->bank_where, "%s %s", buf->name, is_store ? "store" : "load");
+      }
+    }
     return;
   }
   /* unknown addresses (an index through a load): taken as coalesced */
@@ -275,6 +292,7 @@ static void access(wctx *W, kg_buffer *buf, const kg_irexpr *index, int is_store
     w->gst_sectors += warp_insts * s;
   } else {
     w->gld_insts += insts;
+    w->l1_sectors += warp_insts * s; /* L1 serves every sector asked, hit or miss */
     /* L1 keeps what the warp's previous iteration of the innermost serial loop fetched: a load that does not follow
      * that loop refetches nothing, and one that steps less than a sector per iteration fetches a sector every
      * 8/|step| iterations (the rest are hits) */
@@ -425,6 +443,7 @@ static void stmt(wctx *W, kg_irstmt *s) {
         W->serial = s->loop.var;
         W->serial_ext = ext;
       }
+      if (s->loop.pipeline > w->pipeline) w->pipeline = s->loop.pipeline;
       W->mult *= (double)ext;
       stmt(W, s->loop.body);
       /* what the walk learnt below is kept; the path's state is restored */
@@ -521,4 +540,11 @@ int kg_lower_kernel_work(const kg_lowered *f, int k, kg_kernel_work *w) {
   free(W.touched);
   free(W.val_gen), free(W.use_gen), free(W.val), free(W.val_ok), free(W.use);
   return 0;
+}
+
+int kg_lower_bank_conflicts(const kg_lowered *f, int k, char *where, size_t wlen) {
+  kg_kernel_work w;
+  int ok = kg_lower_kernel_work(f, k, &w) == 0;
+  if (where && wlen) snprintf(where, wlen, "%s", ok && w.bank_degree ? w.bank_where : "");
+  return ok ? w.bank_degree : 0;
 }

@@ -25,17 +25,27 @@ typedef struct kg_kernel_work {
                              * memory access and one per iteration of a loop that is not unrolled */
   double gld_insts, gst_insts;       /* thread-level global load and store instructions */
   double gld_sectors, gst_sectors;   /* 32-byte sectors they move, over warps */
+  double l1_sectors;                 /* the sectors the global loads ask of L1, hits included, over warps */
   double sh_insts, sh_wavefronts;    /* thread-level shared loads and stores; wavefronts over warps */
   double local_insts;                /* loads and stores of LOCAL buffers that are not register accumulators */
   double dram_bytes;        /* compulsory DRAM traffic: each global buffer the kernel reads or writes, whole,
                              * once per direction */
   double barriers;          /* __syncthreads executed per block (an allreduce through shared memory counts two) */
+  int pipeline;             /* the most stages of a pipelined loop's shared ring (lower/pipeline.c); 0: none */
   int ilp;                  /* independent accumulation chains per thread in the kernel's busiest update (its
                              * register tile), or 4 when that store accumulates nothing */
   int mlp;                  /* global loads a thread issues back to back (unrolled copies of a load), 1..8 */
   int load_bytes;           /* the widest global load per thread, bytes (4, 8 or 16) */
+  /* The worst shared-memory bank conflict among the kernel's shared accesses, as the wavefronts a warp's access
+   * takes over the fewest its distinct words need (1: conflict-free; a broadcast is one word); 0: no shared access
+   * with known addresses. Which access it is: "<buffer> load" or "<buffer> store". */
+  int bank_degree;
+  char bank_where[96];
 } kg_kernel_work;
 
 /* Counts kernel k of f into w. 0, or -1 when f has no such kernel or no launch shape for it. */
 int kg_lower_kernel_work(const kg_lowered *f, int k, kg_kernel_work *w);
+/* The worst shared-memory bank conflict of kernel k (w->bank_degree as counted above), with the access in where;
+ * 0 when the kernel has no shared access it can analyse or no launch shape. */
+int kg_lower_bank_conflicts(const kg_lowered *f, int k, char *where, size_t wlen);
 #endif

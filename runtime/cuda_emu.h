@@ -172,6 +172,15 @@ struct kg_emu_fiber {
   unsigned mask;     /* the warp operation's member mask */
   int src;           /* the lane a shuffle reads, or -1 for its own value */
   uint64_t val, res; /* a shuffle's value and result, as bits */
+  /* asynchronous copies (cp.async) not yet landed, oldest first: each lands only at a wait that covers its group,
+   * so a kernel that reads its shared memory before waiting reads what was there before (a wrong answer) */
+  struct kg_emu_copy {
+    void *dst;
+    const void *src;
+    unsigned bytes, group;
+  } *copies;
+  int ncopies, capcopies;
+  unsigned group; /* the open group's number: groups committed so far */
 };
 
 static struct {
@@ -235,6 +244,36 @@ static void kg_emu_check_align(const void *p, unsigned align, const char *what, 
   kg_emu_errorf("%s%s in thread (%u,%u,%u): address %p is not %u-byte aligned (a misaligned address on the GPU)", what,
                 at, f->tid.x, f->tid.y, f->tid.z, p, align);
   kg_emu_park(KG_EMU_FAILED, line);
+}
+
+static inline void kg_emu_cp_async(void *dst, const void *src, unsigned bytes, int line) {
+  kg_emu_fiber *f = kg_emu_cur;
+  kg_emu_check_align(dst, bytes, "cp.async to shared memory", line);
+  kg_emu_check_align(src, bytes, "cp.async from global memory", line);
+  if (f->ncopies == f->capcopies) {
+    int cap = f->capcopies ? 2 * f->capcopies : 64;
+    void *p = realloc(f->copies, sizeof(*f->copies) * (size_t)cap);
+    if (!p) {
+      kg_emu_errorf("out of memory for the asynchronous copies of thread (%u,%u,%u)", f->tid.x, f->tid.y, f->tid.z);
+      kg_emu_park(KG_EMU_FAILED, line);
+      return;
+    }
+    f->copies = (struct kg_emu_fiber::kg_emu_copy *)p;
+    f->capcopies = cap;
+  }
+  f->copies[f->ncopies++] = {dst, src, bytes, f->group};
+}
+static inline void kg_emu_cp_async_commit(void) { kg_emu_cur->group++; }
+/* Lands every copy of the committed groups but the latest `pending`, in issue order. */
+static inline void kg_emu_cp_async_wait(unsigned pending) {
+  kg_emu_fiber *f = kg_emu_cur;
+  int kept = 0;
+  for (int i = 0; i < f->ncopies; i++) {
+    struct kg_emu_fiber::kg_emu_copy *c = &f->copies[i];
+    if (c->group + pending < f->group) __builtin_memcpy(c->dst, c->src, c->bytes);
+    else f->copies[kept++] = *c;
+  }
+  f->ncopies = kept;
 }
 
 #define __syncthreads() kg_emu_syncthreads(__LINE__)
@@ -409,6 +448,8 @@ static int kg_emu_run_block(void) {
     f->ctx.uc_link = NULL;
     makecontext(&f->ctx, (void (*)(void))kg_emu_fiber_main, 1, i);
     f->state = KG_EMU_RUNNABLE;
+    f->ncopies = 0; /* copies a previous block never waited for are lost, as the block's shared memory is */
+    f->group = 0;
   }
   for (;;) {
     for (int i = 0; i < n; i++) {
@@ -469,6 +510,7 @@ static int kg_emu_prepare(int nthreads) {
 __attribute__((destructor)) static void kg_emu_unload(void) {
   for (int i = 0; i < KG_EMU_MAX_THREADS; i++)
     if (kg_emu_s.stacks[i]) munmap(kg_emu_s.stacks[i], KG_EMU_STACK_BYTES + kg_emu_s.page);
+  for (int i = 0; kg_emu_s.fibers && i < KG_EMU_MAX_THREADS; i++) free(kg_emu_s.fibers[i].copies);
   free(kg_emu_s.fibers);
 }
 

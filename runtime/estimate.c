@@ -72,22 +72,28 @@ static int estimate_kernel(const kg_gpu_device *D, const kg_kernel_quality *q, k
   double l2 = (w->gld_sectors + w->gst_sectors) * 32;
   e->t_l2 = l2 / (active * D->l2_bytes_per_clk * f) / e->eff_memory;
   e->t_dram = w->dram_bytes / dram_rate / e->eff_memory;
+  /* L1: 128 bytes (4 sectors) per SM per cycle, hits included: a kernel that reads its operands from global memory
+   * in every iteration (no shared staging) pays here even when L1 holds them */
+  e->t_l1 = w->l1_sectors / (active * 4 * f);
 
   /* barrier-separated steps: a staged loop's step waits for its loads unless other blocks have work meanwhile */
   double t_lat = 0;
   if (w->barriers >= 2 && w->gld_insts > 0) {
-    double steps = w->barriers / 2;
+    /* a pipelined loop has one barrier per step, and its loads were issued pipeline - 1 steps earlier: that many
+     * steps of every resident block's issue cover them too */
+    double steps = w->pipeline >= 2 ? w->barriers : w->barriers / 2;
     double step_cycles = all_w / B / steps / 4; /* one block's issue per step, at the SM's whole rate */
-    double exposed = fmax(0, D->mem_latency / 2 - (resident - 1) * step_cycles); /* tiles are mostly L2 hits */
+    double ahead = w->pipeline >= 2 ? (w->pipeline - 1) * resident : 0;
+    double exposed = fmax(0, D->mem_latency / 2 - (resident - 1 + ahead) * step_cycles); /* tiles: mostly L2 hits */
     t_lat = waves * steps * exposed / f;
   }
   t_lat += waves * w->barriers * 20 / f;
   e->t_latency = t_lat;
 
-  const char *names[] = {"issue", "sfu", "shared", "l2", "dram"};
-  double t[] = {e->t_issue, e->t_sfu, e->t_shared, e->t_l2, e->t_dram}, worst = 0;
+  const char *names[] = {"issue", "sfu", "shared", "l1", "l2", "dram"};
+  double t[] = {e->t_issue, e->t_sfu, e->t_shared, e->t_l1, e->t_l2, e->t_dram}, worst = 0;
   e->bound = names[0];
-  for (int i = 0; i < 5; i++)
+  for (int i = 0; i < 6; i++)
     if (t[i] > worst) worst = t[i], e->bound = names[i];
   if (t_lat > worst) e->bound = "latency";
   /* every wave of blocks lasts at least one block's life: launched, a trip to memory, its barriers, retired */
@@ -120,10 +126,48 @@ double kg_cuda_estimate(const kg_lowered *f, const kg_kernel_quality *q, int nke
   return total;
 }
 
+/* The most floats of per-thread (LOCAL) arrays live at once on one path through s. */
+static int64_t local_floats(const kg_irstmt *s) {
+  if (!s) return 0;
+  int64_t m = 0, x;
+  switch (s->kind) {
+    case KG_IRS_SEQ:
+      for (int i = 0; i < s->seq.n; i++)
+        if ((x = local_floats(s->seq.items[i])) > m) m = x;
+      return m;
+    case KG_IRS_FOR: return local_floats(s->loop.body);
+    case KG_IRS_IF:
+      m = local_floats(s->cond.then);
+      x = local_floats(s->cond.otherwise);
+      return x > m ? x : m;
+    case KG_IRS_ALLOC:
+      return (s->alloc.buf->scope == KG_SCOPE_LOCAL ? s->alloc.buf->size : 0) + local_floats(s->alloc.body);
+    default: return 0;
+  }
+}
+
+int kg_cuda_registers_guess(const kg_lowered *ir, int k, int64_t *spill_bytes) {
+  int64_t f = ir && ir->body && ir->body->kind == KG_IRS_SEQ && k >= 0 && k < ir->body->seq.n
+                  ? local_floats(ir->body->seq.items[k])
+                  : 0;
+  int64_t r = 40 + f + f / 4;
+  *spill_bytes = r > 255 ? 4 * (r - 255) : 0;
+  return r > 255 ? 255 : (int)r;
+}
+
 double kg_cuda_estimate_build(const kg_cuda_program *cp, const kg_cubin *cb, const kg_lowered *ir, const char *arch,
                               kg_kernel_quality *q, kg_kernel_estimate *k, char *why, size_t whylen) {
-  int ok = cb ? kg_cuda_quality(cp, cb, arch, q, why, whylen) == 0
-              : kg_cuda_quality_launch(cp, arch, 32, q, why, whylen) == 0;
+  int ok = cb ? kg_cuda_quality(cp, cb, arch, q, why, whylen) == 0 : 1;
+  /* no compiler's report: each kernel at the registers its per-thread arrays suggest */
+  for (int i = 0; !cb && ok && i < cp->nkernels; i++) {
+    int64_t spill;
+    int regs = kg_cuda_registers_guess(ir, i, &spill);
+    kg_cuda_program one = *cp;
+    one.kernels = &cp->kernels[i];
+    one.nkernels = 1;
+    ok = kg_cuda_quality_launch(&one, arch, regs, &q[i], why, whylen) == 0;
+    q[i].spill_bytes = spill;
+  }
   return ok ? kg_cuda_estimate(ir, q, cp->nkernels, arch, k, why, whylen) : -1;
 }
 

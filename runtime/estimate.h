@@ -13,7 +13,9 @@
  *     use x the widest load x loads issued back to back;
  *   - waves: a grid that does not fill its last wave of resident blocks pays for the whole wave;
  *   - barrier-separated steps (a staged tile loop): each step exposes the memory latency that the other resident
- *     blocks' work of one step does not cover; each barrier costs a few cycles;
+ *     blocks' work of one step does not cover; a pipelined loop of D stages (one barrier per step) issued its
+ *     loads D - 1 steps earlier, so D - 1 steps of every resident block's work cover them as well; each barrier
+ *     costs a few cycles;
  *   - spills slow the kernel in proportion to the bytes spilled; and each kernel launch costs a fixed overhead.
  * The kernel's time is the largest throughput time, divided by the wave efficiency (and never under one block's
  * life, a memory trip and its barriers, per wave), plus the exposed latencies and the launch; the program's is the
@@ -40,7 +42,7 @@ int kg_gpu_device_for_arch(const char *arch, kg_gpu_device *d);
 
 typedef struct kg_kernel_estimate {
   double s;                     /* the kernel's estimated time */
-  double t_issue, t_sfu, t_shared, t_l2, t_dram; /* throughput times, after latency hiding, before waves */
+  double t_issue, t_sfu, t_shared, t_l1, t_l2, t_dram; /* throughput times, after latency hiding, before waves */
   double t_latency;             /* exposed latency of barrier-separated steps, and the barriers */
   double eff_compute, eff_memory, waves_eff;     /* 0..1 */
   const char *bound;            /* the largest throughput time: "issue", "sfu", "shared", "l2", "dram", or
@@ -55,10 +57,15 @@ typedef struct kg_kernel_estimate {
 double kg_cuda_estimate(const kg_lowered *f, const kg_kernel_quality *q, int nkernels, const char *arch,
                         kg_kernel_estimate *k, char *why, size_t whylen);
 /* The estimate of a built CUDA program cp (lowered as ir): fills q[0..cp->nkernels) with the quality report of cb
- * (NULL when the build has no resource report, e.g. the emulator's without NVRTC: the launch shape's, at 32
- * registers a thread), then estimates as kg_cuda_estimate does. Seconds, or -1 with why. */
+ * (NULL when the build has no resource report, e.g. the emulator's without NVRTC or a search's prior: the launch
+ * shape's, at the registers kg_cuda_registers_guess gives each kernel), then estimates as kg_cuda_estimate does.
+ * Seconds, or -1 with why. */
 double kg_cuda_estimate_build(const kg_cuda_program *cp, const kg_cubin *cb, const kg_lowered *ir, const char *arch,
                               kg_kernel_quality *q, kg_kernel_estimate *k, char *why, size_t whylen);
+/* The registers a thread of kernel k (item k of ir->body) takes, guessed without a compiler: 40 plus 1.25 per
+ * float of the per-thread arrays live at once (a register tile of 32 floats: 80, as ptxas gives 85 to 95 for
+ * kgen's 8 x 4 SGEMM tiles), at most 255; what is past 255 spills, 4 bytes a register, into *spill_bytes. */
+int kg_cuda_registers_guess(const kg_lowered *ir, int k, int64_t *spill_bytes);
 /* The kernel with the largest estimated time among k[0..n) (0 when n <= 1). */
 int kg_cuda_estimate_busiest(const kg_kernel_estimate *k, int n);
 /* "estimate on sm_90 (NVIDIA H200 figures, a model): 3.1 ms; kgen_k0 3.1 ms bound by issue (compute 100%, memory

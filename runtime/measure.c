@@ -649,7 +649,7 @@ static void build_one(const kg_measurer *m, const kg_candidate *c, built *bt, kg
     kg_kernel_quality *q = kg_xrealloc(NULL, sizeof *q * (size_t)n);
     char why[256];
     if (kg_cuda_quality(&bt->b.front.cuda, &bt->b.cubin, m->arch, q, why, sizeof why) == 0) {
-      kg_cuda_quality_banks(bt->b.front.ir, q, n);
+      kg_cuda_quality_ir(bt->b.front.ir, q, n);
       r->quality = q;
       r->nquality = n;
     } else {

@@ -1,9 +1,10 @@
 /* The static quality report of a compiled CUDA program's kernels (quality.h). */
 #include "quality.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "../base/arena.h"
-#include "../lower/bounds.h"
+#include "../lower/work.h"
 
 /* The body of entry `name` in ptx: from its ".entry name(" to the brace that closes it; NULL when absent. */
 static const char *entry_body(const char *ptx, const char *name, const char **end) {
@@ -60,6 +61,18 @@ static void scan_ptx(const char *b, const char *end, kg_kernel_quality *q) {
         if (w > q->store_bits) q->store_bits = w;
       }
       if (!strncmp(t, "st.shared", 9)) st_shared = 1;
+      if (!strncmp(t, "cp.async.", 9) && memmem(t, (size_t)(sp - t), ".shared.global", 14)) {
+        /* cp.async.{ca,cg}.shared.global [dst], [src], BYTES: a global load straight into shared memory */
+        st_shared = 1;
+        const char *c = memchr(t, ';', (size_t)(nl - t));
+        const char *d = c;
+        while (d > t && d[-1] >= '0' && d[-1] <= '9') d--;
+        while (d > t && (d[-1] == ' ' || d[-1] == ',')) d--;
+        const char *num = d;
+        while (num < c && (*num == ' ' || *num == ',')) num++;
+        int w = 8 * atoi(num);
+        if (w > q->load_bits && w <= 128) q->load_bits = w;
+      }
       if (!strncmp(t, "bar.sync", 8) || !strncmp(t, "barrier.sync", 12)) bar = 1;
     }
     l = nl < end ? nl + 1 : end;
@@ -134,14 +147,32 @@ int kg_cuda_quality_launch(const kg_cuda_program *p, const char *arch, int regis
   return 0;
 }
 
-void kg_cuda_quality_banks(const kg_lowered *f, kg_kernel_quality *q, int nkernels) {
-  kg_arena a;
-  kg_arena_init(&a);
-  for (int k = 0; k < nkernels; k++) {
-    q[k].banks = kg_lower_bank_conflicts(&a, f, k, q[k].bank_where, sizeof q[k].bank_where);
-    q[k].banks_analysed = 1;
+static int max_pipeline(const kg_irstmt *s) {
+  if (!s) return 1;
+  int m = 1, x;
+  switch (s->kind) {
+    case KG_IRS_SEQ:
+      for (int i = 0; i < s->seq.n; i++)
+        if ((x = max_pipeline(s->seq.items[i])) > m) m = x;
+      return m;
+    case KG_IRS_FOR:
+      x = max_pipeline(s->loop.body);
+      return s->loop.pipeline > x ? s->loop.pipeline : x;
+    case KG_IRS_IF:
+      m = max_pipeline(s->cond.then);
+      x = max_pipeline(s->cond.otherwise);
+      return x > m ? x : m;
+    case KG_IRS_ALLOC: return max_pipeline(s->alloc.body);
+    default: return 1;
   }
-  kg_arena_free(&a);
+}
+
+void kg_cuda_quality_ir(const kg_lowered *f, kg_kernel_quality *q, int nkernels) {
+  for (int k = 0; k < nkernels; k++) {
+    q[k].banks = kg_lower_bank_conflicts(f, k, q[k].bank_where, sizeof q[k].bank_where);
+    q[k].banks_analysed = 1;
+    q[k].pipeline_stages = k < f->body->seq.n ? max_pipeline(f->body->seq.items[k]) : 1;
+  }
 }
 
 int kg_cuda_quality_well_formed(const kg_kernel_quality *q) {
@@ -152,14 +183,15 @@ void kg_cuda_quality_line(const kg_kernel_quality *q, const char *arch, char *bu
   char spill[48];
   if (q->spill_bytes) snprintf(spill, sizeof spill, "%lld B spilled", (long long)q->spill_bytes);
   else snprintf(spill, sizeof spill, "no spills");
-  char banks[160] = "";
+  char banks[160] = "", pipe[48] = "";
+  if (q->pipeline_stages > 1) snprintf(pipe, sizeof pipe, ", pipelined in %d stages", q->pipeline_stages);
   if (q->banks_analysed && q->banks == 1) snprintf(banks, sizeof banks, "; shared accesses conflict-free");
   else if (q->banks_analysed && q->banks > 1)
     snprintf(banks, sizeof banks, "; shared accesses up to %d-way bank conflicts (%s)", q->banks, q->bank_where);
   snprintf(buf, len,
            "kernel %s (%s): %d threads, %d registers, %s, %lld B shared; %d blocks/SM (limited by %s), occupancy "
-           "%.0f%%; global loads %d-bit, stores %d-bit; %s; FMA %.0f%% of %d PTX instructions%s",
+           "%.0f%%; global loads %d-bit, stores %d-bit; %s%s; FMA %.0f%% of %d PTX instructions%s",
            q->name, arch, q->threads, q->registers, spill, (long long)q->shared_bytes, q->blocks_per_sm, q->limited_by,
            100.0 * q->occupancy, q->load_bits, q->store_bits, q->shared_staged ? "shared staging" : "no shared staging",
-           q->instructions ? 100.0 * q->fma / q->instructions : 0.0, q->instructions, banks);
+           pipe, q->instructions ? 100.0 * q->fma / q->instructions : 0.0, q->instructions, banks);
 }

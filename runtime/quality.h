@@ -18,12 +18,15 @@ typedef struct kg_kernel_quality {
   const char *limited_by;  /* "threads", "blocks", "registers" or "shared memory" */
   double occupancy;        /* resident warps over the multiprocessor's maximum, 0..1 */
   int load_bits, store_bits; /* widest global load / store (32, 64 or 128; 0: none) */
-  int shared_staged;       /* the kernel writes shared memory and synchronizes: a staged operand or a reduction */
+  int shared_staged;       /* the kernel writes shared memory (st.shared or cp.async) and synchronizes: a staged
+                              operand or a reduction */
   int fma, instructions;   /* fma.rn.f32 and all instructions in the kernel's PTX */
-  /* kg_cuda_quality_banks: the worst shared-memory bank conflict, in passes per warp access (1: conflict-free;
-   * 0: no shared access analysed), and which access it is */
+  /* kg_cuda_quality_ir: the worst shared-memory bank conflict, in passes per warp access (1: conflict-free;
+   * 0: no shared access analysed), and which access it is; the most stages of a pipelined loop's shared ring
+   * (`pipeline`; 1: none) */
   int banks_analysed, banks;
   char bank_where[96];
+  int pipeline_stages;
 } kg_kernel_quality;
 
 /* One report per kernel of p (q[0..p->nkernels)), built for arch from c. 0, or -1 with why (an unknown arch, a
@@ -34,13 +37,14 @@ int kg_cuda_quality(const kg_cuda_program *p, const kg_cubin *c, const char *arc
  * and `registers` per thread allow), for a build that has no resource report: the emulator's without NVRTC. */
 int kg_cuda_quality_launch(const kg_cuda_program *p, const char *arch, int registers, kg_kernel_quality *q, char *why,
                            size_t whylen);
-/* Adds the shared-memory bank-conflict estimate of each kernel (lower/banks.c) from the program's lowered IR. */
-void kg_cuda_quality_banks(const kg_lowered *f, kg_kernel_quality *q, int nkernels);
+/* Adds what each kernel's lowered IR tells: the shared-memory bank-conflict estimate (lower/work.c) and the
+ * pipeline stages of its shared-memory ring. */
+void kg_cuda_quality_ir(const kg_lowered *f, kg_kernel_quality *q, int nkernels);
 /* Whether a kernel is well-formed for a GPU, as a performance review judges it at a glance: a block of at least
  * 128 threads in whole warps, shared-memory staging, no spills, 128-bit global loads. */
 int kg_cuda_quality_well_formed(const kg_kernel_quality *q);
 /* The report as one line per kernel, e.g. "kernel kgen_k0 (sm_90): 256 threads, 64 registers, no spills, 8192 B
  * shared; 4 blocks/SM (limited by registers), occupancy 50%; global loads 128-bit, stores 128-bit; shared staging;
- * FMA 41% of 612 PTX instructions" into buf. */
+ * FMA 41% of 612 PTX instructions" into buf (with ", pipelined in 3 stages" after the staging when it is). */
 void kg_cuda_quality_line(const kg_kernel_quality *q, const char *arch, char *buf, size_t len);
 #endif

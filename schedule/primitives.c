@@ -35,6 +35,7 @@ static int check_split(const kg_sstage *st, const char *prim, const kg_iter *it,
                        size_t errlen) {
   if (it->kind != KG_LOOP_SERIAL)
     FAIL("%s: stage %s: loop %s is already %s", prim, st->name, it->name, kg_loop_kind_names[it->kind]);
+  if (it->pipeline) FAIL("%s: stage %s: loop %s is pipelined", prim, st->name, it->name);
   if (f < 1) FAIL("%s: stage %s: loop %s: factor %lld must be at least 1", prim, st->name, it->name, (long long)f);
   /* loop extents are at most 2^31-1 (the checker's bound on a dimension), so a larger factor is meaningless and
    * would make the split's arithmetic overflow */
@@ -154,6 +155,8 @@ static int prim_fuse(kg_schedule *s, kg_sstage *st, const kg_step *step, char *e
          "reduction", a->is_reduce ? b->name : a->name);
   const kg_iter *ann = a->kind != KG_LOOP_SERIAL ? a : b->kind != KG_LOOP_SERIAL ? b : NULL;
   if (ann) FAIL("fuse: stage %s: loop %s is already %s", st->name, ann->name, kg_loop_kind_names[ann->kind]);
+  if (a->pipeline || b->pipeline)
+    FAIL("fuse: stage %s: loop %s is pipelined", st->name, a->pipeline ? a->name : b->name);
   const kg_sstage *x = kg_sched_attached_at(s, st, a);
   if (x) FAIL("fuse: stage %s: loop %s: stage %s is computed at it", st->name, a->name, x->name);
   if (a->extent > INT64_MAX / (b->extent ? b->extent : 1))
@@ -186,6 +189,7 @@ static int prim_annotate(kg_schedule *s, kg_sstage *st, const kg_step *step, cha
   if (!it) return -1;
   if (it->kind != KG_LOOP_SERIAL)
     FAIL("%s: stage %s: loop %s is already %s", prim, st->name, it->name, kg_loop_kind_names[it->kind]);
+  if (it->pipeline) FAIL("%s: stage %s: loop %s is pipelined", prim, st->name, it->name);
   kg_loop_kind kind = KG_LOOP_UNROLLED;
   kg_thread_tag tag = KG_THREAD_NONE;
   switch (step->kind) {
@@ -350,6 +354,31 @@ static int prim_launch_bounds(kg_sstage *p, const kg_step *step, char *err, size
   return 0;
 }
 
+/* pipeline S L D: L a serial leaf of S, not yet pipelined, with a shared-scope stage computed at it (the ring's
+ * contents); 2 <= D <= KG_SCHED_MAX_PIPELINE. Only the storage and the order of the copies change, never what is
+ * computed; lowering (lower/pipeline.c) checks the loop's body once more, since later steps may move its stages. */
+static int prim_pipeline(kg_schedule *s, kg_sstage *st, const kg_step *step, char *err, size_t errlen) {
+  kg_iter *it = find_leaf(st, "pipeline", step->names[0], err, errlen);
+  if (!it) return -1;
+  int64_t d = step->ints[0];
+  if (it->kind != KG_LOOP_SERIAL)
+    FAIL("pipeline: stage %s: loop %s is %s: only a serial loop steps through a ring", st->name, it->name,
+         kg_loop_kind_names[it->kind]);
+  if (it->pipeline) FAIL("pipeline: stage %s: loop %s is already pipelined (%d stages)", st->name, it->name,
+                         it->pipeline);
+  if (d < 2 || d > KG_SCHED_MAX_PIPELINE)
+    FAIL("pipeline: stage %s: loop %s: %lld stages, want 2 to %d", st->name, it->name, (long long)d,
+         KG_SCHED_MAX_PIPELINE);
+  int shared = 0;
+  for (int i = 0; i < s->nstages; i++) {
+    const kg_sstage *x = s->stages[i];
+    shared |= x->attach == KG_ATTACH_AT && x->attach_stage == st && x->attach_iter == it && x->scope == KG_SCOPE_SHARED;
+  }
+  if (!shared) FAIL("pipeline: stage %s: loop %s: no shared-memory stage is computed at it", st->name, it->name);
+  it->pipeline = (int)d;
+  return 0;
+}
+
 int kg_schedule_apply(kg_schedule *s, const kg_step *step, char *err, size_t errlen) {
   if (err && errlen) err[0] = 0;
   if ((unsigned)step->kind >= KG_STEP_COUNT) FAIL("unknown step kind %d", (int)step->kind);
@@ -386,6 +415,7 @@ int kg_schedule_apply(kg_schedule *s, const kg_step *step, char *err, size_t err
     case KG_STEP_STREAM: rc = prim_stream(s, st, step, err, errlen); break;
     case KG_STEP_PAD: rc = prim_pad(st, step, err, errlen); break;
     case KG_STEP_LAUNCH_BOUNDS: rc = prim_launch_bounds(st, step, err, errlen); break;
+    case KG_STEP_PIPELINE: rc = prim_pipeline(s, st, step, err, errlen); break;
     default: rc = kg_sched_fail(err, errlen, "%s: unsupported", prim); break;
     }
   }

@@ -265,6 +265,7 @@ void kg_schedule_dump(kg_strbuf *b, const kg_schedule *s) {
         kg_strbuf_printf(b, " %s", kg_thread_tag_names[it->tag]);
       else if (it->kind != KG_LOOP_SERIAL)
         kg_strbuf_printf(b, " %s", kg_loop_kind_names[it->kind]);
+      if (it->pipeline) kg_strbuf_printf(b, " pipeline=%d", it->pipeline);
       kg_strbuf_putc(b, ')');
     }
     kg_strbuf_putc(b, '\n');

@@ -64,6 +64,9 @@ typedef struct kg_iter {
   /* annotations (leaves only) */
   kg_loop_kind kind;
   kg_thread_tag tag;
+  int pipeline; /* `pipeline`: the shared-memory stages computed at this (serial) loop fill a ring of this many
+                 * buffers, up to pipeline - 1 steps ahead of the step that reads them (lower/pipeline.c); 0: none.
+                 * A pipelined loop is never split, fused or annotated afterwards (the primitives refuse) */
 } kg_iter;
 
 typedef enum { KG_ATTACH_ROOT, KG_ATTACH_INLINE, KG_ATTACH_AT } kg_attach_kind;
@@ -127,7 +130,9 @@ typedef struct kg_sstage {
  *   pad STAGE FLOATS                    ints = {FLOATS}: STAGE's shared rows stored FLOATS apart beyond their
  *                                       length (see kg_sstage.pad)
  *   launch_bounds STAGE BLOCKS          ints = {BLOCKS}: STAGE's kernel keeps BLOCKS blocks resident per
- *                                       multiprocessor (see kg_sstage.min_blocks) */
+ *                                       multiprocessor (see kg_sstage.min_blocks)
+ *   pipeline STAGE LOOP DEPTH           names = {LOOP}, ints = {DEPTH}: the shared stages computed at LOOP fill a
+ *                                       ring of DEPTH buffers ahead of the step that reads them (kg_iter.pipeline) */
 /* name, text, then the step's form: how many names (min, max) and how many integers follow the stage. */
 #define KG_STEPS(X)                                                                                         \
   X(SPLIT, "split", 1, 1, 1) X(TILE, "tile", 2, 2, 2) X(REORDER, "reorder", 2, KG_STEP_MAX_NAMES, 0)          \
@@ -136,7 +141,9 @@ typedef struct kg_sstage {
   X(COMPUTE_INLINE, "compute_inline", 0, 0, 0) X(COMPUTE_ROOT, "compute_root", 0, 0, 0)                       \
   X(CACHE_READ, "cache_read", 2, KG_STEP_MAX_NAMES, 0) X(CACHE_WRITE, "cache_write", 1, 1, 0)                 \
   X(RFACTOR, "rfactor", 1, 1, 1) X(REORDER_STORAGE, "reorder_storage", 1, KG_STEP_MAX_NAMES, 0)               \
-  X(STREAM, "stream", 0, 0, 0) X(PAD, "pad", 0, 0, 1) X(LAUNCH_BOUNDS, "launch_bounds", 0, 0, 1)
+  X(STREAM, "stream", 0, 0, 0) X(PAD, "pad", 0, 0, 1) X(LAUNCH_BOUNDS, "launch_bounds", 0, 0, 1) \
+  X(PIPELINE, "pipeline", 1, 1, 1)
+#define KG_SCHED_MAX_PIPELINE 4 /* ring buffers a `pipeline` step may ask for: past 4, shared memory runs out first */
 #define KG_SCHED_MAX_PAD 32 /* floats a `pad` step may add to each row: a bank period (32 words) at most */
 #define KG_SCHED_MAX_MIN_BLOCKS 32 /* resident blocks a `launch_bounds` step may ask for: every arch's maximum */
 typedef enum {

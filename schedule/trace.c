@@ -87,6 +87,7 @@ static const char *const step_usage[KG_STEP_COUNT] = {
     [KG_STEP_STREAM] = "STAGE",
     [KG_STEP_PAD] = "STAGE FLOATS",
     [KG_STEP_LAUNCH_BOUNDS] = "STAGE BLOCKS",
+    [KG_STEP_PIPELINE] = "STAGE LOOP DEPTH",
 };
 
 /* Tokens of one line (at most this many are looked at: more is an argument-count error anyway). */

@@ -64,17 +64,23 @@ typedef struct cand {
   char *text; /* NULL: failed to realize or to lower */
   float feat[KG_NFEATURES];
   float score;
+  double prior; /* the prior's estimate (s), +inf without one */
 } cand;
 
-/* Realizes and featurizes c[0..n) in parallel. */
-static void realize_all(const kg_space *sp, cand *c, int n, int *nrealized, int *nfailed) {
+/* Realizes and featurizes c[0..n) in parallel, with the prior's estimate when one is given. */
+static void realize_all(const kg_space *sp, cand *c, int n, int *nrealized, int *nfailed, const kg_evolve_opts *o) {
   int fails = 0;
 #pragma omp parallel for schedule(dynamic, 4) reduction(+ : fails)
   for (int i = 0; i < n; i++) {
     char err[256];
     c[i].text = NULL;
+    c[i].prior = INFINITY;
     kg_schedule *s = kg_space_realize(sp, &c[i].pt, err, sizeof err);
     if (s && kg_features_extract(s, sp->target, c[i].feat) == 0) c[i].text = kg_trace_to_text(&s->trace);
+    if (c[i].text && o && o->prior) {
+      double e = o->prior(o->prior_ctx, s);
+      if (e > 0) c[i].prior = e;
+    }
     if (!c[i].text) fails++;
     kg_schedule_free(s);
   }
@@ -160,7 +166,7 @@ static int random_picks(const kg_space *sp, uint64_t *rng, kg_seen_fn seen, void
     int n = 2 * (want - got) + 8;
     cand *c = kg_xrealloc(NULL, sizeof *c * (size_t)n);
     draw_random(sp, rng, c, n);
-    realize_all(sp, c, n, nrealized, nfailed);
+    realize_all(sp, c, n, nrealized, nfailed, NULL);
     for (int i = 0; i < n && got < want; i++) {
       if (!c[i].text || seen(ctx, c[i].text) || !kg_strset_add(taken, c[i].text)) continue;
       c[i].score = 0;
@@ -171,6 +177,31 @@ static int random_picks(const kg_space *sp, uint64_t *rng, kg_seen_fn seen, void
   return got;
 }
 
+static int cmp_prior(const void *a, const void *b) {
+  const cand *x = a, *y = b;
+  return (x->prior > y->prior) - (x->prior < y->prior);
+}
+
+/* The untrained round with a prior: KG_EVOLVE_PRIOR_DRAWS draws per pick, the best estimated of them taken (all but
+ * the eps share, which stays random so that the model later learns where the prior is wrong). */
+static int prior_picks(const kg_space *sp, uint64_t *rng, kg_seen_fn seen, void *ctx, kg_strset *taken,
+                       const kg_evolve_opts *o, kg_evolve_pick *picks, int want, int *nrealized, int *nfailed) {
+  int n = want * KG_EVOLVE_PRIOR_DRAWS;
+  if (n > 4096) n = 4096;
+  cand *c = kg_xrealloc(NULL, sizeof *c * (size_t)n);
+  draw_random(sp, rng, c, n);
+  realize_all(sp, c, n, nrealized, nfailed, o);
+  qsort(c, (size_t)n, sizeof *c, cmp_prior); /* stable enough: ties keep no meaning */
+  int nrand = (int)floor(o->eps * want + 0.5), got = 0;
+  for (int i = 0; i < n && got < want - nrand; i++) {
+    if (!c[i].text || !isfinite(c[i].prior) || seen(ctx, c[i].text) || !kg_strset_add(taken, c[i].text)) continue;
+    c[i].score = 0;
+    pick_from(&c[i], &picks[got++], 1);
+  }
+  cands_free(c, n);
+  return got + random_picks(sp, rng, seen, ctx, taken, picks + got, want - got, nrealized, nfailed);
+}
+
 int kg_evolve_round(const kg_space *sp, kg_model *model, const kg_point *seeds, int nseeds, kg_seen_fn seen,
                     void *ctx, const kg_evolve_opts *o, uint64_t *rng, kg_evolve_pick *picks, int npicks,
                     int *nrealized, int *nfailed) {
@@ -178,7 +209,9 @@ int kg_evolve_round(const kg_space *sp, kg_model *model, const kg_point *seeds, 
   kg_strset_init(&taken);
   int got = 0;
   if (!kg_model_trained(model) || kg_model_kind_of(model) == KG_MODEL_RANDOM) {
-    got = random_picks(sp, rng, seen, ctx, &taken, picks, npicks, nrealized, nfailed);
+    got = o->prior && kg_model_kind_of(model) != KG_MODEL_RANDOM
+              ? prior_picks(sp, rng, seen, ctx, &taken, o, picks, npicks, nrealized, nfailed)
+              : random_picks(sp, rng, seen, ctx, &taken, picks, npicks, nrealized, nfailed);
     kg_strset_free(&taken);
     return got;
   }
@@ -191,7 +224,7 @@ int kg_evolve_round(const kg_space *sp, kg_model *model, const kg_point *seeds, 
   for (int i = 0; i < nseeds && n < popn / 2; i++)
     if (kg_space_point_valid(sp, &seeds[i])) pop[n++].pt = seeds[i];
   draw_random(sp, rng, pop + n, popn - n);
-  realize_all(sp, pop, popn, nrealized, nfailed);
+  realize_all(sp, pop, popn, nrealized, nfailed, NULL);
   for (int gen = 0;; gen++) {
     /* keep the realized members only */
     int m = 0;
@@ -226,7 +259,7 @@ int kg_evolve_round(const kg_space *sp, kg_model *model, const kg_point *seeds, 
     }
     cands_free(pop, m);
     pop = next;
-    realize_all(sp, pop, popn, nrealized, nfailed);
+    realize_all(sp, pop, popn, nrealized, nfailed, NULL);
   }
   /* the best predicted, then eps-greedy random picks */
   int nrand = (int)floor(o->eps * npicks + 0.5);

@@ -2,19 +2,29 @@
  *
  * Requires: a model (trained or not) and a predicate telling which trace texts were measured already. When the
  * model is untrained or random, evolution would follow noise, so the round is a random sample instead (Ansor does
- * the same until the model has data). */
+ * the same until the model has data), ranked by the prior when there is one (the GPU's analytical estimate: a
+ * tuner's first round then measures the samples the estimate likes best, not the first ones drawn). */
 #ifndef KG_EVOLVE_H
 #define KG_EVOLVE_H
 #include "../gen/space.h"
 #include "../costmodel/features.h"
 #include "../costmodel/model.h"
 
+/* A prior: an analytical estimate of a candidate's time in seconds (<= 0: none), computed without measuring. Called
+ * from several threads at once (each with its own schedule). */
+typedef double (*kg_prior_fn)(void *ctx, const kg_schedule *s);
+
 typedef struct kg_evolve_opts {
   int population;       /* >= 1 */
   int generations;      /* >= 0 */
   double mutation_prob; /* in [0, 1]: mutation, else crossover */
   double eps;           /* share of the picks drawn at random, in [0, 1] */
+  /* NULL, or the prior that picks while the model is untrained: KG_EVOLVE_PRIOR_DRAWS random draws per pick, the
+   * best estimated (1 - eps of the picks) taken, the rest random */
+  kg_prior_fn prior;
+  void *prior_ctx;
 } kg_evolve_opts;
+#define KG_EVOLVE_PRIOR_DRAWS 8
 
 /* A picked candidate: its point, its trace text (malloc'd) and the model's score. */
 typedef struct kg_evolve_pick {

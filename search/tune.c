@@ -22,6 +22,8 @@
 #include "../base/strset.h"
 #include "../base/xalloc.h"
 #include "../codegen/front.h"
+#include "../runtime/estimate.h"
+#include "../runtime/pipeline.h"
 #include "../tlog/tlog.h"
 
 /* Rows the model learns from: one per measured candidate of a task. */
@@ -60,6 +62,28 @@ static double wall_unix(void) {
 }
 
 static int seen_fn(void *ctx, const char *text) { return kg_strset_has(&((task *)ctx)->seen, text); }
+
+/* The CUDA tuner's prior (search/evolve.h): candidate s's analytical estimate on the task's arch (runtime/estimate.h),
+ * printed but not compiled, each kernel at the registers its per-thread arrays suggest. Thread-safe: one build per
+ * call. */
+static double estimate_prior(void *ctx, const kg_schedule *s) {
+  const task *tk = ctx;
+  const char *arch = kg_measurer_arch(tk->m);
+  kg_build_opts bo = {.target = KG_TARGET_CUDA, .stop = KG_BUILD_PRINT, .sched = s, .arch = arch, .at_bound_sizes = 1};
+  kg_build b;
+  double est = -1;
+  if (kg_candidate_build(tk->t->prog, &bo, &b) == 0 && b.front.ir && b.front.cuda.nkernels > 0) {
+    int n = b.front.cuda.nkernels;
+    kg_kernel_quality *q = kg_xrealloc(NULL, sizeof *q * (size_t)n);
+    kg_kernel_estimate *k = kg_xrealloc(NULL, sizeof *k * (size_t)n);
+    char why[256];
+    est = kg_cuda_estimate_build(&b.front.cuda, NULL, b.front.ir, arch, q, k, why, sizeof why);
+    free(q);
+    free(k);
+  }
+  kg_build_free(&b);
+  return est;
+}
 
 static void add_row(task *tk, const float *feat, double median_s) {
   if (tk->nrows == tk->caprows) {
@@ -456,7 +480,12 @@ static char *model_path(const char *log_path) {
 static int run_round(task *tk, task *tasks, int ntasks, kg_model *model, kg_tlog_writer *w, const kg_tune_opts *o,
                      int want, uint64_t *rng, kg_tune_report *rep, char *err, size_t errlen) {
   double t0 = kg_now_s();
-  kg_evolve_opts eo = {o->population, o->generations, o->mutation_prob, o->eps};
+  kg_evolve_opts eo = {o->population, o->generations, o->mutation_prob, o->eps, NULL, NULL};
+  /* on CUDA, the untrained model's round is ranked by the analytical estimate (the emulator's and the GPU's alike) */
+  if (o->measure.target == KG_TARGET_CUDA && kg_measurer_arch(tk->m)) {
+    eo.prior = estimate_prior;
+    eo.prior_ctx = tk;
+  }
   int nseeds_max = o->population / 4 > 0 ? o->population / 4 : 1;
   kg_point *seeds = kg_xrealloc(NULL, sizeof *seeds * (size_t)nseeds_max);
   int nseeds = best_points(tk, seeds, nseeds_max);

@@ -220,6 +220,105 @@ static const char *const MM_TILED =
     "bind A.shared ax0.i threadIdx.y\n"
     "bind A.shared ax1 threadIdx.x\n";
 
+/* Runs on the emulator; 1 when the result verifies, 0 when it does not, -1 when it does not run. */
+static int emulate_ok(const kg_program *p, const kg_cuda_program *cp) {
+  kg_emu_module m;
+  memset(&m, 0, sizeof m);
+  int ok = -1;
+  if (kg_emu_build(cp, &m) == 0) {
+    kg_data d;
+    kg_data_init(&d, p, 5);
+    kg_data_reference(&d, p, 5);
+    kg_data_poison(&d, p);
+    float *args[8] = {0};
+    for (int k = 0; k < p->ninputs; k++) args[k] = d.inputs[k];
+    for (int k = 0; k < p->noutputs; k++) args[p->ninputs + k] = d.outputs[k];
+    char err[1024];
+    if (kg_emu_run_program(&m, cp, args, err, sizeof err) == 0) ok = kg_verify(p, &d, 1e-4).ok;
+    kg_data_free(&d);
+  }
+  kg_emu_module_free(&m);
+  return ok;
+}
+
+static int count_of(const char *s, const char *needle) {
+  int n = 0;
+  for (const char *c = s; (c = strstr(c, needle)) != NULL; c += strlen(needle)) n++;
+  return n;
+}
+
+/* pipeline: the shared stages of C.local's k.o fill a ring of D tiles ahead of the step that reads them. Checked
+ * for 2 to 4 stages at sizes whose k loop has more steps than the ring, fewer (a prologue step past the loop's
+ * end), and a ragged last tile: the ring's sizes, cp.async for the copies (16 bytes for B's float4 fetch, 4 for
+ * A's scalar one), one barrier per step, PTX with cp.async on sm_80 and without it on sm_75, and the answers on
+ * the emulator, whose copies land only at the wait that covers them: a wait that lets one group too many stay in
+ * flight reads a stale tile and must fail. A loop whose fetches moved away is refused when lowered. */
+static void test_pipeline(void) {
+  char base[2048];
+  snprintf(base, sizeof base,
+           "%ssplit B.shared ax1 4\nreorder B.shared ax0 ax1.o ax1.i\nbind B.shared ax0 threadIdx.y\n"
+           "bind B.shared ax1.o threadIdx.x\nvectorize B.shared ax1.i\n",
+           MM_TILED);
+  static const char *const sizes[] = {"M=64 N=64 K=32", "M=64 N=64 K=8", "M=50 N=36 K=20"};
+  for (int D = 2; D <= 4; D++)
+    for (int z = 0; z < 3; z++) {
+      kg_program *p = NULL;
+      char trace[2300], what[96], needle[96];
+      snprintf(trace, sizeof trace, "%spipeline C.local k.o %d\n", base, D);
+      snprintf(what, sizeof what, "matmul pipelined in %d stages, %s", D, sizes[z]);
+      result r = full(KG_TEST_MATMUL, sizes[z], trace, what, &p);
+      if (r.rc == 0) {
+        snprintf(needle, sizeof needle, "__shared__ __align__(16) float A_shared[%d];", 256 * D);
+        CHECK_HAS(r, needle);
+        if (z != 2) CHECK_HAS(r, "kg_cp_async16(B_shared + ("); /* N = 36: B's rows are not float4-aligned */
+        CHECK_HAS(r, "kg_cp_async4(A_shared + (");
+        snprintf(needle, sizeof needle, "kg_cp_async_wait(%d);", D - 2);
+        CHECK_HAS(r, needle);
+        CHECK_HAS(r, "kg_cp_async_wait(0);");
+        /* the prologue's barrier and the step's, where the loop had four */
+        CHECKF(count_of(r.cp.source, "__syncthreads();") == 2, "%s: %d barriers", what,
+               count_of(r.cp.source, "__syncthreads();"));
+        CHECKF(count_of(r.cp.source, "kg_cp_async_commit();") == D, "%s: %d commits", what,
+               count_of(r.cp.source, "kg_cp_async_commit();"));
+        snprintf(needle, sizeof needle, "for k_o in [0, %d) pipelined(%d)", z == 1 ? 1 : z == 0 ? 4 : 3, D);
+        CHECK_STR_CONTAINS(r.ir, needle);
+        /* a wait one group short reads a tile before it lands (the answer goes wrong), unless nothing is left to
+         * wait for: with one step, the wait after the loop lands it */
+        snprintf(needle, sizeof needle, "kg_cp_async_wait(%d);", D - 2);
+        char *late = strstr(r.cp.source, needle);
+        if (late && z != 1) {
+          late[strlen("kg_cp_async_wait(")] = (char)('0' + D - 1);
+          CHECKF(emulate_ok(p, &r.cp) == 0, "%s: a wait that lets step k's tile stay in flight went unnoticed", what);
+          late[strlen("kg_cp_async_wait(")] = (char)('0' + D - 2);
+        }
+        if (have_nvrtc && z == 0) {
+          static const char *const archs[] = {"sm_80", "sm_86", "sm_75"};
+          for (int a = 0; a < 3; a++) {
+            kg_cubin cb;
+            memset(&cb, 0, sizeof cb);
+            int rc = kg_nvrtc_compile(&r.cp, archs[a], &cb);
+            CHECKF(rc == 0, "%s: NVRTC %s: %s", what, archs[a], cb.log ? cb.log : "");
+            if (rc == 0 && cb.ptx) {
+              int pre = a == 2;
+              CHECKF((strstr(cb.ptx, "cp.async.cg.shared.global") != NULL) == !pre &&
+                         (strstr(cb.ptx, "cp.async.wait_group") != NULL) == !pre,
+                     "%s: %s PTX %s cp.async", what, archs[a], pre ? "has" : "lacks");
+            }
+            kg_cubin_free(&cb);
+          }
+        }
+      }
+      result_free(&r);
+      if (p) kg_program_free(p);
+    }
+  /* the fetches moved to the inner loop after pipelining: nothing left to pipeline at k.o */
+  char moved[2400];
+  snprintf(moved, sizeof moved, "%spipeline C.local k.o 2\ncompute_at A.shared C.local k.i\ncompute_at B.shared C.local k.i\n",
+           base);
+  expect_error(KG_TEST_MATMUL, "M=64 N=64 K=32", moved, "pipeline: stage C.local: loop k.o: no shared-memory stage",
+               "pipelined loop without fetches");
+}
+
 static void test_matmul(void) {
   kg_program *p = NULL;
   /* B.shared fetched with float4: 8 rows (threadIdx.y) x 8 threads (threadIdx.x) x 4 */
@@ -559,6 +658,7 @@ int main(void) {
   if (!have_nvrtc && !have_nvcc) printf("skipping the sm_90 compiles: no NVRTC (%s) and no nvcc\n", why);
   else printf("sm_90 compiles with %s\n", have_nvrtc ? "NVRTC" : "nvcc (NVRTC unavailable)");
   test_matmul();
+  test_pipeline();
   test_softmax();
   test_recip();
   test_vectorize();

@@ -25,6 +25,10 @@ typedef struct example {
 static const example examples[] = {
     {"matmul", "matmul_shared", {"__shared__", "__syncthreads", NULL}, {"M=4096", "N=4096", "K=4096", NULL},
      "float4", 64, 16, 1},
+    /* the same with 128 x 64 tiles and a ring of two (pipeline): cp.async copies, waited for before the barrier
+     * (16 bytes each at the benchmark size; 4 at the small sizes, whose rows are no multiple of 4) */
+    {"matmul", "matmul_pipelined", {"kg_cp_async", "kg_cp_async_wait(0);", "kg_cp_async_commit();"},
+     {"M=4096", "N=4096", "K=4096", NULL}, "kg_cp_async16(A_shared", 64, 16, 1},
     {"softmax", "softmax_cross_thread", {"__shfl", NULL, NULL}, {"N=8192", "D=8192", NULL, NULL}, "float4", 8192,
      256, 2},
     {"layernorm", "layernorm_fused", {"__shfl", NULL, NULL}, {"N=8192", "D=8192", NULL, NULL}, "float4", 8192, 256,
@@ -203,17 +207,20 @@ static void check_bench(const example *e, int have_nvrtc) {
         kg_kernel_quality q[4];
         CHECKF(cp.nkernels <= 4 && kg_cuda_quality(&cp, &cb, "sm_90", q, why, sizeof why) == 0, "%s: %s", e->sched,
                why);
-        /* shared-memory banks (lower/banks.c): the one-pass rows read their copy conflict-free; the tiled matmul's
-         * A tile is read 2-way (two rows of threads, 64 words apart: one bank), as the paper review found */
+        /* shared-memory banks (lower/work.c): the one-pass rows read their copy conflict-free; the tiled matmuls'
+         * A tile is read 2-way (two rows of threads, 64 or 128 words apart: one bank), as the paper review found;
+         * the pipelined matmul's ring has two stages */
         kg_arena la;
         kg_arena_init(&la);
         kg_lowered *lw = kg_lower(s, KG_TARGET_CUDA, &la, why, sizeof why);
-        if (lw && cp.nkernels <= 4) kg_cuda_quality_banks(lw, q, cp.nkernels);
+        if (lw && cp.nkernels <= 4) kg_cuda_quality_ir(lw, q, cp.nkernels);
         kg_arena_free(&la);
         if (strstr(e->sched, "one_pass")) CHECKF(q[0].banks == 1, "%s: %d-way (%s)", e->sched, q[0].banks, q[0].bank_where);
         if (strstr(e->sched, "matmul"))
           CHECKF(q[0].banks == 2 && !strcmp(q[0].bank_where, "A_shared load"), "%s: %d-way (%s)", e->sched, q[0].banks,
                  q[0].bank_where);
+        CHECKF(q[0].pipeline_stages == (strstr(e->sched, "pipelined") ? 2 : 1), "%s: %d pipeline stages", e->sched,
+               q[0].pipeline_stages);
         for (int k = 0; k < cp.nkernels && k < 4; k++) {
           char line[1024];
           kg_cuda_quality_line(&q[k], "sm_90", line, sizeof line);

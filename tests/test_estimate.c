@@ -273,9 +273,68 @@ static void test_archs(void) {
   CHECKF(n >= 9, "%d archs", n);
 }
 
+/* The pipelined SGEMM (examples/schedules/matmul_pipelined.sched): its work counts one barrier per k step and the
+ * ring's depth; its L1 sectors are its global loads' (a staged kernel asks little of L1); the register guess for its
+ * 32-float tile is 80 (ptxas: 85), no spill; an 8 x 8 tile's guess is 120, and a 16 x 16 one's is capped at 255
+ * with the rest spilled. */
+static void test_pipelined(void) {
+  size_t len;
+  char *text = kg_test_read_file("examples/schedules/matmul_pipelined.sched", &len);
+  CHECK(text != NULL);
+  if (!text) return;
+  lowered L;
+  if (lower_text(&L, matmul(1024), text) == 0) {
+    kg_kernel_work w;
+    CHECK(kg_lower_kernel_work(L.f, 0, &w) == 0);
+    CHECKF(w.pipeline == 2, "%d stages", w.pipeline);
+    /* K/16 = 64 steps: one barrier each, one before the prologue */
+    CHECKF(w.barriers == 64 + 1, "%g barriers a block", w.barriers);
+    CHECKF(w.l1_sectors >= w.gld_sectors && w.l1_sectors <= 2 * w.gld_sectors, "%g L1 sectors, %g L2", w.l1_sectors,
+           w.gld_sectors);
+    CHECKF(w.bank_degree == 2 && !strcmp(w.bank_where, "A_shared load"), "%d-way (%s)", w.bank_degree, w.bank_where);
+    int64_t spill;
+    CHECK(kg_cuda_registers_guess(L.f, 0, &spill) == 80 && spill == 0);
+    kg_kernel_estimate k[1];
+    double piped = estimate(&L, "sm_90", 85, k);
+    lowered_free(&L);
+    /* the same without the ring: more exposed latency, more barriers */
+    char *flat = strdup(text);
+    char *at = strstr(flat, "pipeline C.local k.o 2");
+    CHECK(at != NULL);
+    if (at) *at = '#';
+    if (lower_text(&L, matmul(1024), flat) == 0) {
+      double plain = estimate(&L, "sm_90", 85, k);
+      CHECKF(plain > piped, "unpipelined %g s, pipelined %g s", plain, piped);
+      lowered_free(&L);
+    }
+    free(flat);
+  }
+  static const struct {
+    int tile;
+    int regs;
+    int64_t spill;
+  } guess[] = {{8, 120, 0}, {16, 255, 4 * (40 + 256 + 64 - 255)}};
+  for (int g = 0; g < 2; g++) {
+    char tr[512];
+    snprintf(tr, sizeof tr,
+             "cache_write C local\ntile C i j %d %d\nbind C i.o blockIdx.y\nbind C j.o blockIdx.x\n"
+             "compute_at C.local C j.o\n",
+             guess[g].tile, guess[g].tile);
+    if (lower_text(&L, matmul(256), tr) == 0) {
+      int64_t spill;
+      int r = kg_cuda_registers_guess(L.f, 0, &spill);
+      CHECKF(r == guess[g].regs && spill == guess[g].spill, "%dx%d tile: %d registers, %lld B spilled", guess[g].tile,
+             guess[g].tile, r, (long long)spill);
+      lowered_free(&L);
+    }
+  }
+  free(text);
+}
+
 int main(void) {
   test_archs();
   test_sgemm_counts();
+  test_pipelined();
   test_coalescing();
   test_wavefronts();
   test_ranking();

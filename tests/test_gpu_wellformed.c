@@ -7,6 +7,7 @@
  * - the estimate (runtime/estimate.h) ranks the best well-formed random schedule ahead of the median one.
  * The draws are seeded: the counts are the same on every run. Skipped without NVRTC. */
 #include <stdint.h>
+#include <string.h>
 #include "kgen.h"
 #include "base/rng.h"
 #include "gen/random.h"
@@ -17,15 +18,20 @@
 
 static const char *const arch = "sm_90";
 
+/* What judge learns of the busiest kernel besides its verdict. */
+typedef struct facts {
+  int threads, stages, banks, spills, load_bits;
+} facts;
+
 /* 1 when s's kernel of the longest estimated time is well-formed, 0 when not, -1 when it does not build; the
  * estimate in *est. */
-static int judge(const kg_program *p, const kg_schedule *s, double *est, int *threads) {
+static int judge(const kg_program *p, const kg_schedule *s, double *est, facts *fx) {
   kg_build_opts o = {.target = KG_TARGET_CUDA, .stop = KG_BUILD_COMPILE, .sched = s, .arch = arch,
                      .at_bound_sizes = 1};
   kg_build b;
   int rc = -1;
   *est = 0;
-  *threads = 0;
+  memset(fx, 0, sizeof *fx);
   if (kg_candidate_build(p, &o, &b) == 0 && b.have_cubin) {
     int n = b.front.cuda.nkernels;
     kg_kernel_quality q[8];
@@ -35,7 +41,11 @@ static int judge(const kg_program *p, const kg_schedule *s, double *est, int *th
         (*est = kg_cuda_estimate_build(&b.front.cuda, &b.cubin, b.front.ir, arch, q, k, why, sizeof why)) > 0) {
       int busiest = kg_cuda_estimate_busiest(k, n);
       rc = kg_cuda_quality_well_formed(&q[busiest]);
-      *threads = q[busiest].threads;
+      fx->threads = q[busiest].threads;
+      fx->stages = k[busiest].work.pipeline;
+      fx->banks = k[busiest].work.bank_degree;
+      fx->spills = q[busiest].spill_bytes > 0;
+      fx->load_bits = q[busiest].load_bits;
     }
   }
   kg_build_free(&b);
@@ -49,7 +59,7 @@ static int cmp_d(const void *x, const void *y) {
 
 static void test_random(const kg_program *p) {
   enum { N = 60 };
-  int good = 0, built = 0;
+  int good = 0, built = 0, piped = 0;
   double est[N];
   int nest = 0;
   double best_good = 0;
@@ -57,16 +67,20 @@ static void test_random(const kg_program *p) {
     kg_schedule *s = kg_schedule_new(p);
     kg_schedule_random(s, 7000 + (uint64_t)i, KG_TARGET_CUDA, 1);
     double e;
-    int t, wf = judge(p, s, &e, &t);
+    facts fx;
+    int wf = judge(p, s, &e, &fx);
     built += wf >= 0;
     good += wf == 1;
+    piped += wf == 1 && fx.stages >= 2;
     if (e > 0) est[nest++] = e;
     if (wf == 1 && (best_good == 0 || e < best_good)) best_good = e;
     kg_schedule_free(s);
   }
-  printf("random GPU schedules of a 4096^3 SGEMM: %d of %d built, %d well-formed\n", built, N, good);
+  printf("random GPU schedules of a 4096^3 SGEMM: %d of %d built, %d well-formed, %d of them pipelined\n", built, N,
+         good, piped);
   CHECKF(built == N, "%d of %d random schedules built", built, N);
   CHECKF(4 * good >= N, "%d of %d well-formed, want a quarter", good, N);
+  CHECKF(piped > 0, "none of the %d well-formed random schedules is pipelined", good);
   qsort(est, (size_t)nest, sizeof *est, cmp_d);
   CHECKF(nest > 0 && best_good > 0 && best_good < est[nest / 2], "best well-formed %g s, median %g s", best_good,
          nest ? est[nest / 2] : 0.0);
@@ -87,7 +101,10 @@ static void test_sketches(const kg_program *p) {
   CHECKF(odd == 0, "%d tile values of the 4096^3 SGEMM's sketches are not powers of two", odd);
   enum { N = 200 };
   uint64_t rng = 99;
-  int good = 0, tiled = 0, partial = 0;
+  int good = 0, tiled = 0, partial = 0, piped = 0;
+  double best = 0;
+  facts bf;
+  memset(&bf, 0, sizeof bf);
   for (int i = 0; i < N; i++) {
     kg_point pt;
     int which = (int)(kg_rng_next(&rng) % (uint64_t)sp->nsketches);
@@ -96,15 +113,21 @@ static void test_sketches(const kg_program *p) {
     kg_schedule *s = kg_space_realize(sp, &pt, err, sizeof err);
     if (!s) continue;
     double e;
-    int t, wf = judge(p, s, &e, &t);
+    facts fx;
+    int wf = judge(p, s, &e, &fx);
     good += wf == 1;
+    piped += wf == 1 && fx.stages >= 2;
+    if (wf >= 0 && e > 0 && (best == 0 || e < best)) best = e, bf = fx;
     if (!strncmp(sp->sketches[which].name, "gpu/tile", 8)) {
       tiled++;
-      partial += t % 32 != 0;
+      partial += fx.threads % 32 != 0;
     }
     kg_schedule_free(s);
   }
-  printf("sketch samples: %d of %d well-formed; %d tiled, %d of them in partial warps\n", good, N, tiled, partial);
+  printf("sketch samples: %d of %d well-formed (%d pipelined); %d tiled, %d of them in partial warps\n", good, N,
+         piped, tiled, partial);
+  printf("best by estimate: %.4g ms, %d threads, %d pipeline stages, %d-way banks, %s, %d-bit loads\n", best * 1e3,
+         bf.threads, bf.stages, bf.banks, bf.spills ? "spills" : "no spills", bf.load_bits);
   CHECKF(good >= 2, "%d of %d sketch samples well-formed", good, N);
   CHECKF(tiled > 0 && partial == 0, "%d of %d tiled samples have partial warps", partial, tiled);
   kg_space_free(sp);

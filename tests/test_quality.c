@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include "kgen.h"
 #include "runtime/quality.h"
-#include "lower/bounds.h"
+#include "lower/work.h"
 #include "testlib.h"
 
 static const char ptx[] =
@@ -91,7 +91,7 @@ static void test_ptx(void) {
   CHECK_STR_CONTAINS(why, "no multiprocessor figures for arch 'sm_61'");
 }
 
-/* Bank conflicts (lower/banks.c) of a transpose through a 32 x 32 shared tile: the fetch stores rows (consecutive
+/* Bank conflicts (lower/work.c) of a transpose through a 32 x 32 shared tile: the fetch stores rows (consecutive
  * threads, consecutive words: conflict-free); the output reads a column (consecutive threads 32 words apart: one
  * bank, 32-way). Padding the tile's rows by one word (pad) fixes it. */
 static int banks_of(const char *trace_text, char *where, size_t wlen) {
@@ -110,7 +110,7 @@ static int banks_of(const char *trace_text, char *where, size_t wlen) {
     kg_arena_init(&a);
     kg_lowered *f = kg_lower(s, KG_TARGET_CUDA, &a, err, sizeof err);
     CHECKF(f != NULL, "%s", err);
-    if (f) deg = kg_lower_bank_conflicts(&a, f, 0, where, wlen);
+    if (f) deg = kg_lower_bank_conflicts(f, 0, where, wlen);
     kg_arena_free(&a);
   } else {
     CHECKF(0, "trace: %s", err);

@@ -570,6 +570,36 @@ static void test_launch_bounds(void) {
   kg_program_free(p);
 }
 
+/* pipeline: a serial leaf with a shared stage computed at it, 2..4 stages, once; the loop is then never split,
+ * fused or annotated (its ring is planned on it). */
+static void test_pipeline(void) {
+  kg_program *p = load_matmul();
+  if (!p) return;
+  kg_schedule *s = kg_schedule_new(p);
+  OK(s, "split C k 8\ncache_read B local C\ncompute_at B.local C k.o");
+  ILLEGAL(s, "pipeline C k.o 2", "pipeline", "stage C: loop k.o", "no shared-memory stage is computed at it");
+  OK(s, "cache_read A shared C\ncompute_at A.shared C k.o\nunroll C k.i");
+  ILLEGAL(s, "pipeline C k 2", "pipeline", "stage C", "loop k is not a leaf loop");
+  ILLEGAL(s, "pipeline C k.i 2", "pipeline", "stage C", "loop k.i is unrolled");
+  ILLEGAL(s, "pipeline C k.o 1", "pipeline", "stage C", "loop k.o: 1 stages, want 2 to 4");
+  ILLEGAL(s, "pipeline C k.o 5", "pipeline", "stage C", "loop k.o: 5 stages, want 2 to 4");
+  ILLEGAL(s, "pipeline C nope 2", "pipeline", "stage C", "no loop named nope");
+  OK(s, "pipeline C k.o 3");
+  kg_sstage *c = kg_schedule_find_stage(s, "C");
+  kg_iter *ko = c ? kg_sstage_find_iter(c, "k.o") : NULL;
+  CHECK(ko && ko->pipeline == 3);
+  ILLEGAL(s, "pipeline C k.o 2", "pipeline", "stage C", "loop k.o is already pipelined (3 stages)");
+  ILLEGAL(s, "split C k.o 2", "split", "stage C", "loop k.o is pipelined");
+  ILLEGAL(s, "unroll C k.o", "unroll", "stage C", "loop k.o is pipelined");
+  ILLEGAL(s, "bind C k.o threadIdx.x", "bind", "stage C", "loop k.o is pipelined");
+  char *d = dump(s);
+  CHECK_STR_CONTAINS(d, "k.o(");
+  CHECK_STR_CONTAINS(d, "pipeline=3)");
+  free(d);
+  kg_schedule_free(s);
+  kg_program_free(p);
+}
+
 static void test_trace_replay(void) {
   kg_program *p = load_conv2d();
   if (!p) return;
@@ -653,10 +683,12 @@ static void test_random(void) {
   for (int k = 0; k < KG_STEP_COUNT; k++) {
     /* reorder_storage is the sketches' (lanes over a packed operand); random draws keep the layouts, so that
      * the draws of every seed stay what they were before it existed */
-    /* pad and launch_bounds: shared memory's and CUDA kernels' (the GPU sketches choose them) */
-    if (k != KG_STEP_BIND && k != KG_STEP_REORDER_STORAGE && k != KG_STEP_PAD && k != KG_STEP_LAUNCH_BOUNDS)
+    /* pad, launch_bounds and pipeline: shared memory's and CUDA kernels' (the GPU sketches choose them) */
+    if (k != KG_STEP_BIND && k != KG_STEP_REORDER_STORAGE && k != KG_STEP_PAD && k != KG_STEP_LAUNCH_BOUNDS &&
+        k != KG_STEP_PIPELINE)
       CHECKF(seen[0][k] > 0, "C target never drew %s", kg_step_names[k]);
-    if (k == KG_STEP_PAD) CHECKF(seen[0][k] == 0, "C target drew pad (shared memory)");
+    if (k == KG_STEP_PAD || k == KG_STEP_PIPELINE)
+      CHECKF(seen[0][k] == 0, "C target drew %s (shared memory)", kg_step_names[k]);
     /* the GPU generator builds its tiles from split + reorder, has no use for parallel (CPU threads) and
      * leaves stages at root by not moving them; streaming stores are the C target's */
     if (k != KG_STEP_TILE && k != KG_STEP_PARALLEL && k != KG_STEP_COMPUTE_ROOT && k != KG_STEP_STREAM &&
@@ -831,6 +863,7 @@ int main(void) {
   test_reorder_storage();
   test_pad();
   test_launch_bounds();
+  test_pipeline();
   test_trace_replay();
   test_huge_factors();
   test_rfactor_split_axis();
