@@ -34,14 +34,48 @@ static int width_of(const char *op, const char *end) {
   return 32;
 }
 
+/* The loops of a PTX body, for the main loop's FMA share: a label and a later branch back to it enclose a loop. */
+#define MAX_LABELS 256
+typedef struct ptx_loops {
+  const char *label[MAX_LABELS]; /* "$L__BB0_1" (up to its colon) */
+  size_t len[MAX_LABELS];
+  int at_inst[MAX_LABELS], at_fma[MAX_LABELS]; /* instructions and FMAs counted before the label */
+  int n;
+} ptx_loops;
+
+/* A branch back to a label seen before closes a loop: the one with the most FMAs (the shorter on a tie, the
+ * innermost) is the main loop. */
+static void close_loop(ptx_loops *L, const char *target, size_t tlen, kg_kernel_quality *q) {
+  for (int i = L->n - 1; i >= 0; i--) {
+    if (L->len[i] != tlen || strncmp(L->label[i], target, tlen) != 0) continue;
+    int insts = q->instructions - L->at_inst[i], fmas = q->fma - L->at_fma[i];
+    if (fmas > q->loop_fma || (fmas == q->loop_fma && fmas > 0 && insts < q->loop_instructions)) {
+      q->loop_fma = fmas;
+      q->loop_instructions = insts;
+    }
+    return;
+  }
+}
+
 /* Counts the instructions of one PTX body and reads its widest global accesses and shared-memory use. */
 static void scan_ptx(const char *b, const char *end, kg_kernel_quality *q) {
   int st_shared = 0, bar = 0;
+  ptx_loops L;
+  L.n = 0;
   for (const char *l = b; l < end;) {
     const char *nl = memchr(l, '\n', (size_t)(end - l));
     if (!nl) nl = end;
     const char *t = l;
     while (t < nl && (*t == ' ' || *t == '\t')) t++;
+    if (*t == '$' && L.n < MAX_LABELS) { /* a label: "$L__BB0_1:" */
+      const char *c = memchr(t, ':', (size_t)(nl - t));
+      if (c) {
+        L.label[L.n] = t;
+        L.len[L.n] = (size_t)(c - t);
+        L.at_inst[L.n] = q->instructions;
+        L.at_fma[L.n++] = q->fma;
+      }
+    }
     /* an instruction: not a directive (.reg, .shared, ...), label, brace or comment; a guard (@%p) may lead */
     if (t < nl && *t != '.' && *t != '{' && *t != '}' && *t != '/' && *t != '$' && memchr(t, ';', (size_t)(nl - t))) {
       if (*t == '@') {
@@ -74,6 +108,13 @@ static void scan_ptx(const char *b, const char *end, kg_kernel_quality *q) {
         if (w > q->load_bits && w <= 128) q->load_bits = w;
       }
       if (!strncmp(t, "bar.sync", 8) || !strncmp(t, "barrier.sync", 12)) bar = 1;
+      if (!strncmp(t, "bra", 3)) { /* bra[.uni] $L__BB0_1; */
+        const char *x = sp;
+        while (x < nl && (*x == ' ' || *x == '\t')) x++;
+        const char *y = x;
+        while (y < nl && *y != ';' && *y != ' ') y++;
+        if (x < y) close_loop(&L, x, (size_t)(y - x), q);
+      }
     }
     l = nl < end ? nl + 1 : end;
   }
@@ -188,10 +229,14 @@ void kg_cuda_quality_line(const kg_kernel_quality *q, const char *arch, char *bu
   if (q->banks_analysed && q->banks == 1) snprintf(banks, sizeof banks, "; shared accesses conflict-free");
   else if (q->banks_analysed && q->banks > 1)
     snprintf(banks, sizeof banks, "; shared accesses up to %d-way bank conflicts (%s)", q->banks, q->bank_where);
+  char loop[96] = "";
+  if (q->loop_fma > 0 && q->loop_instructions > 0)
+    snprintf(loop, sizeof loop, " (main loop: %.0f%% of %d)", 100.0 * q->loop_fma / q->loop_instructions,
+             q->loop_instructions);
   snprintf(buf, len,
            "kernel %s (%s): %d threads, %d registers, %s, %lld B shared; %d blocks/SM (limited by %s), occupancy "
-           "%.0f%%; global loads %d-bit, stores %d-bit; %s%s; FMA %.0f%% of %d PTX instructions%s",
+           "%.0f%%; global loads %d-bit, stores %d-bit; %s%s; FMA %.0f%% of %d PTX instructions%s%s",
            q->name, arch, q->threads, q->registers, spill, (long long)q->shared_bytes, q->blocks_per_sm, q->limited_by,
            100.0 * q->occupancy, q->load_bits, q->store_bits, q->shared_staged ? "shared staging" : "no shared staging",
-           pipe, q->instructions ? 100.0 * q->fma / q->instructions : 0.0, q->instructions, banks);
+           pipe, q->instructions ? 100.0 * q->fma / q->instructions : 0.0, q->instructions, loop, banks);
 }

@@ -221,6 +221,12 @@ static void check_bench(const example *e, int have_nvrtc) {
                  q[0].bank_where);
         CHECKF(q[0].pipeline_stages == (strstr(e->sched, "pipelined") ? 2 : 1), "%s: %d pipeline stages", e->sched,
                q[0].pipeline_stages);
+        /* the tiled matmuls' main loop (the k loop's body) is mostly FMAs: more so than the kernel as a whole */
+        if (strstr(e->sched, "matmul"))
+          CHECKF(q[0].loop_fma > 0 && (double)q[0].loop_fma / q[0].loop_instructions >= 0.5 &&
+                     (double)q[0].loop_fma / q[0].loop_instructions > (double)q[0].fma / q[0].instructions,
+                 "%s: main loop %d FMAs of %d, kernel %d of %d", e->sched, q[0].loop_fma, q[0].loop_instructions,
+                 q[0].fma, q[0].instructions);
         for (int k = 0; k < cp.nkernels && k < 4; k++) {
           char line[1024];
           kg_cuda_quality_line(&q[k], "sm_90", line, sizeof line);

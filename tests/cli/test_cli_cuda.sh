@@ -68,7 +68,7 @@ fi
 expect 0 "static quality report" -- $K lower matmul -D M=256 -D N=256 -D K=64 --target cuda --arch sm_86 \
   --schedule examples/schedules/matmul_shared.sched --dump report
 has out "^// ---- static quality \(sm_86, NVRTC " "the report's header"
-has out "^kernel kgen_k0 \(sm_86\): 256 threads, [0-9]+ registers, no spills, 8192 B shared; [1-9] blocks/SM \(limited by [a-z ]+\), occupancy [0-9]+%; global loads 128-bit, stores 128-bit; shared staging; FMA [0-9]+% of [0-9]+ PTX instructions; shared accesses up to 2-way bank conflicts \(A_shared load\)$" \
+has out "^kernel kgen_k0 \(sm_86\): 256 threads, [0-9]+ registers, no spills, 8192 B shared; [1-9] blocks/SM \(limited by [a-z ]+\), occupancy [0-9]+%; global loads 128-bit, stores 128-bit; shared staging; FMA [0-9]+% of [0-9]+ PTX instructions \(main loop: [0-9]+% of [0-9]+\); shared accesses up to 2-way bank conflicts \(A_shared load\)$" \
   "the tiled matmul's report"
 has out "^estimate on sm_86 \(RTX A6000 figures, a model, not a measurement\): [0-9.]+ us; kernel 0 [0-9.]+ us, bound by [a-z2 ]+ \(compute hidden [0-9]+%, memory [0-9]+%, waves [0-9]+%\)$" \
   "the tiled matmul's estimate"
