@@ -65,6 +65,7 @@ typedef struct stage_plan {
   int k_fetch[MAX_STAGED];
   int k_pad[MAX_STAGED];          /* its rows padded in shared memory (pad): 0, 1 or 4 floats */
   int k_pipeline;                 /* the staged tiles' ring at their k loop (pipeline): 1 (none), 2 or 3 stages */
+  int k_kmajor[MAX_STAGED];       /* a 2-D input read along the reduction stored transposed (k-major): 0 or 1 */
   int k_threads, k_vector; /* SIMPLE, CROSS, ROW (CROSS_AT uses its consumer's k_threads) */
   int k_min_blocks;        /* TILE with local: launch_bounds (0: none, else blocks kept resident per SM) */
   int k_raster;            /* TILE with local: block rows per group of the block order (1: row by row) */
@@ -138,6 +139,51 @@ static int64_t total_extent(const kg_sstage *st, int from, int n) {
   return e;
 }
 
+/* Whether e uses one of st's reduction variables. */
+static int uses_reduction(const kg_expr *e, const kg_sstage *st) {
+  if (!e) return 0;
+  switch (e->kind) {
+    case KG_EXPR_IVAR:
+      for (int r = 0; r < st->nrax; r++)
+        if (e->var.iv == st->rax[r]) return 1;
+      return 0;
+    case KG_EXPR_READ:
+      for (int i = 0; i < e->read.n; i++)
+        if (uses_reduction(e->read.idx[i], st)) return 1;
+      return 0;
+    case KG_EXPR_UNARY:
+    case KG_EXPR_BINARY: return uses_reduction(e->op.a, st) || uses_reduction(e->op.b, st);
+    case KG_EXPR_CALL:
+      for (int i = 0; i < e->call.n; i++)
+        if (uses_reduction(e->call.args[i], st)) return 1;
+      return 0;
+    default: return 0;
+  }
+}
+
+/* Whether st reads the 2-D tensor t with a reduction variable in its last (contiguous) index and none in the
+ * first: a GEMM's A (M x K). Its tile is read down the reduction by each thread, so stored transposed (k-major)
+ * a thread's values of one k step are contiguous. */
+static int reads_along_reduction(const kg_expr *e, const kg_tensor *t, const kg_sstage *st) {
+  if (!e) return 0;
+  switch (e->kind) {
+    case KG_EXPR_READ:
+      if (e->read.tensor == t && e->read.n == 2 && uses_reduction(e->read.idx[1], st) &&
+          !uses_reduction(e->read.idx[0], st))
+        return 1;
+      for (int i = 0; i < e->read.n; i++)
+        if (reads_along_reduction(e->read.idx[i], t, st)) return 1;
+      return 0;
+    case KG_EXPR_UNARY:
+    case KG_EXPR_BINARY: return reads_along_reduction(e->op.a, t, st) || reads_along_reduction(e->op.b, t, st);
+    case KG_EXPR_CALL:
+      for (int i = 0; i < e->call.n; i++)
+        if (reads_along_reduction(e->call.args[i], t, st)) return 1;
+      return 0;
+    default: return 0;
+  }
+}
+
 /* The tensors st stages in shared memory (with their fetch knobs): those it reads with reuse. What it reads
  * through an inlined stage is left out: cache_read copies only tensors a stage reads directly. */
 static void staged_inputs(kg_sketch *sk, int *full, stage_plan *p, const kg_schedule *sc, const kg_sstage *st) {
@@ -156,9 +202,15 @@ static void staged_inputs(kg_sketch *sk, int *full, stage_plan *p, const kg_sche
     p->k_fetch[p->nstaged] = knob(sk, full, KG_KNOB_VECTOR, p->name, what, fetch, 2);
     /* rows 1 or 4 floats longer, so that a warp reading down a column of the tile spreads over the banks: 4 keeps
      * rows 16-byte aligned for float4 fetches and reads, 1 breaks every power-of-two row period */
-    static const int64_t pads[] = {0, 1, 4};
+    static const int64_t pads[] = {0, 1, 4}, onoff[] = {0, 1};
     snprintf(what, sizeof what, "%s.shared.pad", t[k]->name);
-    p->k_pad[p->nstaged++] = knob(sk, full, KG_KNOB_CHOICE, p->name, what, pads, 3);
+    p->k_pad[p->nstaged] = knob(sk, full, KG_KNOB_CHOICE, p->name, what, pads, 3);
+    p->k_kmajor[p->nstaged] = -1;
+    if (reads_along_reduction(st->body, t[k], st)) {
+      snprintf(what, sizeof what, "%s.shared.kmajor", t[k]->name);
+      p->k_kmajor[p->nstaged] = knob(sk, full, KG_KNOB_CHOICE, p->name, what, onoff, 2);
+    }
+    p->nstaged++;
   }
 }
 
@@ -317,8 +369,17 @@ static void per_thread(rctx *c, const stage_plan *p, kg_sstage *st, const kg_sst
   for (int j = 0; j < p->nstaged && !b->failed; j++) {
     kg_sstage *sh = kg_builder_cache(b, KG_STEP_CACHE_READ, p->staged[j], "shared", st);
     if (!sh) return;
+    /* k-major: the copy stores its two axes swapped (before it is attached: reorder_storage wants it at root),
+     * and its fetch still walks the tensor's rows, contiguous in global memory, with scalar stores */
+    int kmajor = val(c->pt, p->k_kmajor[j], 0) && sh->nax == 2;
+    const char *rows_first[2] = {sh->nax == 2 ? sh->ax[0]->name : NULL, sh->nax == 2 ? sh->ax[1]->name : NULL};
+    if (kmajor) {
+      const char *swapped[2] = {rows_first[1], rows_first[0]};
+      kg_builder_step(b, KG_STEP_REORDER_STORAGE, sh->name, swapped, 2, 0, 0, 0);
+    }
     kg_builder_compute_at(b, sh, st, ro[loc]);
-    kg_gpu_cooperative_fetch(b, sh, m->tx, m->ty, val(c->pt, p->k_fetch[j], 1));
+    if (kmajor && !b->failed) kg_builder_step(b, KG_STEP_REORDER, sh->name, rows_first, 2, 0, 0, 0);
+    kg_gpu_cooperative_fetch(b, sh, m->tx, m->ty, kmajor ? 1 : val(c->pt, p->k_fetch[j], 1));
     int64_t pad = val(c->pt, p->k_pad[j], 0);
     if (pad > 0 && sh->out->ndim >= 2) kg_builder_step(b, KG_STEP_PAD, sh->name, NULL, 0, pad, 0, 1);
   }

@@ -278,43 +278,91 @@ static void test_matmul_structure(void) {
   kg_program_free(p);
 }
 
+/* matmul at sizes, its gpu/tile-fuse point with the named knobs set, realized and printed: the schedule (NULL on a
+ * failed check), its trace and program in *trace and *prog (caller frees all, and wl). */
+static kg_schedule *tile_point(kg_test_workload *wl, const char *sizes, const char *const *names,
+                               const int64_t *values, int n, char **trace, kg_cuda_program *prog) {
+  memset(wl, 0, sizeof *wl);
+  memset(prog, 0, sizeof *prog);
+  *trace = NULL;
+  wl->p = kg_test_load_sizes(KG_TEST_MATMUL, sizes);
+  CHECK(wl->p != NULL);
+  if (!wl->p) return NULL;
+  kg_data_init(&wl->d, wl->p, KG_TEST_DATA_SEED);
+  kg_data_reference(&wl->d, wl->p, KG_TEST_DATA_SEED);
+  kg_space *sp = kg_space_new(wl->p, KG_TARGET_CUDA, &sm90);
+  int k = kg_space_find_sketch(sp, "gpu/tile-fuse");
+  CHECKF(k >= 0, "matmul has no gpu/tile-fuse sketch");
+  kg_point pt;
+  kg_schedule *s = NULL;
+  if (k >= 0 && point_with(sp, k, names, values, n, &pt) == 0) {
+    char err[1024];
+    s = kg_space_realize(sp, &pt, err, sizeof err);
+    CHECKF(s != NULL, "%s: %s", names[n - 1], err);
+    if (s) *trace = kg_trace_to_text(&s->trace);
+    if (s && !print_cuda(s, prog, err, sizeof err)) {
+      CHECKF(0, "%s: does not print: %s", names[n - 1], err);
+      kg_schedule_free(s);
+      s = NULL;
+    }
+  }
+  kg_space_free(sp);
+  return s;
+}
+
 /* The grouped block order (knob raster): matmul 1024 x 128 with 16 x 16 tiles, blocks in groups of 8 block rows
  * fused onto blockIdx.x: one grid dimension of 64 x 8 blocks, and the product verified on the emulator. */
 static void test_raster(void) {
-  kg_test_workload wl;
-  memset(&wl, 0, sizeof wl);
-  wl.p = kg_test_load_sizes(KG_TEST_MATMUL, "M=1024 N=128 K=16");
-  CHECK(wl.p != NULL);
-  if (!wl.p) return;
-  kg_data_init(&wl.d, wl.p, KG_TEST_DATA_SEED);
-  kg_data_reference(&wl.d, wl.p, KG_TEST_DATA_SEED);
-  kg_space *sp = kg_space_new(wl.p, KG_TARGET_CUDA, &sm90);
-  int k = kg_space_find_sketch(sp, "gpu/tile-fuse");
-  CHECKF(k >= 0, "matmul has no gpu/tile-fuse sketch");
   static const char *const names[] = {"C.i.thread", "C.i.inner", "C.j.thread", "C.j.inner", "C.k.tile", "C.raster"};
   static const int64_t values[] = {4, 4, 16, 1, 8, 8};
-  kg_point pt;
-  if (k >= 0 && point_with(sp, k, names, values, 6, &pt) == 0) {
-    char err[1024];
-    kg_schedule *s = kg_space_realize(sp, &pt, err, sizeof err);
-    CHECKF(s != NULL, "raster: %s", err);
-    kg_cuda_program prog;
-    memset(&prog, 0, sizeof prog);
-    char *trace = s ? kg_trace_to_text(&s->trace) : NULL;
-    if (s && print_cuda(s, &prog, err, sizeof err)) {
-      const kg_cuda_kernel *kk = &prog.kernels[0];
-      CHECKF(kk->grid[0] == 64 * 8 && kk->grid[1] == 1, "grid %lld x %lld:\n%s", (long long)kk->grid[0],
-             (long long)kk->grid[1], trace);
-      CHECK_STR_CONTAINS(trace, "split C i.o 8\n");
-      if (have_nvrtc) emulate(&prog, &wl, "matmul 1024x128, blocks in groups of 8 rows", trace);
-      kg_cuda_program_free(&prog);
-    } else {
-      CHECKF(0, "raster: does not print: %s", err);
-    }
-    free(trace);
-    if (s) kg_schedule_free(s);
+  kg_test_workload wl;
+  kg_cuda_program prog;
+  char *trace;
+  kg_schedule *s = tile_point(&wl, "M=1024 N=128 K=16", names, values, 6, &trace, &prog);
+  if (s) {
+    const kg_cuda_kernel *kk = &prog.kernels[0];
+    CHECKF(kk->grid[0] == 64 * 8 && kk->grid[1] == 1, "grid %lld x %lld:\n%s", (long long)kk->grid[0],
+           (long long)kk->grid[1], trace);
+    CHECK_STR_CONTAINS(trace, "split C i.o 8\n");
+    if (have_nvrtc) emulate(&prog, &wl, "matmul 1024x128, blocks in groups of 8 rows", trace);
+    kg_cuda_program_free(&prog);
+    kg_schedule_free(s);
   }
-  kg_space_free(sp);
+  free(trace);
+  kg_test_workload_free(&wl);
+}
+
+/* k-major staging and the ring (knobs A.shared.kmajor, pipeline): matmul 128 x 128 x 40 with k steps of 8 (five
+ * steps through a ring of three): A's copy stored transposed (reorder_storage, its fetch walking A's rows), the
+ * staged tiles pipelined, the product verified on the emulator. Only A, read along the reduction in its
+ * contiguous dimension, gets the knob; B is read along it in its rows already. */
+static void test_kmajor_pipeline(void) {
+  static const char *const names[] = {"C.i.thread", "C.i.inner", "C.j.thread", "C.j.inner",
+                                      "C.k.tile",   "C.A.shared.kmajor", "C.pipeline"};
+  static const int64_t values[] = {8, 4, 8, 4, 8, 1, 3};
+  kg_test_workload wl;
+  kg_cuda_program prog;
+  char *trace;
+  kg_schedule *s = tile_point(&wl, "M=128 N=128 K=40", names, values, 7, &trace, &prog);
+  if (s) {
+    /* B has no such knob: the sketches of the same program */
+    kg_space *sp = kg_space_new(wl.p, KG_TARGET_CUDA, &sm90);
+    for (int k = 0; k < sp->nsketches; k++)
+      for (int i = 0; i < sp->sketches[k].nknobs; i++)
+        CHECKF(strcmp(sp->sketches[k].knobs[i].name, "C.B.shared.kmajor") != 0, "%s offers B k-major",
+               sp->sketches[k].name);
+    kg_space_free(sp);
+    CHECK_STR_CONTAINS(trace, "reorder_storage A.shared ax1 ax0\n");
+    CHECK_STR_CONTAINS(trace, "reorder A.shared ax0 ax1\n");
+    CHECK_STR_CONTAINS(trace, "pipeline C.local k.o 3\n");
+    CHECK(strstr(trace, "reorder_storage B.shared") == NULL);
+    CHECK_STR_CONTAINS(prog.source, "kg_cp_async4(A_shared + (");
+    CHECK_STR_CONTAINS(prog.source, "kg_cp_async_wait(1);");
+    if (have_nvrtc) emulate(&prog, &wl, "matmul 128^2 x 40, A k-major, ring of 3", trace);
+    kg_cuda_program_free(&prog);
+    kg_schedule_free(s);
+  }
+  free(trace);
   kg_test_workload_free(&wl);
 }
 
@@ -500,6 +548,7 @@ int main(void) {
   test_matmul_structure();
   test_softmax_structure();
   test_raster();
+  test_kmajor_pipeline();
   test_onepass("te/lib/softmax.te", "Y");
   test_onepass("te/lib/layernorm.te", "Y");
   test_onepass("te/lib/rmsnorm.te", "Y");
