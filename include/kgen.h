@@ -18,9 +18,11 @@
  *                      kg_program_flops / kg_program_bytes
  *   schedule/sched.h   kg_schedule_new (default schedule), kg_schedule_apply (one primitive step: split, tile,
  *                      reorder, fuse, unroll, vectorize, parallel, bind, compute_at/inline/root, cache_read,
- *                      cache_write, rfactor), traces and their text form, the default GPU mapping
- *   lower/ir.h         kg_lower: the loop-nest IR (loop kinds, storage scopes, guards, barriers) and the passes
- *                      that transform it (bound tightening, ...), each stating what it requires
+ *                      cache_write, rfactor, reorder_storage, stream, pad, launch_bounds, pipeline), traces and
+ *                      their text form, the default GPU mapping
+ *   lower/ir.h         kg_lower: the loop-nest IR (loop kinds, storage scopes, guards, barriers, asynchronous
+ *                      copies) and the passes that transform it (bound tightening, software pipelining, ...),
+ *                      each stating what it requires
  *   codegen/codegen.h  kg_codegen_c: C11 with OpenMP; kg_codegen_cuda: CUDA C, one kernel per root stage
  *                      (the kg_cuda_program family); codegen/gpu_arch.h: the limits of each CUDA arch;
  *                      codegen/header.h: exported headers;

@@ -72,9 +72,17 @@ has out "^kernel kgen_k0 \(sm_86\): 256 threads, [0-9]+ registers, no spills, 81
   "the tiled matmul's report"
 has out "^estimate on sm_86 \(RTX A6000 figures, a model, not a measurement\): [0-9.]+ us; kernel 0 [0-9.]+ us, bound by [a-z2 ]+ \(compute hidden [0-9]+%, memory [0-9]+%, waves [0-9]+%\)$" \
   "the tiled matmul's estimate"
-# the SGEMM variants device-check.sh measures: each verified on the emulator at a size it tiles
+# the variants device-check.sh measures, each verified on the emulator at a small size of its workload (the first
+# word of its "# bench:" line) that its tiles do not all divide
 for f in bench/cuda-schedules/*.sched; do
-  expect 0 "$f on the emulator" -- $K run matmul -D M=256 -D N=128 -D K=64 --emulate --schedule "$f"
+  w=$(sed -n 's/^# bench: *\([a-z_0-9]*\).*/\1/p' "$f" | head -1)
+  case "$w" in
+    matmul) sizes="-D M=256 -D N=128 -D K=64" ;;
+    softmax) sizes="-D N=7 -D D=1030" ;;
+    *) echo "FAIL: $f: no small sizes for workload '$w'"; fail=1; continue ;;
+  esac
+  # shellcheck disable=SC2086
+  expect 0 "$f on the emulator" -- $K run "$w" $sizes --emulate --schedule "$f"
   has out "^verify: ok" "$f verified"
 done
 expect 2 "--dump report on C" -- $K lower matmul -D M=8 -D N=8 -D K=8 --target c --dump report
