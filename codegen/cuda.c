@@ -1039,21 +1039,9 @@ static const char async_prelude[] =
     "#endif\n"
     "\n";
 
-static int has_async(const kg_irstmt *s) {
-  if (!s) return 0;
-  switch (s->kind) {
-    case KG_IRS_SEQ:
-      for (int i = 0; i < s->seq.n; i++)
-        if (has_async(s->seq.items[i])) return 1;
-      return 0;
-    case KG_IRS_FOR: return has_async(s->loop.body);
-    case KG_IRS_IF: return has_async(s->cond.then) || has_async(s->cond.otherwise);
-    case KG_IRS_ALLOC: return has_async(s->alloc.body);
-    case KG_IRS_STORE: return s->store.async;
-    case KG_IRS_ASYNC_COMMIT:
-    case KG_IRS_ASYNC_WAIT: return 1;
-    default: return 0;
-  }
+static int is_async(const kg_irstmt *s) {
+  return (s->kind == KG_IRS_STORE && s->store.async) || s->kind == KG_IRS_ASYNC_COMMIT ||
+         s->kind == KG_IRS_ASYNC_WAIT;
 }
 
 static const char prelude[] =
@@ -1300,7 +1288,7 @@ int kg_codegen_cuda(const kg_lowered *f, const char *prefix, kg_cuda_program *ou
   kg_strbuf_printf(b, "#ifndef KG_CUDA_PRELUDE\n#define KG_CUDA_PRELUDE\ntypedef %s kg_idx;\n",
                    g.wide ? "long long" : "int");
   kg_strbuf_puts(b, prelude);
-  if (has_async(f->body)) kg_strbuf_puts(b, async_prelude);
+  if (kg_ir_contains(f->body, is_async)) kg_strbuf_puts(b, async_prelude);
   for (int k = 0; k < nk && !g.failed; k++) {
     const kg_irstmt *item = f->body->kind == KG_IRS_SEQ ? f->body->seq.items[k] : f->body;
     if (put_kernel(&g, item, k, prefix, &out->kernels[k], out->grid_dyn ? out->grid_dyn[k] : NULL) == 0)

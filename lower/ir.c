@@ -599,31 +599,24 @@ int kg_ir_is_launch_guard(const kg_irstmt *s) {
           (kg_ir_is_const(c->bin.b, &x) && kg_ir_is_const(l->loop.extent, &y) && x == y));
 }
 
-int kg_ir_contains_sync(const kg_irstmt *s) {
+int kg_ir_contains(const kg_irstmt *s, int (*is)(const kg_irstmt *)) {
   if (!s) return 0;
+  if (is(s)) return 1;
   switch (s->kind) {
-    case KG_IRS_BARRIER:
-    case KG_IRS_ALLREDUCE: return 1;
     case KG_IRS_SEQ:
       for (int i = 0; i < s->seq.n; i++)
-        if (kg_ir_contains_sync(s->seq.items[i])) return 1;
+        if (kg_ir_contains(s->seq.items[i], is)) return 1;
       return 0;
-    case KG_IRS_FOR: return kg_ir_contains_sync(s->loop.body);
-    case KG_IRS_IF: return kg_ir_contains_sync(s->cond.then) || kg_ir_contains_sync(s->cond.otherwise);
-    case KG_IRS_ALLOC: return kg_ir_contains_sync(s->alloc.body);
+    case KG_IRS_FOR: return kg_ir_contains(s->loop.body, is);
+    case KG_IRS_IF: return kg_ir_contains(s->cond.then, is) || kg_ir_contains(s->cond.otherwise, is);
+    case KG_IRS_ALLOC: return kg_ir_contains(s->alloc.body, is);
     default: return 0;
   }
 }
 
-int kg_ir_contains_loop(const kg_irstmt *s) {
-  switch (s->kind) {
-    case KG_IRS_FOR: return 1;
-    case KG_IRS_SEQ:
-      for (int i = 0; i < s->seq.n; i++)
-        if (kg_ir_contains_loop(s->seq.items[i])) return 1;
-      return 0;
-    case KG_IRS_IF: return kg_ir_contains_loop(s->cond.then) || (s->cond.otherwise && kg_ir_contains_loop(s->cond.otherwise));
-    case KG_IRS_ALLOC: return kg_ir_contains_loop(s->alloc.body);
-    default: return 0;
-  }
-}
+static int is_sync(const kg_irstmt *s) { return s->kind == KG_IRS_BARRIER || s->kind == KG_IRS_ALLREDUCE; }
+static int is_loop(const kg_irstmt *s) { return s->kind == KG_IRS_FOR; }
+
+int kg_ir_contains_sync(const kg_irstmt *s) { return kg_ir_contains(s, is_sync); }
+
+int kg_ir_contains_loop(const kg_irstmt *s) { return kg_ir_contains(s, is_loop); }

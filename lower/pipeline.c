@@ -206,19 +206,16 @@ static kg_irstmt *rw_stmt(pctx *P, const kg_irstmt *s) {
       break;
     }
     case KG_IRS_ALLOC: c = kg_ir_alloc(a, s->alloc.buf, rw_stmt(P, s->alloc.body)); break;
-    default: { /* barriers, reductions, comments, async marks: no expressions to rewrite */
+    default: /* barriers, reductions, comments, async marks: no expressions to rewrite */
       c = KG_NEW(a, kg_irstmt);
       *c = *s;
-      if (s->kind == KG_IRS_ALLREDUCE) c->allreduce.buf = s->allreduce.buf;
       break;
-    }
   }
   c->pos = s->pos;
   return c;
 }
 
-/* The one buffer s stores into, if exactly one (else NULL); *bad when s reads something other than global
- * buffers or synchronizes. */
+/* A fetch's scan: *bad when it loads anything but a global buffer. */
 static void fetch_scan_expr(const kg_irexpr *e, int *bad) {
   if (e->kind == KG_IRE_LOAD && e->load.buf->scope != KG_SCOPE_GLOBAL) *bad = 1;
   kg_irexpr **kids[KG_IR_MAX_CHILDREN];
@@ -226,6 +223,8 @@ static void fetch_scan_expr(const kg_irexpr *e, int *bad) {
   for (int i = 0; i < n; i++) fetch_scan_expr(*kids[i], bad);
 }
 
+/* The buffer fetch s stores into in *dst; *bad when it stores into two, reads something other than global buffers,
+ * allocates or synchronizes. */
 static void fetch_scan(const kg_irstmt *s, kg_buffer **dst, int *bad) {
   if (!s) return;
   switch (s->kind) {

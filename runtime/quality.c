@@ -188,31 +188,15 @@ int kg_cuda_quality_launch(const kg_cuda_program *p, const char *arch, int regis
   return 0;
 }
 
-static int max_pipeline(const kg_irstmt *s) {
-  if (!s) return 1;
-  int m = 1, x;
-  switch (s->kind) {
-    case KG_IRS_SEQ:
-      for (int i = 0; i < s->seq.n; i++)
-        if ((x = max_pipeline(s->seq.items[i])) > m) m = x;
-      return m;
-    case KG_IRS_FOR:
-      x = max_pipeline(s->loop.body);
-      return s->loop.pipeline > x ? s->loop.pipeline : x;
-    case KG_IRS_IF:
-      m = max_pipeline(s->cond.then);
-      x = max_pipeline(s->cond.otherwise);
-      return x > m ? x : m;
-    case KG_IRS_ALLOC: return max_pipeline(s->alloc.body);
-    default: return 1;
-  }
-}
-
 void kg_cuda_quality_ir(const kg_lowered *f, kg_kernel_quality *q, int nkernels) {
+  /* both from the work count (lower/work.c), as the estimate sees them */
   for (int k = 0; k < nkernels; k++) {
-    q[k].banks = kg_lower_bank_conflicts(f, k, q[k].bank_where, sizeof q[k].bank_where);
+    kg_kernel_work w;
+    int ok = kg_lower_kernel_work(f, k, &w) == 0;
+    q[k].banks = ok ? w.bank_degree : 0;
+    snprintf(q[k].bank_where, sizeof q[k].bank_where, "%s", ok && w.bank_degree ? w.bank_where : "");
     q[k].banks_analysed = 1;
-    q[k].pipeline_stages = k < f->body->seq.n ? max_pipeline(f->body->seq.items[k]) : 1;
+    q[k].pipeline_stages = ok && w.pipeline > 1 ? w.pipeline : 1;
   }
 }
 

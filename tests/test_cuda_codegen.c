@@ -122,39 +122,49 @@ static int compile_sm90(const kg_cuda_program *cp, const char *what) {
   return rc == 0;
 }
 
-/* Runs the program on the emulator and verifies it against the reference. */
-static void emulate(const kg_program *p, const kg_cuda_program *cp, const char *what) {
+/* Builds cp for the emulator and runs it on p's test data: -1 when it does not build (the log in err), -2 when it
+ * does not run (the reason in err), else 0 with the verification against the reference in *v. */
+static int emu_verify(const kg_program *p, const kg_cuda_program *cp, kg_verify_result *v, char *err, size_t errlen) {
   kg_emu_module m;
   memset(&m, 0, sizeof m);
-  int built = kg_emu_build(cp, &m) == 0;
-  CHECKF(built, "%s: emulator build:\n%s\n%s", what, m.log ? m.log : "(no log)", cp->source);
-  if (built) {
-    kg_data d;
-    kg_data_init(&d, p, 5);
-    kg_data_reference(&d, p, 5);
-    kg_data_poison(&d, p);
-    int np = p->ninputs + p->noutputs, nargs = np + cp->ntemps;
-    float **args = calloc((size_t)nargs + 1, sizeof *args);
-    for (int k = 0; k < p->ninputs; k++) args[k] = d.inputs[k];
-    for (int k = 0; k < p->noutputs; k++) args[p->ninputs + k] = d.outputs[k];
-    for (int k = 0; k < cp->ntemps; k++) {
-      size_t n = (size_t)(cp->temp_elems[k] > 0 ? cp->temp_elems[k] : 1);
-      args[np + k] = malloc(n * sizeof(float));
-      for (size_t i = 0; i < n; i++) args[np + k][i] = __builtin_nanf("");
-    }
-    char err[1024];
-    int ran = kg_emu_run_program(&m, cp, args, err, sizeof err) == 0;
-    CHECKF(ran, "%s: emulator run: %s", what, err);
-    if (ran) {
-      kg_verify_result v = kg_verify(p, &d, 1e-4);
-      CHECKF(v.ok, "%s: %s (max_rel_err %g)\n%s", what, v.msg, v.max_rel_err, cp->source);
-      if (v.ok) printf("%-40s verified on the emulator (max_rel_err %.2g)\n", what, v.max_rel_err);
-    }
-    for (int k = 0; k < cp->ntemps; k++) free(args[np + k]);
-    free(args);
-    kg_data_free(&d);
+  if (kg_emu_build(cp, &m) != 0) {
+    snprintf(err, errlen, "%s", m.log ? m.log : "(no log)");
+    kg_emu_module_free(&m);
+    return -1;
   }
+  kg_data d;
+  kg_data_init(&d, p, 5);
+  kg_data_reference(&d, p, 5);
+  kg_data_poison(&d, p);
+  int np = p->ninputs + p->noutputs, nargs = np + cp->ntemps;
+  float **args = calloc((size_t)nargs + 1, sizeof *args);
+  for (int k = 0; k < p->ninputs; k++) args[k] = d.inputs[k];
+  for (int k = 0; k < p->noutputs; k++) args[p->ninputs + k] = d.outputs[k];
+  for (int k = 0; k < cp->ntemps; k++) {
+    size_t n = (size_t)(cp->temp_elems[k] > 0 ? cp->temp_elems[k] : 1);
+    args[np + k] = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) args[np + k][i] = __builtin_nanf("");
+  }
+  int rc = kg_emu_run_program(&m, cp, args, err, errlen) == 0 ? 0 : -2;
+  if (rc == 0) *v = kg_verify(p, &d, 1e-4);
+  for (int k = 0; k < cp->ntemps; k++) free(args[np + k]);
+  free(args);
+  kg_data_free(&d);
   kg_emu_module_free(&m);
+  return rc;
+}
+
+/* Runs the program on the emulator and verifies it against the reference. */
+static void emulate(const kg_program *p, const kg_cuda_program *cp, const char *what) {
+  char err[4096];
+  kg_verify_result v;
+  int rc = emu_verify(p, cp, &v, err, sizeof err);
+  CHECKF(rc != -1, "%s: emulator build:\n%s\n%s", what, err, cp->source);
+  CHECKF(rc != -2, "%s: emulator run: %s", what, err);
+  if (rc == 0) {
+    CHECKF(v.ok, "%s: %s (max_rel_err %g)\n%s", what, v.msg, v.max_rel_err, cp->source);
+    if (v.ok) printf("%-40s verified on the emulator (max_rel_err %.2g)\n", what, v.max_rel_err);
+  }
 }
 
 /* Prints, compiles and emulates; returns the result for further checks (caller frees). */
@@ -220,25 +230,11 @@ static const char *const MM_TILED =
     "bind A.shared ax0.i threadIdx.y\n"
     "bind A.shared ax1 threadIdx.x\n";
 
-/* Runs on the emulator; 1 when the result verifies, 0 when it does not, -1 when it does not run. */
+/* Runs on the emulator; 1 when the result verifies, 0 when it does not, -1 when it does not build or run. */
 static int emulate_ok(const kg_program *p, const kg_cuda_program *cp) {
-  kg_emu_module m;
-  memset(&m, 0, sizeof m);
-  int ok = -1;
-  if (kg_emu_build(cp, &m) == 0) {
-    kg_data d;
-    kg_data_init(&d, p, 5);
-    kg_data_reference(&d, p, 5);
-    kg_data_poison(&d, p);
-    float *args[8] = {0};
-    for (int k = 0; k < p->ninputs; k++) args[k] = d.inputs[k];
-    for (int k = 0; k < p->noutputs; k++) args[p->ninputs + k] = d.outputs[k];
-    char err[1024];
-    if (kg_emu_run_program(&m, cp, args, err, sizeof err) == 0) ok = kg_verify(p, &d, 1e-4).ok;
-    kg_data_free(&d);
-  }
-  kg_emu_module_free(&m);
-  return ok;
+  char err[4096];
+  kg_verify_result v;
+  return emu_verify(p, cp, &v, err, sizeof err) == 0 ? v.ok : -1;
 }
 
 static int count_of(const char *s, const char *needle) {
