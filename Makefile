@@ -39,6 +39,10 @@ RESERVED_C = $(BUILD)/generated/reserved_macros.c
 LIB_OBJ += $(RESERVED_C:.c=.o)
 CLI_SRC = $(wildcard cli/*.c)
 CLI_OBJ = $(CLI_SRC:%.c=$(BUILD)/%.o)
+# Distributed tuning (dist/, `mpirun kgen tune`): in the kgen binary only, so that libkgen needs no MPI. Built with
+# MPI where it is found (MPI_FLAGS, below), without it elsewhere.
+DIST_SRC = $(wildcard dist/*.c)
+DIST_OBJ = $(DIST_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
@@ -55,6 +59,10 @@ DEB_PKGS = libxgboost-dev libmsgpack-dev g++
 # is not installed by the tests: `make bench` installs it into its own virtual environment (bench/torch-venv.sh,
 # $(BUILD)/venv-torch), and the PyTorch peers' test runs where that exists and skips otherwise.
 TEST_DEB_PKGS = python3 python3-numpy python3-msgpack python3-matplotlib valgrind clang libomp-dev cmake pkg-config
+# MPI for distributed tuning: optional. The targets that install packages (deps, test, check, tune) install it when
+# missing; a plain `make` neither needs nor installs it, and builds kgen without MPI where it is absent.
+MPI_DEB_PKGS = libopenmpi-dev openmpi-bin
+MPI_STAMP = $(BUILD)/.mpi-deps-ok
 DEPS_STAMP = $(BUILD)/.deps-ok
 TEST_DEPS_STAMP = $(BUILD)/.test-deps-ok
 
@@ -111,9 +119,31 @@ deps:
 	@echo "kgen's packages are installed: $(DEB_PKGS)"
 # A failed install leaves no stamp (the next `make test` tries again) and fails nothing: the tests skip. After the
 # build's packages: two apt-get runs at once under make -j would fight over dpkg's lock.
-$(TEST_DEPS_STAMP): Makefile | $(DEPS_STAMP)
+$(TEST_DEPS_STAMP): Makefile | $(DEPS_STAMP) $(MPI_STAMP)
 	$(call deb_install,$(TEST_DEB_PKGS),echo "the tests that need them skip"; exit 0)
 test-deps: $(TEST_DEPS_STAMP)
+
+# Without DEPS_INSTALL nothing is installed and no stamp is left, so that a later `make test` installs it. A failed
+# install leaves no stamp either (tried again next time) and fails nothing: kgen is built without MPI.
+$(MPI_STAMP): Makefile | $(DEPS_STAMP)
+	$(if $(DEPS_INSTALL),$(call deb_install,$(MPI_DEB_PKGS),echo "kgen is built without MPI (no distributed tuning)"; exit 0),@true)
+# The compile and link flags of MPI, found when building (not when this Makefile is read: the stamp above may have
+# just installed it): pkg-config's ompi-c or mpich, else mpicc's own. "CFLAGS|LIBS", "|" without MPI; the file is
+# rewritten only when that changes, so that dist/ and kgen are rebuilt only then.
+MPI_FLAGS = $(BUILD)/mpi.flags
+$(MPI_FLAGS): FORCE | $(MPI_STAMP)
+	@mkdir -p $(BUILD); new="|"; \
+	for pc in ompi-c mpich; do \
+	  if pkg-config --exists $$pc 2>/dev/null; then new="-DKG_HAVE_MPI $$(pkg-config --cflags $$pc)|$$(pkg-config --libs $$pc)"; break; fi; \
+	done; \
+	if [ "$$new" = "|" ] && command -v mpicc >/dev/null && c=$$(mpicc --showme:compile 2>/dev/null) && \
+	   l=$$(mpicc --showme:link 2>/dev/null); then new="-DKG_HAVE_MPI $$c|$$l"; fi; \
+	[ "$$(cat $@ 2>/dev/null)" = "$$new" ] || echo "$$new" > $@
+.PHONY: FORCE
+FORCE:
+$(BUILD)/dist/%.o: dist/%.c $(MPI_FLAGS) | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $$(cut -d'|' -f1 $(MPI_FLAGS)) -c $< -o $@
 
 # Order-only on the deps stamp: under make -j the packages are installed before anything compiles against them.
 $(BUILD)/%.o: %.c | $(DEPS_STAMP)
@@ -148,8 +178,8 @@ $(BUILD)/libkgen.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/kgen: $(CLI_OBJ) $(BUILD)/libkgen.a
-	$(LINK) -o $@ $(CLI_OBJ) $(BUILD)/libkgen.a $(KG_LDLIBS) $(LDLIBS)
+$(BUILD)/kgen: $(CLI_OBJ) $(DIST_OBJ) $(BUILD)/libkgen.a $(MPI_FLAGS)
+	$(LINK) -o $@ $(CLI_OBJ) $(DIST_OBJ) $(BUILD)/libkgen.a $(KG_LDLIBS) $(LDLIBS) $$(cut -d'|' -f2 $(MPI_FLAGS))
 
 # Tests, fuzz replayers and bench tools are compiled and linked in one step; -MMD leaves BIN.d beside each, which
 # is included below, so that a changed header rebuilds them too.
@@ -304,16 +334,20 @@ test-unit: $(BUILD)/examples/check_c
 # Peer measurements for the GPU comparison (cuBLAS SGEMM, device-to-device copy; builds without CUDA headers
 # and, with no device, prints "skipped: <reason>") and the CPU's copy bandwidth (copy_bw, OpenMP), the reference
 # rate of the memory-bound kernels in `make bench`; estimate_rank, how the analytical estimate ranks what a GPU
-# measured (a tuning log).
+# measured (a tuning log); mpi_pingpong, what one candidate costs rank 0 of a distributed tuning (MPI's flags; without
+# MPI it only says so).
 # BENCH_BIN is defined before the rule that names it: make expands a rule's prerequisites when it reads the rule.
 BENCH_BIN = $(BUILD)/bench/gpu_peers $(BUILD)/bench/sketch_sample $(BUILD)/bench/dynamic_shapes $(BUILD)/bench/copy_bw \
-  $(BUILD)/bench/estimate_rank $(BUILD)/bench/gpu_wellformed
+  $(BUILD)/bench/estimate_rank $(BUILD)/bench/gpu_wellformed $(BUILD)/bench/mpi_pingpong
 .PHONY: bench-tools
 bench-tools: $(BENCH_BIN)
 all: bench-tools
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libkgen.a
 	@mkdir -p $(dir $@)
 	$(LINK) -o $@ $< $(BUILD)/libkgen.a $(KG_LDLIBS) $(LDLIBS)
+$(BUILD)/bench/mpi_pingpong: bench/mpi_pingpong.c $(MPI_FLAGS) | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $$(cut -d'|' -f1 $(MPI_FLAGS)) -o $@ $< $$(cut -d'|' -f2 $(MPI_FLAGS))
 
 # The benchmark suite on this machine's CPU (bench/suite.sh: the peers, fusion, amortization, tuning curves and
 # shape transitions; about an hour on 2 cores at TRIALS=64). Its setup step installs the PyTorch peers' PyTorch 2.x

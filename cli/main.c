@@ -13,6 +13,7 @@
 #include "../te/lex.h"
 #include "../base/clock.h"
 #include "cli.h"
+#include "../dist/dist.h"
 #include "../runtime/quality.h"
 #include "../runtime/estimate.h"
 
@@ -66,6 +67,8 @@ static int parse_args(int argc, char **argv, options *o) {
   }
   if (!strcmp(o->cmd, "--version")) {
     printf("kgen %s\n", KGEN_VERSION);
+    printf("distributed tuning (mpirun kgen tune): %s\n",
+           kg_dist_available() ? "yes, built with MPI" : "no, built without MPI (none was found)");
     exit(0);
   }
   int cmd = cli_cmd_find(o->cmd);

@@ -242,6 +242,11 @@ static const cli_option options[] = {
      "search unfused schedules only: every stage its own loop nest (CUDA: kernel),\n"
      "none inlined or computed inside another (default log NAME.TARGET.nofuse.kglog)"},
     {CLI_OPT_QUIET, "--quiet", NULL, C(CLI_CMD_TUNE), NULL, 0, 0, "no progress on stderr"},
+    {CLI_OPT_RANK0_IDLE, "--rank0-idle", NULL, C(CLI_CMD_TUNE), NULL, 0, 0,
+     "(under mpirun) rank 0 searches and logs but measures nothing"},
+    {CLI_OPT_WORKER_TIMEOUT, "--worker-timeout", "S", C(CLI_CMD_TUNE), check_positive, 0, 1e7,
+     "(under mpirun) drop a rank that holds candidates and says nothing for S seconds;\n"
+     "its candidates go to the others (default: from --timeout, at least 10 minutes)"},
     {CLI_OPT_BEST, "--best", NULL, C(CLI_CMD_SHOW), NULL, 0, 0, "only the best record of each workload, as a trace"},
     {CLI_OPT_LIB, "--lib", "DIR", C(CLI_CMD_REPLAY) | C(CLI_CMD_EXPORT), NULL, 0, 0,
      "also look for a logged workload's program as DIR/NAME.te (repeatable)"},

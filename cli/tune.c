@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "../base/clock.h"
 #include "../base/strbuf.h"
+#include "../dist/dist.h"
 #include "../search/dynamic.h"
 #include "../search/tune.h"
 #include "../tlog/tlog.h"
@@ -49,7 +50,11 @@ static void print_summary(const kg_tune_task *tasks, const kg_tune_report *rep, 
     char d[32], b[32];
     kg_format_seconds(d, sizeof d, r->default_s);
     kg_format_seconds(b, sizeof b, r->best_s);
-    printf("%s on %s:\n", tasks[i].label, target);
+    /* a distributed tuning over different devices tunes each workload once per device */
+    int per_device = (i > 0 && rep->tasks[i - 1].input == r->input) ||
+                     (i + 1 < rep->ntasks && rep->tasks[i + 1].input == r->input);
+    if (per_device) printf("%s on %s (%s):\n", tasks[r->input].label, target, r->device);
+    else printf("%s on %s:\n", tasks[r->input].label, target);
     if (r->space_points)
       printf("  search space: %llu points in %d sketch%s\n", (unsigned long long)r->space_points, r->space_sketches,
              r->space_sketches == 1 ? "" : "es");
@@ -136,7 +141,25 @@ static int tune_range(const char *file, const char *def, const kg_binding *g, in
   return rc ? 1 : 0;
 }
 
+static int tune_main(int argc, char **argv, kg_dist *dist);
+
+/* Under mpirun (dist/dist.h): ranks > 0 serve rank 0, which runs the tuning as a local tune would, with a pool of
+ * every rank's measurers. */
 int cli_tune(int argc, char **argv) {
+  kg_dist *d = NULL;
+  char err[1024];
+  int s = kg_dist_start(&d, err, sizeof err);
+  if (s < 0) {
+    fprintf(stderr, "kgen tune: %s\n", err);
+    return 2;
+  }
+  if (s == 1 && kg_dist_rank(d) > 0) return kg_dist_serve(d);
+  return kg_dist_end(d, tune_main(argc, argv, d));
+}
+
+static int tune_main(int argc, char **argv, kg_dist *dist) {
+  kg_dist_opts distopt = {0, 0};
+  int dist_flags = 0;
   workload wl[MAX_WORKLOADS];
   int nwl = 0;
   kg_binding global[MAX_BINDINGS];
@@ -209,6 +232,8 @@ int cli_tune(int argc, char **argv) {
       case CLI_OPT_BUCKETS: dopt.nbuckets = (int)r->u; break;
       case CLI_OPT_EXCHANGE: dopt.top = (int)r->u; break;
       case CLI_OPT_QUIET: quiet = 1; break;
+      case CLI_OPT_RANK0_IDLE: distopt.rank0_idle = 1, dist_flags = 1; break;
+      case CLI_OPT_WORKER_TIMEOUT: distopt.worker_timeout_s = r->d, dist_flags = 1; break;
       case CLI_OPT_NO_FUSE: o.no_fuse = 1; break;
       case CLI_OPT_ARG:
         if (nwl >= MAX_WORKLOADS) {
@@ -241,6 +266,16 @@ int cli_tune(int argc, char **argv) {
   else if (o.measure.target == KG_TARGET_CUDA && !o.measure.emulate && !kg_cudrv_probe(why, sizeof why)) {
     fprintf(stderr, "kgen: cannot tune on a GPU: %s (try --emulate, or --target c)\n", why);
     return 3;
+  }
+  if (dist_flags && !dist) return tune_usage("%s", "--rank0-idle and --worker-timeout go with a tuning under mpirun");
+  if (dist) {
+    if (!(o.pool = kg_dist_pool(dist, &o.measure, &distopt, why, sizeof why))) {
+      fprintf(stderr, "kgen tune: %s\n", why);
+      return 1;
+    }
+    if (!quiet)
+      fprintf(stderr, "distributed over %d MPI ranks: %d measure, on %d target%s\n", kg_dist_size(dist),
+              o.pool->nworkers, o.pool->ngroups, o.pool->ngroups == 1 ? "" : "s");
   }
   if (has_dyn) {
     if (nwl != 1) return tune_usage("%s", "--dynamic and --shapes tune one workload");
@@ -303,10 +338,11 @@ int cli_tune(int argc, char **argv) {
       rc = 1;
     }
     print_summary(tasks, &rep, tname, log_path);
+    kg_dist_summary(dist, stdout);
     /* a run that leaves a workload with no working schedule at all has failed, whatever it logged */
     for (int i = 0; i < rep.ntasks && trc == 0; i++)
       if (rep.tasks[i].best_s <= 0) {
-        fprintf(stderr, "kgen: tune: no candidate of %s ran correctly (see kgen show %s)\n", tasks[i].label,
+        fprintf(stderr, "kgen: tune: no candidate of %s ran correctly (see kgen show %s)\n", tasks[rep.tasks[i].input].label,
                 log_path);
         rc = 1;
       }

@@ -48,6 +48,8 @@
  *                      and the knobs that annotate them
  *   search/tune.h      kg_tune: evolutionary search guided by the cost model, several workloads sharing a trial
  *                      budget, every measurement logged, resumable from the log
+ *   search/pool.h      kg_pool: workers that measure for the tuner as results arrive (kg_pool_local: threads of this
+ *                      process; the kgen command's dist/ adds every rank of an MPI job: `mpirun kgen tune`)
  *   replay/replay.h    kg_replay: the best logged record of a workload for this target (else the nearest, else the
  *                      default schedule, with a warning) rebuilt, verified and timed; no search
  *   replay/export.h    kg_export_header: a workload's best logged kernels (one per size binding; on CUDA a cubin per
@@ -85,6 +87,7 @@
 #include "../gen/random.h"
 #include "../gen/space.h"
 #include "../search/tune.h"
+#include "../search/pool.h"
 #include "../codegen/header.h"
 #include "../replay/replay.h"
 #include "../replay/export.h"

@@ -290,6 +290,18 @@ static int open_locked(kg_cudrv_device *dev, char *err, size_t errlen) {
       return -1;
     }
     ordinal = (int)v;
+  } else if (count > 0) {
+    /* one of several processes of a launcher on this machine (a distributed tuning, dist/dist.h): the GPU of its
+     * local rank; a launcher that pins each rank to its GPUs (CUDA_VISIBLE_DEVICES) leaves count at what it gave */
+    static const char *const local_rank[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"};
+    for (size_t i = 0; i < sizeof local_rank / sizeof *local_rank; i++) {
+      const char *lr = getenv(local_rank[i]);
+      if (lr && *lr) {
+        ordinal = atoi(lr) % count;
+        if (ordinal < 0) ordinal = 0;
+        break;
+      }
+    }
   }
   if (count <= 0 || ordinal >= count) {
     if (err && errlen) snprintf(err, errlen, "no CUDA device %d (the driver sees %d)", ordinal, count);

@@ -1,6 +1,7 @@
 /* The CUDA driver API, loaded with dlopen at run time (libcuda.so.1; kgen links no CUDA library): device query,
  * memory, module load, launch, events. The library is $KGEN_CUDA_LIB when set (only that path), else libcuda.so.1,
- * else libcuda.so. One device (ordinal 0, or $KGEN_CUDA_DEVICE), its primary context made
+ * else libcuda.so. One device (ordinal 0, or $KGEN_CUDA_DEVICE; under a launcher of several processes per machine,
+ * such as mpirun or srun, its local rank modulo the devices it sees), its primary context made
  * current on the calling thread. Every call returns 0, or -1 with "cuXxx: CUDA_ERROR_NAME (description)" in err.
  * A process that forks must not have opened CUDA before the fork (the measurement worker opens it itself). */
 #ifndef KG_CUDRV_H

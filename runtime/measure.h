@@ -35,6 +35,10 @@ typedef struct kg_measure_opts {
   int build_threads;      /* 0: every core */
   int quality;            /* CUDA: also fill each result's static quality report (runtime/quality.h) from the
                            * build it measured; off by default, the tuner has no use for it */
+  /* NULL, or a file that every measurer sharing this machine's cores locks (flock) while it runs candidates, so that
+   * one's timing runs never overlap another's: what distributed ranks on one machine measuring the CPU or the
+   * emulator set (builds still overlap). Must outlive the measurer. */
+  const char *run_lock;
   float *const *inputs;   /* NULL: inputs drawn from seed; else the caller's (one array per program input,
                            * kg_tensor_numel floats each, copied), on which the reference is computed as they are */
 } kg_measure_opts;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "dynamic.h"
+#include "pool.h"
 #include "../base/clock.h"
 #include "../base/strbuf.h"
 #include "../tlog/tlog.h"
@@ -151,6 +152,12 @@ int kg_tune_dynamic(const kg_program *p, const kg_dyn_tune_opts *o, kg_dyn_repor
     kg_tlog_workload_of(progs[b], &wls[b]);
   }
 
+  /* a bucket's best is one schedule; workers on several devices would give one per device */
+  if (o->tune.pool && o->tune.pool->ngroups > 1) {
+    snprintf(err, errlen, "a range tuning runs on workers of one device model; these measure on %d",
+             o->tune.pool->ngroups);
+    goto out;
+  }
   /* 1. the search: every bucket's value a task, one budget, one model; rounds small enough that every bucket
    * gets a few before the budget is spent */
   kg_tune_opts o1 = o->tune;

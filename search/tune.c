@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "evolve.h"
+#include "pool.h"
 #include "../base/version.h"
 #include "../base/clock.h"
 #include "../base/strbuf.h"
@@ -53,6 +54,15 @@ typedef struct task {
   double default_s;
   char *default_text;   /* the default schedule's trace text (empty on C, the naive GPU mapping on CUDA) */
   char device_name[256], versions[512];
+  int input;            /* the caller's task it tunes (one per group of a pool's workers) */
+  kg_runner runner;
+  char arch[64];        /* "" when the target has none */
+  /* with a pool (tune.h): the group of workers that measures it, its program's handle, the picks of its last round
+   * not yet submitted (queue[qhead..nqueue)), and the workers' phase times for its results */
+  int group, handle;
+  kg_evolve_pick *queue;
+  int nqueue, qhead;
+  double build_s, run_s;
 } task;
 
 static double wall_unix(void) {
@@ -68,7 +78,7 @@ static int seen_fn(void *ctx, const char *text) { return kg_strset_has(&((task *
  * call. */
 static double estimate_prior(void *ctx, const kg_schedule *s) {
   const task *tk = ctx;
-  const char *arch = kg_measurer_arch(tk->m);
+  const char *arch = tk->arch;
   kg_build_opts bo = {.target = KG_TARGET_CUDA, .stop = KG_BUILD_PRINT, .sched = s, .arch = arch, .at_bound_sizes = 1};
   kg_build b;
   double est = -1;
@@ -164,7 +174,7 @@ static int retrain(kg_model *model, task *tasks, int ntasks, char *err, size_t e
  * emulator's clock says how a CPU runs the kernel, not a GPU; elsewhere its median. 0: failed. */
 static double rank_time(const task *tk, const kg_measure_result *res) {
   if (res->status != KG_STATUS_OK) return 0;
-  if (kg_measurer_runner(tk->m) == KG_RUNNER_EMULATOR && res->estimate_s > 0) return res->estimate_s;
+  if (tk->runner == KG_RUNNER_EMULATOR && res->estimate_s > 0) return res->estimate_s;
   return res->median_s;
 }
 
@@ -181,7 +191,7 @@ static void fill_record(kg_tlog_record *r, const task *tk, const kg_trace *trace
   r->times = res->status == KG_STATUS_OK ? res->times : NULL;
   r->ntimes = res->status == KG_STATUS_OK ? res->runs : 0;
   r->compile_s = res->compile_s;
-  if (res->status == KG_STATUS_OK && kg_measurer_runner(tk->m) == KG_RUNNER_EMULATOR) r->estimate_s = res->estimate_s;
+  if (res->status == KG_STATUS_OK && tk->runner == KG_RUNNER_EMULATOR) r->estimate_s = res->estimate_s;
   r->flops = kg_program_flops(tk->t->prog);
   r->bytes = kg_program_bytes(tk->t->prog);
   r->time = wall_unix();
@@ -194,11 +204,16 @@ static void fill_record(kg_tlog_record *r, const task *tk, const kg_trace *trace
   }
 }
 
+/* who: the worker of a pool that measured it (NULL: this process). */
 static int log_result(kg_tlog_writer *w, const task *tk, const kg_trace *trace, const kg_measure_result *res,
-                      const kg_point *pt, char *err, size_t errlen) {
+                      const kg_point *pt, const kg_pool_result *who, char *err, size_t errlen) {
   if (!w) return 0;
   kg_tlog_record r;
   fill_record(&r, tk, trace, res, tk->sp, pt);
+  if (who) {
+    r.worker_host = who->host;
+    r.worker_rank = who->rank;
+  }
   return kg_tlog_append(w, &r, err, errlen);
 }
 
@@ -364,12 +379,11 @@ static int env_stop(const task *tk, const kg_measure_result *res, int is_default
   return -1;
 }
 
-/* Measures one schedule of tk (given: a trace applied to the default schedule; NULL: the default schedule itself)
- * unless the log holds it. A given trace that does not apply to tk is measured all the same: the harness records
- * why it failed. */
-static int measure_one(task *tk, const kg_trace *given, kg_tlog_writer *w, int *trials, char *err, size_t errlen) {
+/* The schedule a fixed candidate of tk measures (given: a trace applied to the default schedule; NULL: the default
+ * schedule itself), and its trace text (*text, heap). A given trace that does not apply to tk is measured all the
+ * same: the harness records why it failed. */
+static kg_schedule *fixed_schedule(const task *tk, const kg_trace *given, char **text) {
   kg_schedule *s = given ? kg_schedule_new(tk->t->prog) : default_schedule(tk);
-  char *gtext = NULL;
   if (given) {
     char e[256];
     if (kg_schedule_apply_trace(s, given, e, sizeof e) != 0) {
@@ -379,9 +393,34 @@ static int measure_one(task *tk, const kg_trace *given, kg_tlog_writer *w, int *
       kg_trace_init(&s->trace);
       for (int i = 0; i < given->nsteps; i++) kg_trace_push(&s->trace, &given->steps[i]);
     }
-    gtext = kg_trace_to_text(&s->trace);
   }
-  const char *text = given ? gtext : tk->default_text;
+  *text = kg_trace_to_text(&s->trace);
+  return s;
+}
+
+/* What a fixed candidate's result (not the environment's fault) leaves: its record, a row, seen, maybe the best. */
+static int absorb_fixed(task *tk, kg_schedule *s, const char *text, int is_default, const kg_measure_result *res,
+                        const kg_pool_result *who, kg_tlog_writer *w, char *err, size_t errlen) {
+  int rc = log_result(w, tk, &s->trace, res, NULL, who, err, errlen);
+  float f[KG_NFEATURES];
+  double med = rank_time(tk, res);
+  if (kg_features_extract(s, tk->sp->target, f) == 0) add_row(tk, f, med);
+  kg_strset_add(&tk->seen, text);
+  /* in a no-fuse run a given trace that fuses is measured as asked, but is not the best; the default schedule
+   * keeps every stage at root on both targets (checked in tests), so it always counts */
+  if ((!tk->sp->unfused || kg_space_check_unfused(s, NULL, 0) == 0) && plausible(tk, med, NULL, NULL, 0))
+    note_result(tk, med, text, NULL);
+  if (is_default) tk->default_s = med;
+  tk->trials++;
+  if (res->status != KG_STATUS_OK) tk->failed++;
+  return rc;
+}
+
+/* Measures one schedule of tk (given: a trace applied to the default schedule; NULL: the default schedule itself)
+ * unless the log holds it. */
+static int measure_one(task *tk, const kg_trace *given, kg_tlog_writer *w, int *trials, char *err, size_t errlen) {
+  char *text;
+  kg_schedule *s = fixed_schedule(tk, given, &text);
   int rc = 0;
   if (!kg_strset_has(&tk->seen, text)) {
     kg_candidate c = {&s->trace, NULL};
@@ -390,26 +429,15 @@ static int measure_one(task *tk, const kg_trace *given, kg_tlog_writer *w, int *
     if (env_stop(tk, &res, !given, err, errlen)) {
       kg_measure_result_free(&res);
       kg_schedule_free(s);
-      free(gtext);
+      free(text);
       return -1;
     }
-    rc = log_result(w, tk, &s->trace, &res, NULL, err, errlen);
-    float f[KG_NFEATURES];
-    double med = rank_time(tk, &res);
-    if (kg_features_extract(s, tk->sp->target, f) == 0) add_row(tk, f, med);
-    kg_strset_add(&tk->seen, text);
-    /* in a no-fuse run a given trace that fuses is measured as asked, but is not the best; the default schedule
-     * keeps every stage at root on both targets (checked in tests), so it always counts */
-    if ((!tk->sp->unfused || kg_space_check_unfused(s, NULL, 0) == 0) && plausible(tk, med, NULL, NULL, 0))
-      note_result(tk, med, text, NULL);
-    if (!given) tk->default_s = med;
-    tk->trials++;
-    if (res.status != KG_STATUS_OK) tk->failed++;
+    rc = absorb_fixed(tk, s, text, !given, &res, NULL, w, err, errlen);
     (*trials)++;
     kg_measure_result_free(&res);
   }
   kg_schedule_free(s);
-  free(gtext);
+  free(text);
   return rc;
 }
 
@@ -453,13 +481,15 @@ static void progress(const kg_tune_opts *o, const task *tk, int done, int total,
           "%s[%d/%d trials] %s: best %s%s (%s) | model acc %s | build %.0fs measure %.0fs search %.0fs | "
           "elapsed %.0fs, ~%.0fs left%s",
           o->progress_inplace ? "\r\033[K" : "", done, total, tk->t->label,
-          kg_measurer_runner(tk->m) == KG_RUNNER_EMULATOR ? "estimated " : "", t, r, a, build_s, measure_s, search_s,
+          tk->runner == KG_RUNNER_EMULATOR ? "estimated " : "", t, r, a, build_s, measure_s, search_s,
           elapsed, left, o->progress_inplace ? "" : "\n");
   fflush(o->progress);
 }
 
 static void task_free(task *tk) {
   kg_measurer_free(tk->m);
+  if (tk->queue) kg_evolve_picks_free(tk->queue + tk->qhead, tk->nqueue - tk->qhead);
+  free(tk->queue);
   kg_space_free(tk->sp);
   kg_strset_free(&tk->seen);
   free(tk->rows);
@@ -476,28 +506,78 @@ static char *model_path(const char *log_path) {
   return p;
 }
 
-/* One round for task tk: evolve, measure, log, learn. Returns 0, or -1 with err (the log failed). */
-static int run_round(task *tk, task *tasks, int ntasks, kg_model *model, kg_tlog_writer *w, const kg_tune_opts *o,
-                     int want, uint64_t *rng, kg_tune_report *rep, char *err, size_t errlen) {
+/* The picks of a new round for tk (*picks, heap): up to want candidates not seen before. 0 marks tk exhausted. */
+static int evolve_picks(task *tk, kg_model *model, const kg_tune_opts *o, int want, uint64_t *rng,
+                        kg_tune_report *rep, kg_evolve_pick **picks) {
   double t0 = kg_now_s();
   kg_evolve_opts eo = {o->population, o->generations, o->mutation_prob, o->eps, NULL, NULL};
   /* on CUDA, the untrained model's round is ranked by the analytical estimate (the emulator's and the GPU's alike) */
-  if (o->measure.target == KG_TARGET_CUDA && kg_measurer_arch(tk->m)) {
+  if (o->measure.target == KG_TARGET_CUDA && tk->arch[0]) {
     eo.prior = estimate_prior;
     eo.prior_ctx = tk;
   }
   int nseeds_max = o->population / 4 > 0 ? o->population / 4 : 1;
   kg_point *seeds = kg_xrealloc(NULL, sizeof *seeds * (size_t)nseeds_max);
   int nseeds = best_points(tk, seeds, nseeds_max);
-  kg_evolve_pick *picks = kg_xrealloc(NULL, sizeof *picks * (size_t)want);
+  *picks = kg_xrealloc(NULL, sizeof **picks * (size_t)(want > 0 ? want : 1));
   int nrealized = 0, nfailed = 0;
-  int trained = kg_model_trained(model);
-  int n = kg_evolve_round(tk->sp, model, seeds, nseeds, seen_fn, tk, &eo, rng, picks, want, &nrealized, &nfailed);
+  int n = kg_evolve_round(tk->sp, model, seeds, nseeds, seen_fn, tk, &eo, rng, *picks, want, &nrealized, &nfailed);
   free(seeds);
   rep->search_s += kg_now_s() - t0;
   tk->rounds++;
+  if (n == 0) tk->exhausted = 1;
+  tk->best_before = tk->best_s;
+  tk->last_trials = n;
+  return n;
+}
+
+/* What a search pick's result (not the environment's fault) leaves: its record, a row, seen, a seed point, maybe the
+ * best, and (when the model predicted it) a score and label for the model's accuracy. */
+static int absorb_pick(task *tk, const kg_evolve_pick *pk, const kg_trace *trace, const kg_measure_result *res,
+                       const kg_pool_result *who, kg_tlog_writer *w, float *score, float *label, int *nscored,
+                       char *err, size_t errlen) {
+  double med = rank_time(tk, res);
+  int rc = log_result(w, tk, trace, res, &pk->pt, who, err, errlen);
+  add_row(tk, pk->features, med);
+  kg_strset_add(&tk->seen, pk->trace_text);
+  if (med > 0 && plausible(tk, med, NULL, NULL, 0)) {
+    add_point(tk, &pk->pt, med);
+    note_result(tk, med, pk->trace_text, tk->sp->sketches[pk->pt.sketch].name);
+  }
+  if (res->status != KG_STATUS_OK) tk->failed++;
+  tk->trials++;
+  if (!pk->random) { /* random picks carry no prediction */
+    score[*nscored] = pk->score;
+    label[(*nscored)++] = med > 0 ? (float)(1.0 / med) : 0.0f;
+  }
+  return rc;
+}
+
+/* Retrains the model on every row and saves it beside the log. 0, or -1 with err. */
+static int learn(kg_model *model, task *tasks, int ntasks, const kg_tune_opts *o, kg_tune_report *rep, char *err,
+                 size_t errlen) {
+  double t1 = kg_now_s();
+  if (kg_model_kind_of(model) == KG_MODEL_XGB) {
+    if (retrain(model, tasks, ntasks, err, errlen)) return -1;
+    if (o->log_path && kg_model_trained(model)) {
+      char *mp = model_path(o->log_path);
+      char e[512];
+      /* the model is a cache: a failure to save it costs retraining on resume, not data */
+      if (kg_model_save(model, mp, e, sizeof e) && o->progress) fprintf(o->progress, "kgen: warning: %s\n", e);
+      free(mp);
+    }
+  }
+  rep->search_s += kg_now_s() - t1;
+  return 0;
+}
+
+/* One round for task tk: evolve, measure, log, learn. Returns 0, or -1 with err (the log failed). */
+static int run_round(task *tk, task *tasks, int ntasks, kg_model *model, kg_tlog_writer *w, const kg_tune_opts *o,
+                     int want, uint64_t *rng, kg_tune_report *rep, char *err, size_t errlen) {
+  int trained = kg_model_trained(model);
+  kg_evolve_pick *picks;
+  int n = evolve_picks(tk, model, o, want, rng, rep, &picks);
   if (n == 0) {
-    tk->exhausted = 1;
     free(picks);
     return 0;
   }
@@ -516,31 +596,13 @@ static int run_round(task *tk, task *tasks, int ntasks, kg_model *model, kg_tlog
   int env = -1; /* the first result that is the environment's fault: the others are logged, then tuning stops */
   for (int i = 0; i < n && env < 0; i++)
     if (res[i].env_fault) env = i;
-  tk->best_before = tk->best_s;
-  tk->last_trials = n;
   int rc = 0;
   float *score = kg_xrealloc(NULL, sizeof(float) * (size_t)n), *label = kg_xrealloc(NULL, sizeof(float) * (size_t)n);
-  int nscored = 0;
-  for (int i = 0; i < n && rc == 0; i++) {
-    if (res[i].env_fault) continue;
-    double med = rank_time(tk, &res[i]);
-    rc = log_result(w, tk, &s[i]->trace, &res[i], &picks[i].pt, err, errlen);
-    add_row(tk, picks[i].features, med);
-    kg_strset_add(&tk->seen, picks[i].trace_text);
-    if (med > 0 && plausible(tk, med, NULL, NULL, 0)) {
-      add_point(tk, &picks[i].pt, med);
-      note_result(tk, med, picks[i].trace_text, tk->sp->sketches[picks[i].pt.sketch].name);
-    }
-    if (res[i].status != KG_STATUS_OK) tk->failed++;
-    if (!picks[i].random) { /* random picks carry no prediction */
-      score[nscored] = picks[i].score;
-      label[nscored++] = med > 0 ? (float)(1.0 / med) : 0.0f;
-    }
-  }
-  int nenv = 0;
-  for (int i = 0; i < n; i++) nenv += res[i].env_fault != 0;
-  tk->trials += n - nenv;
-  rep->trials += n - nenv;
+  int nscored = 0, before = tk->trials;
+  for (int i = 0; i < n && rc == 0; i++)
+    if (!res[i].env_fault)
+      rc = absorb_pick(tk, &picks[i], &s[i]->trace, &res[i], NULL, w, score, label, &nscored, err, errlen);
+  rep->trials += tk->trials - before;
   rep->last_accuracy =
       trained && kg_model_kind_of(model) == KG_MODEL_XGB ? kg_model_pair_accuracy(score, label, nscored) : -1;
   if (rc == 0 && w) rc = kg_tlog_flush(w, err, errlen);
@@ -557,19 +619,7 @@ static int run_round(task *tk, task *tasks, int ntasks, kg_model *model, kg_tlog
   kg_evolve_picks_free(picks, n);
   free(picks);
   if (rc) return rc;
-  double t1 = kg_now_s();
-  if (kg_model_kind_of(model) == KG_MODEL_XGB) {
-    if (retrain(model, tasks, ntasks, err, errlen)) return -1;
-    if (o->log_path && kg_model_trained(model)) {
-      char *mp = model_path(o->log_path);
-      char e[512];
-      /* the model is a cache: a failure to save it costs retraining on resume, not data */
-      if (kg_model_save(model, mp, e, sizeof e) && o->progress) fprintf(o->progress, "kgen: warning: %s\n", e);
-      free(mp);
-    }
-  }
-  rep->search_s += kg_now_s() - t1;
-  return 0;
+  return learn(model, tasks, ntasks, o, rep, err, errlen);
 }
 
 /* Before each round and each single measurement: the records other tuners appended to the log since it was last
@@ -599,9 +649,266 @@ static int reread_log(kg_tlog *log, kg_tlog_writer *w, size_t *own_read, task *t
   return 0;
 }
 
-int kg_tune(const kg_tune_task *tasks_in, int ntasks, const kg_tune_opts *oin, kg_tune_report *rep, char *err,
+/* ---- tuning with a pool of workers (tune.h: kg_tune_opts.pool) ---- */
+
+/* A candidate out with the pool. */
+typedef struct flight {
+  int64_t tag;
+  int task;
+  kg_schedule *s;      /* its schedule: the record's trace */
+  char *text;          /* its trace text */
+  int fixed;           /* 0: a search pick; 1: the default schedule; 2: a given schedule; 3: one the log's estimates
+                        * ranked best */
+  kg_evolve_pick pick; /* fixed == 0 */
+} flight;
+
+typedef struct pooled {
+  task *tasks;
+  int ntasks;
+  kg_model *model;
+  kg_tlog_writer *w;
+  kg_tlog *log;
+  size_t *own_read;
+  const kg_tune_opts *o;
+  uint64_t *rng;
+  kg_tune_report *rep;
+  flight *fl;          /* out with the pool */
+  int nfl, capfl;
+  int64_t next_tag;
+  flight *fixed;       /* fixed candidates not yet out, in order */
+  int nfixed, fixed_head;
+  float *score, *label;/* the picks' predictions and outcomes since the model last learned */
+  int nscored, since_learn, trained;
+  int stopping;        /* an error happened: nothing more goes out; what is out is still taken and logged */
+  double start;
+} pooled;
+
+static flight *flight_add(pooled *p) {
+  if (p->nfl == p->capfl) {
+    p->capfl = p->capfl ? 2 * p->capfl : 32;
+    p->fl = kg_xrealloc(p->fl, sizeof *p->fl * (size_t)p->capfl);
+  }
+  flight *f = &p->fl[p->nfl++];
+  memset(f, 0, sizeof *f);
+  return f;
+}
+
+static void flight_free(flight *f) {
+  kg_schedule_free(f->s);
+  free(f->text);
+  if (!f->fixed) kg_evolve_picks_free(&f->pick, 1);
+}
+
+/* Queues tk's fixed candidate (given NULL: its default schedule) unless tk has seen it; seen from now on. */
+static void queue_fixed(pooled *p, int ti, const kg_trace *given, int kind) {
+  task *tk = &p->tasks[ti];
+  char *text;
+  kg_schedule *s = fixed_schedule(tk, given, &text);
+  if (kg_strset_has(&tk->seen, text)) {
+    kg_schedule_free(s);
+    free(text);
+    return;
+  }
+  kg_strset_add(&tk->seen, text);
+  p->fixed = kg_xrealloc(p->fixed, sizeof *p->fixed * (size_t)(p->nfixed + 1));
+  flight *f = &p->fixed[p->nfixed++];
+  memset(f, 0, sizeof *f);
+  f->task = ti;
+  f->s = s;
+  f->text = text;
+  f->fixed = kind;
+}
+
+static int send(pooled *p, flight *f, char *err, size_t errlen) {
+  f->tag = p->next_tag++;
+  task *tk = &p->tasks[f->task];
+  flight *out = flight_add(p);
+  *out = *f;
+  if (p->o->pool->submit(p->o->pool, tk->handle, tk->group, &out->s->trace, out->tag, err, errlen)) {
+    p->nfl--;
+    flight_free(f);
+    return -1;
+  }
+  return 0;
+}
+
+/* The task of group g that gets the next round (tasks of other groups left out), or -1 when all ran dry. */
+static int pick_task_of(pooled *p, int g) {
+  task *t = p->tasks;
+  int best = -1;
+  double best_g = -1;
+  for (int i = 0; i < p->ntasks; i++) {
+    if (t[i].group != g || t[i].exhausted) continue;
+    if (t[i].rounds == 0) return i;
+    double back = t[i].last_trials > 0 && t[i].best_before > 0 ? (t[i].best_before - t[i].best_s) / t[i].last_trials : 0;
+    double fwd = t[i].best_s > 0 ? t[i].best_s / (t[i].trials > 0 ? t[i].trials : 1) : 1;
+    double gain = 0.2 * back + 0.8 * fwd;
+    if (gain > best_g) best_g = gain, best = i;
+  }
+  return best;
+}
+
+/* Sends candidates while some group has room and the budget is not spent: the fixed ones first, then the picks of
+ * each group's tasks, evolving a new round for a task whose picks are all out. 0, or -1 with err. */
+static int fill(pooled *p, char *err, size_t errlen) {
+  const kg_tune_opts *o = p->o;
+  kg_pool *pl = o->pool;
+  for (int g = 0; g < pl->ngroups && !p->stopping; g++) {
+    while (p->rep->trials + p->nfl < o->trials && pl->room(pl, g) > 0) {
+      /* the next fixed candidate of this group */
+      int k = p->fixed_head;
+      while (k < p->nfixed && (p->fixed[k].s == NULL || p->tasks[p->fixed[k].task].group != g)) k++;
+      if (k < p->nfixed) {
+        flight f = p->fixed[k];
+        p->fixed[k].s = NULL; /* taken */
+        if (k == p->fixed_head) p->fixed_head++;
+        if (send(p, &f, err, errlen)) return -1;
+        continue;
+      }
+      int ti = -1;
+      for (int i = 0; i < p->ntasks && ti < 0; i++)
+        if (p->tasks[i].group == g && p->tasks[i].qhead < p->tasks[i].nqueue) ti = i;
+      if (ti < 0) {
+        if ((ti = pick_task_of(p, g)) < 0) break; /* this group's spaces ran dry */
+        task *tk = &p->tasks[ti];
+        if (reread_log(p->log, p->w, p->own_read, p->tasks, p->ntasks, o, p->rng, p->rep, err, errlen)) return -1;
+        int left = o->trials - p->rep->trials - p->nfl;
+        int want = o->per_round < left ? o->per_round : left;
+        if (tk->queue) kg_evolve_picks_free(tk->queue + tk->qhead, tk->nqueue - tk->qhead);
+        free(tk->queue);
+        tk->nqueue = evolve_picks(tk, p->model, o, want, p->rng, p->rep, &tk->queue);
+        tk->qhead = 0;
+        if (tk->nqueue == 0) continue;
+        p->rep->rounds++;
+        /* queued picks are seen: no later round picks them again */
+        for (int i = 0; i < tk->nqueue; i++) kg_strset_add(&tk->seen, tk->queue[i].trace_text);
+      }
+      task *tk = &p->tasks[ti];
+      flight f;
+      memset(&f, 0, sizeof f);
+      f.task = ti;
+      f.pick = tk->queue[tk->qhead++];
+      char e[256];
+      f.s = kg_space_realize(tk->sp, &f.pick.pt, e, sizeof e);
+      assert(f.s && "realization is deterministic: a picked point realized before");
+      if (send(p, &f, err, errlen)) return -1;
+    }
+  }
+  return 0;
+}
+
+static void pooled_progress(pooled *p, const task *tk) {
+  double b = 0, m = 0;
+  for (int i = 0; i < p->ntasks; i++) b += p->tasks[i].build_s, m += p->tasks[i].run_s;
+  p->rep->build_s = b;
+  p->rep->measure_s = m;
+  progress(p->o, tk, p->rep->trials, p->o->trials, p->rep->last_accuracy, b, m, p->rep->search_s,
+           kg_now_s() - p->start);
+}
+
+/* Takes one result: logs it (fsynced), learns from it, and retrains the model every per_round picks. 1 when one
+ * was taken, 0 when nothing is out, -1 with err (what is out may still come), -2 with err (the pool failed: nothing
+ * more comes). */
+static int take_one(pooled *p, char *err, size_t errlen) {
+  kg_pool_result r;
+  int got = p->o->pool->wait(p->o->pool, &r, err, errlen);
+  if (got <= 0) return got < 0 ? -2 : 0;
+  int k = 0;
+  while (k < p->nfl && p->fl[k].tag != r.tag) k++;
+  assert(k < p->nfl && "a pool answers only what was submitted");
+  flight f = p->fl[k];
+  p->fl[k] = p->fl[--p->nfl];
+  task *tk = &p->tasks[f.task];
+  tk->build_s += r.build_s;
+  tk->run_s += r.run_s;
+  int rc = 0;
+  if (r.res.env_fault) {
+    /* the worker's environment, not the candidate: stop (the others out are still taken and logged) */
+    if (!p->stopping) {
+      char msg[sizeof r.res.msg];
+      snprintf(msg, sizeof msg, "worker rank %d on %.100s: %.1900s", r.rank, r.host, r.res.msg);
+      memcpy(r.res.msg, msg, sizeof msg);
+      rc = env_stop(tk, &r.res, 0, err, errlen);
+    }
+  } else {
+    int before = tk->trials;
+    if (f.fixed) {
+      rc = absorb_fixed(tk, f.s, f.text, f.fixed == 1, &r.res, &r, p->w, err, errlen);
+      if (f.fixed == 3) p->rep->from_estimates++;
+      if (rc == 0 && f.fixed == 1) rc = env_stop(tk, &r.res, 1, err, errlen);
+    } else {
+      rc = absorb_pick(tk, &f.pick, &f.s->trace, &r.res, &r, p->w, p->score, p->label, &p->nscored, err, errlen);
+      p->since_learn++;
+    }
+    p->rep->trials += tk->trials - before;
+    if (rc == 0 && p->w) rc = kg_tlog_flush(p->w, err, errlen);
+  }
+  kg_measure_result_free(&r.res);
+  flight_free(&f);
+  if (rc == 0 && !p->stopping && (p->since_learn >= p->o->per_round || (p->since_learn > 0 && p->nfl == 0))) {
+    p->rep->last_accuracy = p->trained && kg_model_kind_of(p->model) == KG_MODEL_XGB
+                                ? kg_model_pair_accuracy(p->score, p->label, p->nscored)
+                                : -1;
+    p->nscored = p->since_learn = 0;
+    rc = learn(p->model, p->tasks, p->ntasks, p->o, p->rep, err, errlen);
+    p->trained = kg_model_trained(p->model);
+    pooled_progress(p, tk);
+  }
+  return rc ? -1 : 1;
+}
+
+static int tune_pooled(task *tasks, int ntasks, kg_model *model, kg_tlog_writer *w, kg_tlog *log, size_t *own_read,
+                       const kg_tune_opts *o, uint64_t *rng, kg_tune_report *rep, double start, char *err,
+                       size_t errlen) {
+  pooled p;
+  memset(&p, 0, sizeof p);
+  p = (pooled){.tasks = tasks, .ntasks = ntasks, .model = model, .w = w, .log = log, .own_read = own_read, .o = o,
+               .rng = rng, .rep = rep, .start = start};
+  p.score = kg_xrealloc(NULL, sizeof(float) * (size_t)(o->trials + 1));
+  p.label = kg_xrealloc(NULL, sizeof(float) * (size_t)(o->trials + 1));
+  p.trained = kg_model_trained(model);
+  for (int i = 0; i < ntasks && !o->skip_default; i++) queue_fixed(&p, i, NULL, 1);
+  for (int g = 0; g < o->ngiven; g++)
+    for (int i = 0; i < ntasks; i++) queue_fixed(&p, i, o->given[g], 2);
+  /* on a GPU, what tuning without one ranked best is measured first (its records carry estimates, not times) */
+  for (int i = 0; i < ntasks; i++) {
+    if (tasks[i].runner != KG_RUNNER_GPU) continue;
+    int *top = NULL, ntop = estimated_top(&tasks[i], log, o->per_round, &top);
+    for (int k = 0; k < ntop; k++) queue_fixed(&p, i, &log->recs[top[k]].trace, 3);
+    free(top);
+  }
+  int rc = 0;
+  char first[2048] = "";
+  for (;;) {
+    if (!p.stopping && fill(&p, err, errlen)) {
+      p.stopping = 1, rc = -1;
+      snprintf(first, sizeof first, "%s", err);
+    }
+    int got = take_one(&p, err, errlen);
+    if (got == 0) break;
+    if (got < 0 && !p.stopping) {
+      p.stopping = 1, rc = -1;
+      snprintf(first, sizeof first, "%s", err);
+    }
+    if (got == -2) break;
+  }
+  if (rc) snprintf(err, errlen, "%s", first);
+  if (rc == 0 && w) rc = kg_tlog_flush(w, err, errlen);
+  for (int i = 0; i < p.nfl; i++) flight_free(&p.fl[i]);
+  for (int i = p.fixed_head; i < p.nfixed; i++)
+    if (p.fixed[i].s) flight_free(&p.fixed[i]);
+  free(p.fl);
+  free(p.fixed);
+  free(p.score);
+  free(p.label);
+  return rc;
+}
+
+int kg_tune(const kg_tune_task *tasks_in, int ninputs, const kg_tune_opts *oin, kg_tune_report *rep, char *err,
             size_t errlen) {
   memset(rep, 0, sizeof *rep);
+  /* one task per caller's task and group of the pool's workers (one group without a pool) */
+  int ngroups = oin->pool ? oin->pool->ngroups : 1, ntasks = ninputs * ngroups;
   rep->last_accuracy = -1;
   kg_tune_opts o = *oin;
   if (o.trials <= 0) o.trials = 64;
@@ -614,14 +921,13 @@ int kg_tune(const kg_tune_task *tasks_in, int ntasks, const kg_tune_opts *oin, k
     /* The model learns between rounds only: one 64-trial round for a 64-trial run would pick every candidate
      * with an untrained model. At least four rounds per task for small budgets; 8..64 per round keeps each
      * batch large enough to keep the compilers busy and the model's refits cheap. */
-    int per = o.trials / (4 * (ntasks > 0 ? ntasks : 1));
+    int per = o.trials / (4 * (ninputs > 0 ? ninputs : 1));
     o.per_round = per < 8 ? 8 : per > 64 ? 64 : per;
   }
   if (o.eps == 0) o.eps = 0.05;
   if (o.eps < 0) o.eps = 0;
   if (o.mutation_prob <= 0) o.mutation_prob = 0.85;
   double start = kg_now_s();
-  rep->ntasks = ntasks;
   rep->tasks = kg_xrealloc(NULL, sizeof *rep->tasks * (size_t)(ntasks ? ntasks : 1));
   memset(rep->tasks, 0, sizeof *rep->tasks * (size_t)(ntasks ? ntasks : 1));
   for (int i = 0; i < ntasks; i++) kg_trace_init(&rep->tasks[i].best_trace);
@@ -647,34 +953,73 @@ int kg_tune(const kg_tune_task *tasks_in, int ntasks, const kg_tune_opts *oin, k
   }
   if (!model) model = kg_model_new(o.model, o.seed);
 
-  for (int i = 0; i < ntasks; i++, ntasks_made++) {
-    task *tk = &tasks[i];
-    tk->t = &tasks_in[i];
-    kg_strset_init(&tk->seen);
-    char e[1024];
-    if (!(tk->m = kg_measurer_new(tk->t->prog, &o.measure, e, sizeof e))) {
-      snprintf(err, errlen, "%s: %s", tk->t->label, e);
-      ntasks_made++;
-      goto out;
-    }
-    kg_space_opts so = {.unfused = o.no_fuse};
-    tk->sp = kg_space_new_opts(tk->t->prog, o.measure.target, kg_measurer_limits(tk->m), &so);
-    kg_tlog_workload_of(tk->t->prog, &tk->wl);
-    tk->target.kind = o.measure.target == KG_TARGET_CUDA ? "cuda" : "c";
-    tk->target.arch = kg_measurer_arch(tk->m);
-    kg_device_split(kg_measurer_device(tk->m), tk->device_name, sizeof tk->device_name, tk->versions,
-                 sizeof tk->versions);
-    tk->target.device = tk->device_name;
-    tk->target.versions = tk->versions;
-    tk->target.runner = kg_runner_names[kg_measurer_runner(tk->m)];
-    kg_schedule *ds = default_schedule(tk);
-    tk->default_text = kg_trace_to_text(&ds->trace);
-    kg_schedule_free(ds);
-    load_records(tk, &log, 0, 0, rep);
+  kg_pool_target targets[KG_POOL_MAX_GROUPS];
+  if (ngroups > KG_POOL_MAX_GROUPS) {
+    snprintf(err, errlen, "the pool's workers measure on %d different targets (at most %d)", ngroups,
+             KG_POOL_MAX_GROUPS);
+    goto out;
   }
+  for (int in = 0, i = 0; in < ninputs; in++) {
+    int handle = -1;
+    if (o.pool) {
+      char e[1024];
+      if ((handle = o.pool->open(o.pool, tasks_in[in].prog, &o.measure, targets, e, sizeof e)) < 0) {
+        snprintf(err, errlen, "%s: %s", tasks_in[in].label, e);
+        goto out;
+      }
+    }
+    for (int g = 0; g < ngroups; g++) {
+      if (o.pool && (int)targets[g].runner == -1) continue; /* no worker of this group measures it */
+      task *tk = &tasks[i];
+      tk->t = &tasks_in[in];
+      tk->input = in;
+      tk->group = g;
+      tk->handle = handle;
+      kg_strset_init(&tk->seen);
+      ntasks_made = ++i;
+      char e[1024];
+      const kg_gpu_limits *limits = NULL;
+      const char *device;
+      if (o.pool) {
+        kg_pool_target *tg = &targets[g];
+        tk->runner = tg->runner;
+        snprintf(tk->arch, sizeof tk->arch, "%s", tg->arch);
+        limits = tg->has_limits ? &tg->limits : NULL;
+        device = tg->device;
+      } else {
+        if (!(tk->m = kg_measurer_new(tk->t->prog, &o.measure, e, sizeof e))) {
+          snprintf(err, errlen, "%s: %s", tk->t->label, e);
+          goto out;
+        }
+        tk->runner = kg_measurer_runner(tk->m);
+        snprintf(tk->arch, sizeof tk->arch, "%s", kg_measurer_arch(tk->m) ? kg_measurer_arch(tk->m) : "");
+        limits = kg_measurer_limits(tk->m);
+        device = kg_measurer_device(tk->m);
+      }
+      kg_space_opts so = {.unfused = o.no_fuse};
+      tk->sp = kg_space_new_opts(tk->t->prog, o.measure.target, limits, &so);
+      kg_tlog_workload_of(tk->t->prog, &tk->wl);
+      tk->target.kind = o.measure.target == KG_TARGET_CUDA ? "cuda" : "c";
+      tk->target.arch = tk->arch;
+      kg_device_split(device, tk->device_name, sizeof tk->device_name, tk->versions, sizeof tk->versions);
+      tk->target.device = tk->device_name;
+      tk->target.versions = tk->versions;
+      tk->target.runner = kg_runner_names[tk->runner];
+      kg_schedule *ds = default_schedule(tk);
+      tk->default_text = kg_trace_to_text(&ds->trace);
+      kg_schedule_free(ds);
+      load_records(tk, &log, 0, 0, rep);
+    }
+  }
+  ntasks = ntasks_made;
   if (!model_loaded && o.model == KG_MODEL_XGB && retrain(model, tasks, ntasks, err, errlen)) goto out;
-  int done = 0;
   size_t own_read = 0; /* (each measurement below first picks up what other tuners appended) */
+  if (o.pool) {
+    if (tune_pooled(tasks, ntasks, model, w, &log, &own_read, &o, &rng, rep, start, err, errlen)) goto out;
+    rc = 0;
+    goto out;
+  }
+  int done = 0;
   for (int i = 0; i < ntasks && !o.skip_default && done < o.trials; i++)
     if (reread_log(&log, w, &own_read, tasks, ntasks, &o, &rng, rep, err, errlen) ||
         measure_one(&tasks[i], NULL, w, &done, err, errlen))
@@ -686,7 +1031,7 @@ int kg_tune(const kg_tune_task *tasks_in, int ntasks, const kg_tune_opts *oin, k
         goto out;
   /* on a GPU, what tuning without one ranked best is measured first (its records carry estimates, not times) */
   for (int i = 0; i < ntasks && done < o.trials; i++) {
-    if (kg_measurer_runner(tasks[i].m) != KG_RUNNER_GPU) continue;
+    if (tasks[i].runner != KG_RUNNER_GPU) continue;
     int *top = NULL, ntop = estimated_top(&tasks[i], &log, o.per_round, &top);
     for (int k = 0; k < ntop && done < o.trials; k++) {
       int before = done;
@@ -725,9 +1070,12 @@ out:
   rep->log_skipped_parts = log.skipped_parts;
   rep->log_skipped_bytes = log.skipped_bytes;
   rep->log_skipped_newer = log.skipped_newer;
-  for (int i = 0; i < ntasks_made && i < ntasks; i++) {
+  rep->ntasks = ntasks_made;
+  for (int i = 0; i < ntasks_made; i++) {
     task *tk = &tasks[i];
     kg_tune_task_result *tr = &rep->tasks[i];
+    tr->input = tk->input;
+    snprintf(tr->device, sizeof tr->device, "%s", tk->device_name);
     tr->trials = tk->trials;
     tr->loaded = tk->loaded;
     tr->failed = tk->failed;

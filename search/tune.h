@@ -58,9 +58,16 @@ typedef struct kg_tune_opts {
   FILE *progress;          /* NULL: quiet. One line per round: trials, best time and GFLOP/s (GB/s), the model's
                             * ranking accuracy on the round, build vs measure time, elapsed, remaining */
   int progress_inplace;    /* rewrite the line in place (a terminal) instead of one line per round */
+  /* NULL: measure in this process, round by round. Else the pool's workers measure (search/pool.h): candidates go
+   * out while they have room and each result is logged (and fsynced) as it arrives; the model is retrained after
+   * every per_round results; a round of the search runs when a task's picks are all out. Each task is tuned once per
+   * group of workers (workers on one target), each with its records' target; every record names its worker. */
+  struct kg_pool *pool;
 } kg_tune_opts;
 
 typedef struct kg_tune_task_result {
+  int input;               /* the caller's task this is (several per task with a pool of several groups) */
+  char device[256];        /* the target's device name */
   int trials;              /* measured this run */
   int loaded;              /* records of this task found in the log */
   int failed;              /* measured this run with a status other than ok */
@@ -76,7 +83,7 @@ typedef struct kg_tune_task_result {
 } kg_tune_task_result;
 
 typedef struct kg_tune_report {
-  int ntasks;
+  int ntasks;              /* the caller's tasks, or with a pool of several groups one per task and group */
   kg_tune_task_result *tasks;
   int trials, rounds;
   double elapsed_s, build_s, measure_s, search_s;

@@ -93,6 +93,9 @@ static void fixture_init(fixture *f, uint64_t seed, int ntimes) {
   r->knobs[1] = INT64_MAX;
   r->knobs[2] = (int64_t)seed;
   r->estimate_s = seed % 2 ? 1e-3 / (double)(seed + 1) : 0; /* optional: some records carry one */
+  /* optional: a distributed tuning's records name their worker */
+  r->worker_host = seed % 3 ? "node-7.cluster" : NULL;
+  r->worker_rank = seed % 3 ? (int)(seed % 1000) : 0;
 }
 
 static void fixture_free(fixture *f) { kg_trace_free(&f->trace); }
@@ -128,6 +131,7 @@ static int records_equal(const kg_tlog_record *a, const kg_tlog_record *b) {
     diff = "numbers";
   if (!diff && (!str_same(a->kgen, b->kgen) || !str_same(a->sketch, b->sketch) || a->nknobs != b->nknobs))
     diff = "kgen/sketch";
+  if (!diff && (!str_same(a->worker_host, b->worker_host) || a->worker_rank != b->worker_rank)) diff = "worker";
   for (int i = 0; !diff && i < a->nknobs; i++)
     if (a->knobs[i] != b->knobs[i]) diff = "knobs";
   if (diff) fprintf(stderr, "records differ in %s\n", diff);
@@ -398,6 +402,22 @@ static void test_validation(void) {
   for (int i = 0; i < 64; i++) items[i] = obj_int(i - 5);
   o = obj_array(items, 64);
   CHECK(mutated_kept(r, "knobs", &o, NULL));
+  /* the optional worker map: nil is absent; not a map, no host, a negative rank: rejected */
+  fixture fw;
+  fixture_init(&fw, 4, 5);
+  CHECK(fw.r.worker_host != NULL);
+  expect = fw.r;
+  expect.worker_host = NULL;
+  expect.worker_rank = 0;
+  o.type = MSGPACK_OBJECT_NIL;
+  CHECK(mutated_kept(&fw.r, "worker", &o, &expect));
+  CHECK(mutated_kept(&fw.r, "worker.future", NULL, &fw.r));
+  o = obj_int(3);
+  CHECK(!mutated_kept(&fw.r, "worker", &o, NULL));
+  o = obj_int(-1);
+  CHECK(!mutated_kept(&fw.r, "worker.rank", &o, NULL));
+  CHECK(!mutated_kept(&fw.r, "worker.host", NULL, NULL));
+  fixture_free(&fw);
 
   /* rejected: missing or mistyped keys, values out of range, names with NULs, unknown names */
   const char *required[] = {"v", "workload", "target", "trace", "result", "time", "kgen", "workload.name",

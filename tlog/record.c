@@ -155,7 +155,8 @@ char *kg_tlog_encode(const kg_tlog_record *r, size_t *len) {
   kg_strbuf_init(&b);
   msgpack_packer pk;
   msgpack_packer_init(&pk, &b, strbuf_write);
-  msgpack_pack_map(&pk, 7 + (r->sketch != NULL) + (r->nknobs > 0) + (r->ndyn > 0) + (r->estimate_s > 0));
+  msgpack_pack_map(&pk, 7 + (r->sketch != NULL) + (r->nknobs > 0) + (r->ndyn > 0) + (r->estimate_s > 0) +
+                            (r->worker_host != NULL));
 
   pack_str(&pk, "v");
   msgpack_pack_int(&pk, KG_TLOG_VERSION);
@@ -214,6 +215,13 @@ char *kg_tlog_encode(const kg_tlog_record *r, size_t *len) {
       msgpack_pack_int64(&pk, r->bucket_lo[i]);
       msgpack_pack_int64(&pk, r->bucket_hi[i]);
     }
+  }
+  if (r->worker_host) {
+    pack_str(&pk, "worker");
+    msgpack_pack_map(&pk, 2);
+    pack_key_str(&pk, "host", r->worker_host);
+    pack_str(&pk, "rank");
+    msgpack_pack_int(&pk, r->worker_rank);
   }
   *len = b.len;
   return kg_strbuf_take(&b);
@@ -564,6 +572,16 @@ static const char *read_record(const msgpack_object *o, kg_arena *a, kg_tlog_rec
         return "dynamic: need 1 <= lo <= bucket_lo <= bucket_hi <= hi";
       r->dyn_lo[i] = x[0], r->dyn_hi[i] = x[1], r->bucket_lo[i] = x[2], r->bucket_hi[i] = x[3];
     }
+  }
+  const msgpack_object *wk = get_optional(o, "worker");
+  r->worker_host = NULL;
+  r->worker_rank = 0;
+  if (wk) {
+    int64_t rank;
+    if (!keyed_map(wk, MAP_MAX_KEYS) || get_str(get(wk, "host"), STR_TEXT, a, &r->worker_host))
+      return "worker: not a map with a host";
+    if (get_int(get(wk, "rank"), &rank) || rank < 0 || rank > INT_MAX) return "worker: rank not a non-negative int";
+    r->worker_rank = (int)rank;
   }
   return NULL;
 }

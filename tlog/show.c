@@ -21,6 +21,12 @@ static int by_median(const void *x, const void *y) {
   return a->median < b->median ? -1 : a->median > b->median ? 1 : (a->rec > b->rec) - (a->rec < b->rec);
 }
 
+/* Who measured a group's records (a distributed tuning's worker map), and how many. */
+typedef struct measurer_count {
+  const char *host; /* NULL: records without a worker (a local tuning) */
+  int rank, n;
+} measurer_count;
+
 typedef struct group {
   const kg_tlog_record *key; /* its first record */
   int n;
@@ -29,7 +35,44 @@ typedef struct group {
   int nok;
   int implausible;   /* successful records whose time no machine can reach: not ranked */
   double flops, bytes; /* the workload's counts: the largest its records give (a record cannot hide behind 0) */
+  measurer_count *by_worker; /* in order of first appearance */
+  int nworkers, any_worker;
 } group;
+
+static void put_text(kg_strbuf *b, const char *s);
+
+static void count_worker(group *g, const kg_tlog_record *r) {
+  int k = 0;
+  while (k < g->nworkers && !(g->by_worker[k].rank == r->worker_rank &&
+                              (g->by_worker[k].host && r->worker_host ? !strcmp(g->by_worker[k].host, r->worker_host)
+                                                                      : g->by_worker[k].host == r->worker_host)))
+    k++;
+  if (k == g->nworkers) {
+    g->by_worker = kg_xrealloc(g->by_worker, sizeof *g->by_worker * (size_t)(g->nworkers + 1));
+    g->by_worker[g->nworkers++] = (measurer_count){r->worker_host, r->worker_host ? r->worker_rank : 0, 0};
+  }
+  g->by_worker[k].n++;
+  g->any_worker |= r->worker_host != NULL;
+}
+
+/* "  measured by 3 workers: rank 0 on node1 12, rank 1 on node1 11, rank 2 on node2 12": only for a log a
+ * distributed tuning wrote to. */
+static void put_workers(kg_strbuf *b, const group *g) {
+  if (!g->any_worker) return;
+  kg_strbuf_printf(b, "  measured by %d worker%s:", g->nworkers, g->nworkers == 1 ? "" : "s");
+  for (int k = 0; k < g->nworkers; k++) {
+    const measurer_count *m = &g->by_worker[k];
+    kg_strbuf_puts(b, k ? ", " : " ");
+    if (m->host) {
+      kg_strbuf_printf(b, "rank %d on ", m->rank);
+      put_text(b, m->host);
+    } else {
+      kg_strbuf_puts(b, "local");
+    }
+    kg_strbuf_printf(b, " %d", m->n);
+  }
+  kg_strbuf_putc(b, '\n');
+}
 
 static int same_group(const kg_tlog_record *a, const kg_tlog_record *b) {
   return strcmp(a->workload.name, b->workload.name) == 0 && strcmp(a->workload.hash, b->workload.hash) == 0 &&
@@ -132,6 +175,7 @@ void kg_tlog_show(kg_strbuf *out, const kg_tlog *log, int best_only) {
       g[k].key = r;
     }
     g[k].n++;
+    count_worker(&g[k], r);
     for (int s = 0; s < KG_STATUS_COUNT; s++)
       if (strcmp(r->status, kg_status_names[s]) == 0) g[k].by_status[s]++;
     double median = kg_tlog_record_rank_s(r);
@@ -165,6 +209,7 @@ void kg_tlog_show(kg_strbuf *out, const kg_tlog *log, int best_only) {
       if (g[k].implausible)
         kg_strbuf_printf(out, ", %d with an implausible time, not ranked", g[k].implausible);
       kg_strbuf_putc(out, '\n');
+      put_workers(out, &g[k]);
     }
     put_best(out, log, &g[k]);
     if (!best_only && g[k].nok > 1) {
@@ -183,6 +228,7 @@ void kg_tlog_show(kg_strbuf *out, const kg_tlog *log, int best_only) {
       }
     }
     free(g[k].ok);
+    free(g[k].by_worker);
   }
   free(g);
 }

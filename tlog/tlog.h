@@ -27,6 +27,8 @@
  *   dynamic  map      optional, a kernel that takes sizes at run time: str -> [lo, hi, bucket_lo, bucket_hi] per
  *                     dynamic size: the values the kernel accepts, and the bucket of values its schedule serves;
  *                     the workload's sizes say which value of each it was measured at
+ *   worker   map      optional, a distributed tuning (`mpirun ... kgen tune`): who measured it, {host: str (the
+ *                     machine's name), rank: int (its MPI rank)}
  * Unknown keys are ignored by the reader (newer writers may add some). */
 #ifndef KG_TLOG_H
 #define KG_TLOG_H
@@ -82,6 +84,8 @@ typedef struct kg_tlog_record {
   int64_t knobs[KG_TLOG_MAX_KNOBS];
   int nknobs;
   double estimate_s;    /* 0 when absent */
+  const char *worker_host; /* NULL when absent (not a distributed tuning) */
+  int worker_rank;
   /* dynamic sizes (ndyn 0: a kernel specialized to the workload's sizes) */
   int ndyn;
   const char *dyn_names[KG_TLOG_MAX_SIZES];

@@ -3,7 +3,7 @@
 # README's layout table in the same order). An include upward or sideways fails here with the offending line.
 set -u
 cd "$(dirname "$0")/../.."
-LAYERS="base te schedule lower codegen tlog runtime costmodel gen search replay cli"
+LAYERS="base te schedule lower codegen tlog runtime costmodel gen search replay dist cli"
 rank() { local i=0 m; for m in $LAYERS; do [ "$m" = "$1" ] && { echo $i; return; }; i=$((i + 1)); done; echo -1; }
 fail=0; checked=0
 for m in $LAYERS; do
