@@ -69,6 +69,9 @@ TEST_DEPS_STAMP = $(BUILD)/.test-deps-ok
 .PHONY: all deps test-deps test test-unit test-san check tune clean install uninstall
 all: $(DEPS_STAMP) $(BUILD)/kgen $(BUILD)/libkgen.a
 
+# Whether Debian package $(1) is installed: dpkg knows a removed package whose configuration files are left too, so
+# its status is what says.
+deb_has = dpkg -s $(1) 2>/dev/null | grep -q '^Status: install ok installed'
 # Installs the Debian packages $(1) that dpkg does not list as installed, as root or through sudo. Each stamp
 # holds its list and depends on the Makefile, so a changed list is checked again (the check itself is a dpkg
 # query per package). $(2): what to do when they cannot be installed.
@@ -76,7 +79,7 @@ define deb_install
 	@mkdir -p $(BUILD)
 	@if ! command -v dpkg >/dev/null; then echo "no dpkg (not Debian): install by hand what provides $(1)"; \
 	  echo "$(1)" > $@; exit 0; fi; \
-	missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	missing=""; for p in $(1); do $(call deb_has,$$p) || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing missing Debian packages:$$missing"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO="sudo -n"; else SUDO=none; fi; \
@@ -94,7 +97,7 @@ endef
 define deps_check
 	@mkdir -p $(BUILD)
 	@if command -v dpkg >/dev/null; then \
-	  missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	  missing=""; for p in $(DEB_PKGS); do $(call deb_has,$$p) || missing="$$missing $$p"; done; \
 	  if [ -n "$$missing" ]; then \
 	    echo "kgen needs the Debian packages$$missing, which are not installed."; \
 	    echo "'make deps' installs them (apt-get, as root or through sudo); or: apt-get install$$missing"; exit 1; \

@@ -212,7 +212,7 @@ warn() {
 # 1. Packages and kgen.
 setup() {
   local missing=() p sudo=""
-  for p in $DEB_PKGS; do dpkg -s "$p" > /dev/null 2>&1 || missing+=("$p"); done
+  for p in $DEB_PKGS; do dpkg -s "$p" 2> /dev/null | grep -q "^Status: install ok installed" || missing+=("$p"); done
   if [ "${#missing[@]}" -gt 0 ] && command -v apt-get > /dev/null; then
     [ "$(id -u)" = 0 ] || sudo=sudo
     say "installing missing Debian packages: ${missing[*]}"

@@ -83,7 +83,7 @@ record() {
 # 1. Packages, kgen, the OpenBLAS peer.
 install_missing() {
   local missing=() p
-  for p in $DEB_PKGS; do dpkg -s "$p" > /dev/null 2>&1 || missing+=("$p"); done
+  for p in $DEB_PKGS; do dpkg -s "$p" 2> /dev/null | grep -q "^Status: install ok installed" || missing+=("$p"); done
   [ "${#missing[@]}" = 0 ] && return 0
   command -v apt-get > /dev/null || return 1
   say "installing missing Debian packages: ${missing[*]}"

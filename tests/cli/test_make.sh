@@ -22,21 +22,23 @@ done
 grep -qE "^test-unit: .*$T/b/\.test-deps-ok" "$T/db" || { echo "FAIL: make test does not install the tests' packages"; fail=1; }
 grep -qE "^check: .*$T/b/\.test-deps-ok" "$T/db" || { echo "FAIL: make check does not install the tests' packages"; fail=1; }
 
-# A package manager that must not be called by a bare make: dpkg says libxgboost-dev is missing, apt-get and sudo
-# only log their arguments.
+# A package manager that must not be called by a bare make: dpkg says libxgboost-dev is missing and libmsgpack-dev
+# removed with its configuration files left (dpkg -s still knows it), apt-get and sudo only log their arguments.
 mkdir -p "$T/bin"
-printf '#!/bin/sh\n[ "$2" = libxgboost-dev ] && exit 1\nexit 0\n' > "$T/bin/dpkg"
+printf '#!/bin/sh\n[ "$2" = libxgboost-dev ] && exit 1\n[ "$2" = libmsgpack-dev ] && { echo "Status: deinstall ok config-files"; exit 0; }\necho "Status: install ok installed"\n' > "$T/bin/dpkg"
 printf '#!/bin/sh\necho "apt-get $*" >> "%s/apt.log"\n' "$T" > "$T/bin/apt-get"
 printf '#!/bin/sh\n[ "$1" = -n ] && shift\nexec "$@"\n' > "$T/bin/sudo"
 chmod +x "$T/bin/dpkg" "$T/bin/apt-get" "$T/bin/sudo"
 fake() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL PATH="$T/bin:$PATH" "$@"; }
 expect 2 "a bare make with a package missing" -- fake make --no-print-directory BUILD="$T/b1"
 has out "libxgboost-dev" "the missing package is named"
+has out "libmsgpack-dev" "a removed package is missing too"
 has out "make deps" "the way to get it is said"
 [ ! -e "$T/apt.log" ] || { echo "FAIL: a bare make ran apt-get:"; cat "$T/apt.log"; fail=1; }
 [ -z "$(find "$T/b1" -name '*.o' 2> /dev/null)" ] || { echo "FAIL: a bare make compiled with a package missing"; fail=1; }
 expect 0 "make deps" -- fake make --no-print-directory BUILD="$T/b2" deps
 grep -q "apt-get install .*libxgboost-dev" "$T/apt.log" 2> /dev/null || { echo "FAIL: make deps did not install the missing package"; fail=1; }
+grep -q "apt-get install .*libmsgpack-dev" "$T/apt.log" 2> /dev/null || { echo "FAIL: make deps did not install the removed package"; fail=1; }
 # The README's commands install (seen in what they would run, without running it).
 for goal in test check tune test-deps; do
   fake make -n --no-print-directory BUILD="$T/b3" $goal > "$T/n.$goal" 2>&1
