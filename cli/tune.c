@@ -87,7 +87,7 @@ static void print_summary(const kg_tune_task *tasks, const kg_tune_report *rep, 
 /* kgen tune ... --dynamic / --shapes: the buckets of one dynamic size (search/dynamic.h). */
 static int tune_range(const char *file, const char *def, const kg_binding *g, int ng, const kg_binding *b, int nb,
                       const kg_dynamic_size *dyn, kg_dyn_tune_opts *dopt, kg_tune_opts *o, const char *log_path,
-                      int quiet) {
+                      int quiet, kg_dist *dist) {
   kg_binding all[2 * MAX_BINDINGS + 1];
   int n = 0, bound = 0;
   for (int k = 0; k < ng; k++) all[n++] = g[k];
@@ -130,6 +130,7 @@ static int tune_range(const char *file, const char *def, const kg_binding *g, in
            (long long)rep.buckets[bk->from].hi);
   }
   printf("log: %s (export: kgen export %s)\n", log_path, log_path);
+  kg_dist_summary(dist, stdout);
   for (int i = 0; i < rep.nbuckets && rc == 0; i++)
     if (rep.buckets[i].best_s <= 0) {
       fprintf(stderr, "kgen: tune: no candidate of bucket %lld..%lld ran correctly (see kgen show %s)\n",
@@ -281,7 +282,8 @@ static int tune_main(int argc, char **argv, kg_dist *dist) {
     if (nwl != 1) return tune_usage("%s", "--dynamic and --shapes tune one workload");
     /* a range tuning keeps one best schedule per bucket, not one: kgen export writes them all */
     if (best_out) return tune_usage("%s", "--best-out goes with a tuning of fixed sizes (a range has a best per bucket: use kgen export)");
-    return tune_range(wl[0].file, def, global, nglobal, wl[0].b, wl[0].nb, &dyn, &dopt, &o, log_path, quiet);
+    return tune_range(wl[0].file, def, global, nglobal, wl[0].b, wl[0].nb, &dyn, &dopt, &o, log_path, quiet,
+                      dist);
   }
 
   kg_program *progs[MAX_WORKLOADS] = {0};

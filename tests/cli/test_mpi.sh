@@ -114,6 +114,13 @@ else
   kill $job 2>/dev/null; wait $job
 fi
 
+# a range tuning (dynamic M): its buckets' searches measured by the ranks too
+expect 0 "3-rank range tuning" -- "${MPIRUN[@]}" $K tune matmul -D N=32 -D K=32 --dynamic M=1..64 --buckets 2 \
+  --target c --trials 12 --per-round 4 --population 32 --min-repeat-ms 5 --timeout 120 --log "$T/dyn.kglog" --quiet
+has out "2 buckets, .* 1[2-9] trials" "the buckets tuned"
+has out "^ranks: 3 measuring of 3; results per rank: [0-9]+ [0-9]+ [0-9]+" "results per rank"
+d=$(dups "$T/dyn.kglog"); [ "$d" = 0 ] || { echo "FAIL (range tuning: nothing measured twice): $d"; fail=1; }
+
 # options of a distributed run refuse without a launcher
 expect 2 "--rank0-idle alone" -- $K tune "${W[@]}" --trials 2 --log "$T/x.kglog" --rank0-idle
 has err "go with a tuning under mpirun" "said why"
