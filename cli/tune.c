@@ -160,7 +160,6 @@ int cli_tune(int argc, char **argv) {
 
 static int tune_main(int argc, char **argv, kg_dist *dist) {
   kg_dist_opts distopt = {0, 0};
-  int dist_flags = 0;
   workload wl[MAX_WORKLOADS];
   int nwl = 0;
   kg_binding global[MAX_BINDINGS];
@@ -233,8 +232,8 @@ static int tune_main(int argc, char **argv, kg_dist *dist) {
       case CLI_OPT_BUCKETS: dopt.nbuckets = (int)r->u; break;
       case CLI_OPT_EXCHANGE: dopt.top = (int)r->u; break;
       case CLI_OPT_QUIET: quiet = 1; break;
-      case CLI_OPT_RANK0_IDLE: distopt.rank0_idle = 1, dist_flags = 1; break;
-      case CLI_OPT_WORKER_TIMEOUT: distopt.worker_timeout_s = r->d, dist_flags = 1; break;
+      case CLI_OPT_RANK0_IDLE: distopt.rank0_idle = 1; break;
+      case CLI_OPT_WORKER_TIMEOUT: distopt.worker_timeout_s = r->d; break;
       case CLI_OPT_NO_FUSE: o.no_fuse = 1; break;
       case CLI_OPT_ARG:
         if (nwl >= MAX_WORKLOADS) {
@@ -268,7 +267,8 @@ static int tune_main(int argc, char **argv, kg_dist *dist) {
     fprintf(stderr, "kgen: cannot tune on a GPU: %s (try --emulate, or --target c)\n", why);
     return 3;
   }
-  if (dist_flags && !dist) return tune_usage("%s", "--rank0-idle and --worker-timeout go with a tuning under mpirun");
+  if ((distopt.rank0_idle || distopt.worker_timeout_s > 0) && !dist)
+    return tune_usage("%s", "--rank0-idle and --worker-timeout go with a tuning under mpirun");
   if (dist) {
     if (!(o.pool = kg_dist_pool(dist, &o.measure, &distopt, why, sizeof why))) {
       fprintf(stderr, "kgen tune: %s\n", why);

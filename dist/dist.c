@@ -381,15 +381,6 @@ static void get_target(kg_wire *w, kg_pool_target *t) {
   else t->has_limits = 0;
 }
 
-static void target_of(kg_measurer *m, kg_pool_target *t) {
-  memset(t, 0, sizeof *t);
-  t->runner = kg_measurer_runner(m);
-  snprintf(t->arch, sizeof t->arch, "%s", kg_measurer_arch(m) ? kg_measurer_arch(m) : "");
-  snprintf(t->device, sizeof t->device, "%s", kg_measurer_device(m));
-  const kg_gpu_limits *l = kg_measurer_limits(m);
-  if (l) t->has_limits = 1, t->limits = *l;
-}
-
 /* The group key of a target: runner, arch and device name (the details, such as compiler versions, may differ
  * between machines of one model). */
 static void group_key(const kg_pool_target *t, char *key, size_t len) {
@@ -411,21 +402,24 @@ static int probe_target(const kg_measure_opts *o, kg_pool_target *t, char *err, 
     return -1;
   }
   kg_measurer *m = kg_measurer_new(p, o, err, errlen);
-  if (m) target_of(m, t);
+  if (m) kg_pool_target_of(m, t);
   kg_measurer_free(m);
   kg_program_free(p);
   return m ? 0 : -1;
 }
 
-/* Candidates this rank builds at once: its share of the machine's cores. */
-static int local_batch(void) {
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+/* The ranks on this machine, as the launcher says (OpenMPI, Hydra, Slurm); 1 when it does not. */
+static int local_ranks(void) {
   const char *ln = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   if (!ln) ln = getenv("MPI_LOCALNRANKS");
   if (!ln) ln = getenv("SLURM_NTASKS_PER_NODE");
   int local = ln ? atoi(ln) : 1;
-  if (local < 1) local = 1;
-  long b = cores / local;
+  return local < 1 ? 1 : local;
+}
+
+/* Candidates this rank builds at once: its share of the machine's cores. */
+static int local_batch(void) {
+  long b = sysconf(_SC_NPROCESSORS_ONLN) / local_ranks();
   return b < 1 ? 1 : b > 64 ? 64 : (int)b;
 }
 
@@ -433,10 +427,7 @@ static int local_batch(void) {
  * candidates (runtime/measure.h: run_lock); their builds still overlap. Ranks on GPUs each have their own. */
 static char run_lock_path[512];
 static void set_run_lock(kg_measure_opts *o) {
-  const char *ln = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  if (!ln) ln = getenv("MPI_LOCALNRANKS");
-  if (!ln) ln = getenv("SLURM_NTASKS_PER_NODE");
-  if (!ln || atoi(ln) <= 1 || (o->target == KG_TARGET_CUDA && !o->emulate)) return;
+  if (local_ranks() <= 1 || (o->target == KG_TARGET_CUDA && !o->emulate)) return;
   const char *tmp = getenv("TMPDIR");
   snprintf(run_lock_path, sizeof run_lock_path, "%s/kgen-runs-%u.lock", tmp && *tmp ? tmp : "/tmp",
            (unsigned)getuid());
@@ -509,7 +500,7 @@ int kg_dist_serve(kg_dist *d) {
         kg_wire_u32(&out, m != NULL);
         kg_wire_str(&out, err);
         if (m) {
-          target_of(m, &t);
+          kg_pool_target_of(m, &t);
           put_target(&out, &t);
         }
         send_wire(&out, 0, T_OPEN_ACK);
@@ -536,22 +527,11 @@ int kg_dist_serve(kg_dist *d) {
       } else {
         i++;
       }
-    kg_trace *tr = kg_xrealloc(NULL, sizeof *tr * (size_t)n);
-    kg_candidate *c = kg_xrealloc(NULL, sizeof *c * (size_t)n);
     kg_measure_result *res = kg_xrealloc(NULL, sizeof *res * (size_t)n);
-    int ok = h >= 0 && h < nh && ms[h];
-    for (int i = 0; i < n; i++) {
-      kg_trace_init(&tr[i]);
-      char e[256];
-      if (ok && kg_trace_parse(&tr[i], "candidate", b[i].text, strlen(b[i].text), e, sizeof e) != 0) ok = 0;
-      c[i] = (kg_candidate){&tr[i], NULL};
-    }
-    double b0 = 0, r0 = 0, b1 = 0, r1 = 0;
-    if (ok) {
-      kg_measurer_phase_times(ms[h], &b0, &r0);
-      kg_measure_batch(ms[h], c, n, res);
-      kg_measurer_phase_times(ms[h], &b1, &r1);
-    } else {
+    char **texts = kg_xrealloc(NULL, sizeof *texts * (size_t)n);
+    for (int i = 0; i < n; i++) texts[i] = b[i].text;
+    double build_s = 0, run_s = 0;
+    if (!(h >= 0 && h < nh && ms[h]) || kg_pool_measure_texts(ms[h], texts, n, res, &build_s, &run_s) != 0) {
       /* rank 0 sends only what this rank opened, as text it printed: a kgen bug, said as an environment fault */
       for (int i = 0; i < n; i++) {
         memset(&res[i], 0, sizeof res[i]);
@@ -563,16 +543,14 @@ int kg_dist_serve(kg_dist *d) {
     for (int i = 0; i < n; i++) {
       kg_wire_reset(&out);
       kg_wire_i64(&out, b[i].tag);
-      kg_wire_f64(&out, (b1 - b0) / n);
-      kg_wire_f64(&out, (r1 - r0) / n);
+      kg_wire_f64(&out, build_s);
+      kg_wire_f64(&out, run_s);
       put_result(&out, &res[i]);
       send_wire(&out, 0, T_RESULT);
       kg_measure_result_free(&res[i]);
-      kg_trace_free(&tr[i]);
       free(b[i].text);
     }
-    free(tr);
-    free(c);
+    free(texts);
     free(res);
     free(b);
   }
@@ -638,39 +616,38 @@ static void send_job(kg_dist *d, int r, int handle, int64_t tag, const char *tex
   kg_wire_free(&w);
 }
 
-/* The rank of group with the most room that measures handle (0: rank 0's own pool), or -1. */
-static int pick_rank(kg_dist *d, int handle, int group) {
+/* Whether rank r (0: rank 0's own pool) is in group and measures handle. */
+static int takes(const kg_dist *d, int r, int handle, int group) {
+  const peer *p = &d->peers[r];
+  return p->alive && p->group == group && can_measure(p, handle) && (r > 0 || d->local);
+}
+
+/* The rank of group that measures handle's next candidate (0: rank 0's own pool): the one with the most room, else
+ * (no room anywhere) the least loaded, which takes it all the same. -1 when none of the group is left. */
+static int rank_for(kg_dist *d, int handle, int group) {
   int best = -1, best_room = 0;
   for (int r = 1; r < d->size; r++) {
-    if (d->peers[r].group != group || !can_measure(&d->peers[r], handle)) continue;
-    int room = room_of(d, r);
+    int room = takes(d, r, handle, group) ? room_of(d, r) : 0;
     if (room > best_room) best_room = room, best = r;
   }
-  if (d->local && d->peers[0].alive && d->peers[0].group == group && can_measure(&d->peers[0], handle)) {
-    int room = d->local->room(d->local, 0);
-    if (room > best_room) best = 0;
-  }
-  return best;
+  if (takes(d, 0, handle, group) && d->local->room(d->local, 0) > best_room) best = 0;
+  if (best >= 0) return best;
+  int best_n = 1 << 30;
+  for (int r = 1; r < d->size; r++)
+    if (takes(d, r, handle, group) && d->peers[r].nout < best_n) best_n = d->peers[r].nout, best = r;
+  return best >= 0 ? best : takes(d, 0, handle, group) ? 0 : -1;
+}
+
+static int no_rank(int group, char *err, size_t errlen) {
+  snprintf(err, errlen, "no rank of group %d is left to measure on", group);
+  return -1;
 }
 
 static int dist_submit(kg_pool *pl, int handle, int group, const kg_trace *trace, int64_t tag, char *err,
                        size_t errlen) {
   kg_dist *d = of(pl);
-  int r = pick_rank(d, handle, group);
-  if (r < 0) {
-    /* no room anywhere: the least loaded of the group takes it all the same */
-    int best_n = 1 << 30;
-    for (int k = 1; k < d->size; k++)
-      if (d->peers[k].alive && d->peers[k].group == group && can_measure(&d->peers[k], handle) &&
-          d->peers[k].nout < best_n)
-        best_n = d->peers[k].nout, r = k;
-    if (r < 0 && d->local && d->peers[0].alive && d->peers[0].group == group && can_measure(&d->peers[0], handle))
-      r = 0;
-  }
-  if (r < 0) {
-    snprintf(err, errlen, "no rank of group %d is left to measure on", group);
-    return -1;
-  }
+  int r = rank_for(d, handle, group);
+  if (r < 0) return no_rank(group, err, errlen);
   if (r == 0) return d->local->submit(d->local, handle, 0, trace, tag, err, errlen);
   char *text = kg_trace_to_text(trace);
   send_job(d, r, handle, tag, text);
@@ -692,14 +669,17 @@ static int drop_rank(kg_dist *d, int r, char *err, size_t errlen) {
   p->nout = p->capout = 0;
   int rc = 0;
   for (int i = 0; i < n; i++) {
-    if (rc == 0) {
+    int to = rc == 0 ? rank_for(d, jobs[i].handle, p->group) : -1;
+    if (rc == 0 && to < 0) rc = no_rank(p->group, err, errlen);
+    if (to > 0) send_job(d, to, jobs[i].handle, jobs[i].tag, jobs[i].text); /* the text as it was sent */
+    if (to == 0) { /* rank 0's own pool takes a trace */
       kg_trace t;
       kg_trace_init(&t);
       char e[256];
       int parsed = kg_trace_parse(&t, "candidate", jobs[i].text, strlen(jobs[i].text), e, sizeof e) == 0;
       assert(parsed && "rank 0 printed it");
       (void)parsed;
-      rc = dist_submit(&d->base, jobs[i].handle, p->group, &t, jobs[i].tag, err, errlen);
+      rc = d->local->submit(d->local, jobs[i].handle, 0, &t, jobs[i].tag, err, errlen);
       kg_trace_free(&t);
     }
     free(jobs[i].text);

@@ -44,8 +44,8 @@ struct kg_pool {
               size_t errlen);
   /* Candidates group g takes now without any waiting behind others. */
   int (*room)(kg_pool *pl, int group);
-  /* Sends trace (applied to program handle's default schedule; NULL: the default schedule) to a worker of group
-   * g. 0, or -1 with err. */
+  /* Sends trace (a kg_candidate's: applied to program handle as the measurer applies it) to a worker of group g.
+   * 0, or -1 with err. */
   int (*submit)(kg_pool *pl, int handle, int group, const kg_trace *trace, int64_t tag, char *err, size_t errlen);
   /* The next result: 1 (filled out), 0 nothing in flight, -1 with err (every worker of a group with candidates in
    * flight is lost, or the run was stopped: err says which). Blocks until one arrives. */
@@ -64,6 +64,13 @@ kg_pool *kg_pool_local_new(int nworkers, int batch, const char *const *device_su
 int kg_pool_local_poll(kg_pool *pl, kg_pool_result *out);
 /* Candidates submitted whose results were not taken yet (finished ones included). */
 int kg_pool_local_pending(kg_pool *pl);
+/* The target measurer m measures on, as a pool's open reports it. */
+void kg_pool_target_of(kg_measurer *m, kg_pool_target *t);
+/* What every worker does with a batch: measures the candidates whose trace texts (kg_trace_to_text's) are
+ * texts[0..n) with m as one kg_measure_batch, out[i] for texts[i], and gives each candidate's share of the
+ * batch's building and running time. -1, with nothing measured, when a text does not parse. */
+int kg_pool_measure_texts(kg_measurer *m, char *const *texts, int n, kg_measure_result *out, double *build_s,
+                          double *run_s);
 /* Fills host with this machine's name ("localhost" when it has none). */
 void kg_pool_hostname(char *host, size_t len);
 #endif

@@ -14,7 +14,7 @@
 
 typedef struct job {
   int handle;
-  char *text; /* the trace's text (NULL: the default schedule) */
+  char *text; /* the trace's text */
   int64_t tag;
 } job;
 
@@ -46,30 +46,56 @@ void kg_pool_hostname(char *host, size_t len) {
   host[len - 1] = 0;
 }
 
+void kg_pool_target_of(kg_measurer *m, kg_pool_target *t) {
+  memset(t, 0, sizeof *t);
+  t->runner = kg_measurer_runner(m);
+  snprintf(t->arch, sizeof t->arch, "%s", kg_measurer_arch(m) ? kg_measurer_arch(m) : "");
+  snprintf(t->device, sizeof t->device, "%s", kg_measurer_device(m));
+  const kg_gpu_limits *l = kg_measurer_limits(m);
+  if (l) t->has_limits = 1, t->limits = *l;
+}
+
+int kg_pool_measure_texts(kg_measurer *m, char *const *texts, int n, kg_measure_result *out, double *build_s,
+                          double *run_s) {
+  kg_trace *tr = kg_xrealloc(NULL, sizeof *tr * (size_t)(n > 0 ? n : 1));
+  kg_candidate *c = kg_xrealloc(NULL, sizeof *c * (size_t)(n > 0 ? n : 1));
+  int ok = 1;
+  for (int i = 0; i < n; i++) {
+    kg_trace_init(&tr[i]);
+    char e[256];
+    if (ok && kg_trace_parse(&tr[i], "candidate", texts[i], strlen(texts[i]), e, sizeof e) != 0) ok = 0;
+    c[i] = (kg_candidate){&tr[i], NULL};
+  }
+  double b0, r0, b1, r1;
+  if (ok) {
+    kg_measurer_phase_times(m, &b0, &r0);
+    kg_measure_batch(m, c, n, out);
+    kg_measurer_phase_times(m, &b1, &r1);
+    *build_s = (b1 - b0) / n;
+    *run_s = (r1 - r0) / n;
+  }
+  for (int i = 0; i < n; i++) kg_trace_free(&tr[i]);
+  free(tr);
+  free(c);
+  return ok ? 0 : -1;
+}
+
 static void measure_jobs(local_pool *lp, lworker *w, job *jobs, int n) {
   kg_measure_result *out = kg_xrealloc(NULL, sizeof *out * (size_t)n);
-  kg_trace *tr = kg_xrealloc(NULL, sizeof *tr * (size_t)n);
+  char **texts = kg_xrealloc(NULL, sizeof *texts * (size_t)n);
+  for (int j = 0; j < n; j++) texts[j] = jobs[j].text;
   /* jobs of one handle at a time: a batch is one program's */
   int i = 0;
   while (i < n) {
     int h = jobs[i].handle, k = i;
     while (k < n && jobs[k].handle == h) k++;
-    kg_candidate *c = kg_xrealloc(NULL, sizeof *c * (size_t)(k - i));
-    for (int j = i; j < k; j++) {
-      kg_trace_init(&tr[j]);
-      char e[256];
-      /* the text came from kg_trace_to_text: it parses */
-      if (jobs[j].text && kg_trace_parse(&tr[j], "candidate", jobs[j].text, strlen(jobs[j].text), e, sizeof e))
-        assert(!"a trace's own text parses");
-      c[j - i] = (kg_candidate){jobs[j].text ? &tr[j] : NULL, NULL};
-    }
     pthread_mutex_lock(&lp->mu); /* open may grow w->m meanwhile */
     kg_measurer *m = w->m[h];
     pthread_mutex_unlock(&lp->mu);
-    double b0, r0, b1, r1;
-    kg_measurer_phase_times(m, &b0, &r0);
-    kg_measure_batch(m, c, k - i, out + i);
-    kg_measurer_phase_times(m, &b1, &r1);
+    double build_s = 0, run_s = 0;
+    int parsed = kg_pool_measure_texts(m, texts + i, k - i, out + i, &build_s, &run_s) == 0;
+    assert(parsed && "the texts came from kg_trace_to_text");
+    (void)parsed;
     pthread_mutex_lock(&lp->mu);
     for (int j = i; j < k; j++) {
       if (lp->nres == lp->capres) {
@@ -82,18 +108,16 @@ static void measure_jobs(local_pool *lp, lworker *w, job *jobs, int n) {
       r->res = out[j];
       snprintf(r->host, sizeof r->host, "%s", lp->host);
       r->rank = (int)(w - lp->w);
-      r->build_s = (b1 - b0) / (k - i);
-      r->run_s = (r1 - r0) / (k - i);
+      r->build_s = build_s;
+      r->run_s = run_s;
       w->running--;
     }
     pthread_cond_broadcast(&lp->done);
     pthread_mutex_unlock(&lp->mu);
-    for (int j = i; j < k; j++) kg_trace_free(&tr[j]);
-    free(c);
     i = k;
   }
   free(out);
-  free(tr);
+  free(texts);
 }
 
 typedef struct start_arg {
@@ -148,18 +172,13 @@ static int local_open(kg_pool *pl, const kg_program *p, const kg_measure_opts *o
     made++;
     kg_pool_target *t = &targets[w->group];
     if ((int)t->runner != -1) continue;
-    memset(t, 0, sizeof *t);
-    t->runner = kg_measurer_runner(m);
-    snprintf(t->arch, sizeof t->arch, "%s", kg_measurer_arch(m) ? kg_measurer_arch(m) : "");
-    snprintf(t->device, sizeof t->device, "%s", kg_measurer_device(m));
+    kg_pool_target_of(m, t);
     if (w->suffix && w->suffix[0]) {
       /* the name is what precedes " (": the suffix goes there */
       char name[256], ver[512];
       kg_device_split(t->device, name, sizeof name, ver, sizeof ver);
       snprintf(t->device, sizeof t->device, "%.200s%.50s (%.250s)", name, w->suffix, ver);
     }
-    const kg_gpu_limits *l = kg_measurer_limits(m);
-    if (l) t->has_limits = 1, t->limits = *l;
   }
   if (!made) {
     snprintf(err, errlen, "%s", first);
@@ -201,7 +220,7 @@ static int local_submit(kg_pool *pl, int handle, int group, const kg_trace *trac
     best->capq = best->capq ? 2 * best->capq : 8;
     best->q = kg_xrealloc(best->q, sizeof *best->q * (size_t)best->capq);
   }
-  best->q[best->nq++] = (job){handle, trace ? kg_trace_to_text(trace) : NULL, tag};
+  best->q[best->nq++] = (job){handle, kg_trace_to_text(trace), tag};
   lp->inflight++;
   pthread_cond_broadcast(&lp->work);
   pthread_mutex_unlock(&lp->mu);

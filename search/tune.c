@@ -443,15 +443,16 @@ static int measure_one(task *tk, const kg_trace *given, kg_tlog_writer *w, int *
 
 /* Ansor's task scheduler, for a sum of latencies: after each task's first round, the task with the largest
  * expected latency drop per trial, mixing the drop seen in its last round (backward) with an optimistic forward
- * estimate (its latency spread over the trials it has had). */
-static int pick_task(task *tasks, int ntasks) {
+ * estimate (its latency spread over the trials it has had). Only tasks of group (a pool's workers on one target;
+ * -1: any) compete. -1 when every such task ran dry. */
+static int pick_task(task *tasks, int ntasks, int group) {
   for (int i = 0; i < ntasks; i++)
-    if (!tasks[i].exhausted && tasks[i].rounds == 0) return i;
+    if ((group < 0 || tasks[i].group == group) && !tasks[i].exhausted && tasks[i].rounds == 0) return i;
   int best = -1;
   double best_g = -1;
   for (int i = 0; i < ntasks; i++) {
     task *tk = &tasks[i];
-    if (tk->exhausted) continue;
+    if ((group >= 0 && tk->group != group) || tk->exhausted) continue;
     double back = tk->last_trials > 0 && tk->best_before > 0 ? (tk->best_before - tk->best_s) / tk->last_trials : 0;
     double fwd = tk->best_s > 0 ? tk->best_s / (tk->trials > 0 ? tk->trials : 1) : 1;
     double g = 0.2 * back + 0.8 * fwd;
@@ -732,22 +733,6 @@ static int send(pooled *p, flight *f, char *err, size_t errlen) {
   return 0;
 }
 
-/* The task of group g that gets the next round (tasks of other groups left out), or -1 when all ran dry. */
-static int pick_task_of(pooled *p, int g) {
-  task *t = p->tasks;
-  int best = -1;
-  double best_g = -1;
-  for (int i = 0; i < p->ntasks; i++) {
-    if (t[i].group != g || t[i].exhausted) continue;
-    if (t[i].rounds == 0) return i;
-    double back = t[i].last_trials > 0 && t[i].best_before > 0 ? (t[i].best_before - t[i].best_s) / t[i].last_trials : 0;
-    double fwd = t[i].best_s > 0 ? t[i].best_s / (t[i].trials > 0 ? t[i].trials : 1) : 1;
-    double gain = 0.2 * back + 0.8 * fwd;
-    if (gain > best_g) best_g = gain, best = i;
-  }
-  return best;
-}
-
 /* Sends candidates while some group has room and the budget is not spent: the fixed ones first, then the picks of
  * each group's tasks, evolving a new round for a task whose picks are all out. 0, or -1 with err. */
 static int fill(pooled *p, char *err, size_t errlen) {
@@ -769,7 +754,7 @@ static int fill(pooled *p, char *err, size_t errlen) {
       for (int i = 0; i < p->ntasks && ti < 0; i++)
         if (p->tasks[i].group == g && p->tasks[i].qhead < p->tasks[i].nqueue) ti = i;
       if (ti < 0) {
-        if ((ti = pick_task_of(p, g)) < 0) break; /* this group's spaces ran dry */
+        if ((ti = pick_task(p->tasks, p->ntasks, g)) < 0) break; /* this group's spaces ran dry */
         task *tk = &p->tasks[ti];
         if (reread_log(p->log, p->w, p->own_read, p->tasks, p->ntasks, o, p->rng, p->rep, err, errlen)) return -1;
         int left = o->trials - p->rep->trials - p->nfl;
@@ -860,9 +845,7 @@ static int take_one(pooled *p, char *err, size_t errlen) {
 static int tune_pooled(task *tasks, int ntasks, kg_model *model, kg_tlog_writer *w, kg_tlog *log, size_t *own_read,
                        const kg_tune_opts *o, uint64_t *rng, kg_tune_report *rep, double start, char *err,
                        size_t errlen) {
-  pooled p;
-  memset(&p, 0, sizeof p);
-  p = (pooled){.tasks = tasks, .ntasks = ntasks, .model = model, .w = w, .log = log, .own_read = own_read, .o = o,
+  pooled p = {.tasks = tasks, .ntasks = ntasks, .model = model, .w = w, .log = log, .own_read = own_read, .o = o,
                .rng = rng, .rep = rep, .start = start};
   p.score = kg_xrealloc(NULL, sizeof(float) * (size_t)(o->trials + 1));
   p.label = kg_xrealloc(NULL, sizeof(float) * (size_t)(o->trials + 1));
@@ -1047,7 +1030,7 @@ int kg_tune(const kg_tune_task *tasks_in, int ninputs, const kg_tune_opts *oin, 
   if (w && kg_tlog_flush(w, err, errlen)) goto out;
   rep->trials = done;
   while (rep->trials < o.trials) {
-    int ti = pick_task(tasks, ntasks);
+    int ti = pick_task(tasks, ntasks, -1);
     if (ti < 0) break; /* every space ran dry */
     if (reread_log(&log, w, &own_read, tasks, ntasks, &o, &rng, rep, err, errlen)) goto out;
     int want = o.per_round < o.trials - rep->trials ? o.per_round : o.trials - rep->trials;

@@ -41,15 +41,18 @@ typedef struct group {
 
 static void put_text(kg_strbuf *b, const char *s);
 
+/* Whether r was measured by m's worker (records without a worker count as one, "local"). */
+static int measured_by(const measurer_count *m, const kg_tlog_record *r) {
+  if (!m->host || !r->worker_host) return m->host == r->worker_host;
+  return m->rank == r->worker_rank && !strcmp(m->host, r->worker_host);
+}
+
 static void count_worker(group *g, const kg_tlog_record *r) {
   int k = 0;
-  while (k < g->nworkers && !(g->by_worker[k].rank == r->worker_rank &&
-                              (g->by_worker[k].host && r->worker_host ? !strcmp(g->by_worker[k].host, r->worker_host)
-                                                                      : g->by_worker[k].host == r->worker_host)))
-    k++;
+  while (k < g->nworkers && !measured_by(&g->by_worker[k], r)) k++;
   if (k == g->nworkers) {
     g->by_worker = kg_xrealloc(g->by_worker, sizeof *g->by_worker * (size_t)(g->nworkers + 1));
-    g->by_worker[g->nworkers++] = (measurer_count){r->worker_host, r->worker_host ? r->worker_rank : 0, 0};
+    g->by_worker[g->nworkers++] = (measurer_count){r->worker_host, r->worker_rank, 0};
   }
   g->by_worker[k].n++;
   g->any_worker |= r->worker_host != NULL;
