@@ -434,6 +434,17 @@ static void set_run_lock(kg_measure_opts *o) {
   o->run_lock = run_lock_path;
 }
 
+/* Says, once per rank, that it ran candidates without the run lock: the other ranks' timings may overlap its. */
+static void note_unlocked(const kg_dist *d, const kg_measure_result *r) {
+  static int said;
+  if (!r->unlocked || said) return;
+  said = 1;
+  fprintf(stderr,
+          "kgen: rank %d on %s: the process holding the run lock %s is stopped (or has held it for 60 timeouts): "
+          "measuring without it, so timings may overlap\n",
+          d->rank, d->host, run_lock_path);
+}
+
 /* ---- ranks > 0 ---- */
 
 int kg_dist_serve(kg_dist *d) {
@@ -541,6 +552,7 @@ int kg_dist_serve(kg_dist *d) {
       }
     }
     for (int i = 0; i < n; i++) {
+      note_unlocked(d, &res[i]);
       kg_wire_reset(&out);
       kg_wire_i64(&out, b[i].tag);
       kg_wire_f64(&out, build_s);
@@ -741,6 +753,7 @@ static int dist_wait(kg_pool *pl, kg_pool_result *out, char *err, size_t errlen)
       break;
     }
     if (d->local && kg_pool_local_poll(d->local, out)) {
+      note_unlocked(d, &out->res);
       out->rank = 0;
       d->peers[0].measured++;
       rc = 1;

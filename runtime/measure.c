@@ -814,6 +814,57 @@ static void run_one(kg_measurer *m, const built *b, kg_measure_result *r) {
   }
 }
 
+/* 1 when process pid is stopped (SIGSTOP, job control, a debugger's stop): it cannot give a lock back until someone
+ * continues it. 0 when it runs, or is not visible here (gone, or in another PID namespace). */
+static int process_stopped(long pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char *p = strrchr(buf, ')'); /* the command name in parentheses may hold anything */
+  return p && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+}
+
+/* Takes the run lock at path for one batch's runs: the open descriptor that holds it (closing it releases it), or
+ * -1 (it cannot be opened: runs go on unserialized, as without one). Waiting is bounded, because every measurer
+ * sharing the lock waits behind its holder and the tuning waits with them: a rank stopped while it held the lock
+ * once hung a whole 3-rank run. The holder writes its pid into the file; a waiter that finds that process stopped
+ * for a second, or that has waited bound_s, runs without the lock and sets *unlocked (its timings may then overlap
+ * another's). A holder that dies releases the lock with its descriptors. */
+static int run_lock_take(const char *path, double bound_s, int *unlocked) {
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return -1;
+  double t0 = kg_now_s(), stopped_since = -1;
+  for (;;) {
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      char pid[32];
+      int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+      if (ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)len, 0) != len) {
+        /* the pid only lets waiters see a stopped holder: the lock holds without it */
+      }
+      return fd;
+    }
+    if (errno != EWOULDBLOCK && errno != EINTR) break;
+    double now = kg_now_s();
+    char pid[32] = "";
+    ssize_t r = pread(fd, pid, sizeof pid - 1, 0);
+    long holder = r > 0 ? (pid[r] = 0, strtol(pid, NULL, 10)) : 0;
+    if (holder > 0 && process_stopped(holder)) {
+      if (stopped_since < 0) stopped_since = now;
+    } else {
+      stopped_since = -1;
+    }
+    if ((stopped_since >= 0 && now - stopped_since >= 1.0) || now - t0 >= bound_s) break;
+    usleep(10000);
+  }
+  close(fd);
+  *unlocked = 1;
+  return -1;
+}
+
 void kg_measure_batch(kg_measurer *m, const kg_candidate *c, int n, kg_measure_result *out) {
   if (n <= 0) return;
   built *b = kg_xrealloc(NULL, sizeof(built) * (size_t)n);
@@ -828,13 +879,15 @@ void kg_measure_batch(kg_measurer *m, const kg_candidate *c, int n, kg_measure_r
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (int i = 0; i < n; i++) build_one(m, &c[i], &b[i], &out[i]);
   double built_at = kg_now_s();
-  int lock = m->o.run_lock ? open(m->o.run_lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666) : -1;
   /* waiting for another's runs is neither building nor running */
-  while (lock >= 0 && flock(lock, LOCK_EX) != 0 && errno == EINTR) {
-  }
+  int unlocked = 0;
+  int lock = m->o.run_lock ? run_lock_take(m->o.run_lock, 60 * (m->o.timeout_s > 0 ? m->o.timeout_s : 10), &unlocked)
+                           : -1;
   double t1 = kg_now_s();
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < n; i++) {
     if (b[i].ok) run_one(m, &b[i], &out[i]);
+    out[i].unlocked = unlocked;
+  }
   if (lock >= 0) close(lock); /* releases the lock */
   m->build_s += built_at - t0;
   m->run_s += kg_now_s() - t1;

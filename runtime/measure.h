@@ -37,7 +37,8 @@ typedef struct kg_measure_opts {
                            * build it measured; off by default, the tuner has no use for it */
   /* NULL, or a file that every measurer sharing this machine's cores locks (flock) while it runs candidates, so that
    * one's timing runs never overlap another's: what distributed ranks on one machine measuring the CPU or the
-   * emulator set (builds still overlap). Must outlive the measurer. */
+   * emulator set (builds still overlap). Must outlive the measurer. A waiter does not wait for a stopped holder
+   * (nor past 60 timeouts): it runs without the lock and says so in each result (unlocked). */
   const char *run_lock;
   float *const *inputs;   /* NULL: inputs drawn from seed; else the caller's (one array per program input,
                            * kg_tensor_numel floats each, copied), on which the reference is computed as they are */
@@ -77,6 +78,9 @@ typedef struct kg_measure_result {
    * killed by an outside signal (SIGKILL, SIGTERM, SIGINT, SIGHUP) is not this: the candidate is run again once,
    * and only a second such death is its result. */
   int env_fault;
+  /* Timed without the run lock (kg_measure_opts.run_lock): its holder was stopped, or held it past the bound, so
+   * these runs may have overlapped another measurer's. */
+  int unlocked;
 } kg_measure_result;
 void kg_measure_result_free(kg_measure_result *r);
 

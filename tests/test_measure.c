@@ -1,9 +1,13 @@
 /* The measurement harness on the C target (no GPU needed): one batch mixing good candidates with every kind of
  * failure (illegal trace, compiler error, out-of-bounds write, input write, hang, wrong values, an unwritten
  * element), each recorded with its status while the harness keeps going and later candidates still measure;
- * then the CUDA emulator path. */
+ * then the run lock that measurers sharing a machine take turns on, and the CUDA emulator path. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "../base/clock.h"
 #include "../runtime/measure.h"
@@ -304,6 +308,76 @@ static void test_gpu(const kg_program *p) {
   kg_measurer_free(m);
 }
 
+/* The run lock (kg_measure_opts.run_lock) held by another process: a running holder is waited for (past the
+ * one second that tells a stopped one), a stopped holder is not: the batch runs without the lock and says so.
+ * Either way the holder's pid is in the file while it holds it. */
+static void test_run_lock(const kg_program *p, const char *tmp) {
+  char path[256];
+  snprintf(path, sizeof path, "%s.lock", tmp); /* beside tmp: tmp must end empty */
+  int go[2], ready[2];
+  if (pipe(go) != 0 || pipe(ready) != 0) {
+    CHECK(0);
+    return;
+  }
+  pid_t holder = fork();
+  if (holder == 0) {
+    /* holds the lock; after a byte on go, holds it 1.5 s more and exits (which releases it) */
+    int fd = open(path, O_RDWR | O_CREAT, 0666);
+    char pid[32], c = 0;
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (fd < 0 || flock(fd, LOCK_EX) != 0 || ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) _exit(1);
+    if (write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) != 1) _exit(1);
+    usleep(1500000);
+    _exit(0);
+  }
+  char c;
+  CHECK(holder > 0 && read(ready[0], &c, 1) == 1);
+  kg_measure_opts o = {0};
+  o.target = KG_TARGET_C;
+  o.timeout_s = 5;
+  o.min_repeat_s = 0.01;
+  o.build_threads = 1;
+  o.run_lock = path;
+  char err[512];
+  kg_measurer *m = kg_measurer_new(p, &o, err, sizeof err);
+  CHECKF(m != NULL, "%s", err);
+  if (m && holder > 0) {
+    kg_candidate cand = {NULL, NULL};
+    kg_measure_result r;
+    /* stopped holder: not waited for */
+    kill(holder, SIGSTOP);
+    double t0 = kg_now_s();
+    kg_measure_batch(m, &cand, 1, &r);
+    double waited = kg_now_s() - t0;
+    CHECKF(r.status == KG_STATUS_OK && r.runs > 0, "%s", r.msg);
+    CHECK(r.unlocked == 1);
+    CHECKF(waited < 4.5, "%.2f s with a stopped holder", waited); /* one second of stop, then the run */
+    kg_measure_result_free(&r);
+    /* the same holder running, and giving the lock back 1.5 s after go: waited for */
+    kill(holder, SIGCONT);
+    CHECK(write(go[1], "g", 1) == 1);
+    t0 = kg_now_s();
+    kg_measure_batch(m, &cand, 1, &r);
+    waited = kg_now_s() - t0;
+    CHECKF(r.status == KG_STATUS_OK && r.runs > 0, "%s", r.msg);
+    CHECK(r.unlocked == 0);
+    CHECKF(waited > 1.3, "%.2f s: the running holder was not waited for", waited);
+    kg_measure_result_free(&r);
+    char pid[32] = "";
+    int fd = open(path, O_RDONLY);
+    CHECK(fd >= 0 && read(fd, pid, sizeof pid - 1) > 0);
+    CHECKF(strtol(pid, NULL, 10) == (long)getpid(), "the file names %s", pid);
+    if (fd >= 0) close(fd);
+  }
+  if (holder > 0) {
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+  }
+  kg_measurer_free(m);
+  for (int i = 0; i < 2; i++) close(go[i]), close(ready[i]);
+  unlink(path);
+}
+
 int main(void) {
   /* a private TMPDIR: every build folder must be gone at the end */
   char tmp[] = "/tmp/kgen-test-measure-XXXXXX";
@@ -316,6 +390,7 @@ int main(void) {
   CHECK(p != NULL);
   if (p) {
     test_cpu_faults(p, tmp);
+    test_run_lock(p, tmp);
     test_emulator(p);
     test_gpu(p);
     kg_program_free(p);

@@ -89,7 +89,21 @@ printf '#!/bin/sh\necho "==9==ERROR: LeakSanitizer: detected memory leaks"; %s\n
 printf '#!/bin/sh\necho "t: 0 passed, 1 failed"; exit 1\n' > "$T/rt/plain"
 chmod +x "$T"/rt/*
 BUILD="$T/rt/none" CLI_TESTS="$T/rt/none" bash tests/run.sh "$T/rt/flaky" "$T/rt/always" "$T/rt/leak" "$T/rt/plain" > "$T/rt/out" 2>&1
-grep -qx "ok: t: 2 passed, 0 failed" "$T/rt/out" || { echo "FAIL: the run whose tracer crashed once did not pass on its retry"; cat "$T/rt/out"; fail=1; }
+grep -qxE "ok: t: 2 passed, 0 failed \([0-9]+ s\)" "$T/rt/out" || { echo "FAIL: the run whose tracer crashed once did not pass on its retry"; cat "$T/rt/out"; fail=1; }
 [ "$(grep -c 'running it again once' "$T/rt/out")" = 2 ] || { echo "FAIL: not exactly the two tracer crashes retried"; cat "$T/rt/out"; fail=1; }
 tail -1 "$T/rt/out" | grep -qx "2 passed, 3 failed" || { echo "FAIL: the runner's tally:"; tail -3 "$T/rt/out"; fail=1; }
+# a test that hangs fails at TEST_TIMEOUT, and what it started in the background goes with it
+printf '#!/bin/sh
+(sleep 4; touch "%s/rt/late") &
+echo started; sleep 60
+' "$T" > "$T/rt/hang"
+chmod +x "$T/rt/hang"
+s0=$SECONDS
+TEST_TIMEOUT=1 BUILD="$T/rt/none" CLI_TESTS="$T/rt/none" bash tests/run.sh "$T/rt/hang" > "$T/rt/out" 2>&1
+[ $((SECONDS - s0)) -lt 30 ] || { echo "FAIL: a hanging test was not stopped at TEST_TIMEOUT=1"; fail=1; }
+grep -q "^timed out: still running after 1 s" "$T/rt/out" && grep -q "^started" "$T/rt/out" &&
+  grep -qE "^FAIL: .*/rt/hang \(exit 124\)" "$T/rt/out" && tail -1 "$T/rt/out" | grep -qx "0 passed, 1 failed" ||
+  { echo "FAIL: the hanging test's report:"; cat "$T/rt/out"; fail=1; }
+sleep 5
+[ ! -e "$T/rt/late" ] || { echo "FAIL: the hanging test's background job outlived it"; fail=1; }
 exit $fail

@@ -15,9 +15,11 @@ if ! command -v mpirun >/dev/null; then
   echo "skip: no mpirun (Debian: openmpi-bin)"
   exit 0
 fi
+# Every run is bounded: a hang fails this test (exit 124) instead of holding up `make test`; a run here takes seconds.
+LIMIT=300
 # one machine: ranks talk through shared memory (no single-copy mechanism: containers often forbid the ptrace it
 # needs); as root OpenMPI wants to be told; three ranks on fewer cores need --oversubscribe
-MPIRUN=(mpirun --oversubscribe --mca btl self,vader --mca btl_vader_single_copy_mechanism none -np 3)
+MPIRUN=(timeout -k 10 $LIMIT mpirun --oversubscribe --mca btl self,vader --mca btl_vader_single_copy_mechanism none -np 3)
 [ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
 # under the sanitizers: leaks inside the MPI libraries are theirs. Their plugins stay loaded and stacks are unwound
 # the slow way (the libraries have no frame pointers), so that each leak names its library, which the suppressions
@@ -29,6 +31,7 @@ if nm "$K" 2>/dev/null | grep -q __asan_init; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
   MPIRUN+=(--mca mca_base_component_disable_dlclose 1)
 fi
+export TMPDIR="$T" # the ranks' run lock (and build folders) this test's own
 export KGEN_TEST_TAG="$T" # marks this test's ranks, to find rank 2 among the machine's processes
 W=(matmul -D M=64 -D N=48 -D K=40 --target c --per-round 4 --population 64 --min-repeat-ms 5 --timeout 120)
 PY=/usr/bin/python3
@@ -73,16 +76,31 @@ has out "trials: 8 this run \(0 failed\), 24 from the log" "resumed from the log
 [ "$(records "$L")" = 32 ] || { echo "FAIL (resume adds 8 records): $(records "$L")"; fail=1; }
 d=$(dups "$L"); [ "$d" = 0 ] || { echo "FAIL (resume measures nothing again): $d"; fail=1; }
 
-# rank 2 stops (SIGSTOP) after a few records: dropped after --worker-timeout, the others finish the budget
+# rank 2 stops (SIGSTOP) after a few records, while it holds the run lock that ranks sharing a machine take turns
+# on (runtime/measure.h: run_lock; the run's own, under TMPDIR): the others do not wait for a stopped holder, rank
+# 2 alone is dropped after --worker-timeout, and the others finish the budget. (A stopped holder once left the
+# others waiting on the lock for ever, and the whole run hung.)
 L2="$T/stop.kglog"
-"${MPIRUN[@]}" $K tune "${W[@]}" --trials 40 --log "$L2" --seed 4 --worker-timeout 4 --min-repeat-ms 40 \
-  >"$T/stop.out" 2>"$T/stop.err" &
+LOCK="$T/kgen-runs-$(id -u).lock"
+"${MPIRUN[@]}" $K tune "${W[@]}" --trials 40 --log "$L2" --seed 4 --worker-timeout 4 \
+  --min-repeat-ms 40 >"$T/stop.out" 2>"$T/stop.err" &
 job=$!
 if wait_records "$L2" 6 && p=$(rank_pid 2) && [ -n "$p" ]; then
-  kill -STOP "$p"
+  held=0
+  for i in $(seq 300); do # stopped at a moment when it holds the lock
+    kill -STOP "$p"
+    [ "$(head -1 "$LOCK" 2>/dev/null)" = "$p" ] && ! flock -n "$LOCK" true && { held=1; break; }
+    kill -CONT "$p"
+    sleep 0.03
+  done
+  [ $held = 1 ] || { echo "FAIL (rank 2 never seen holding the run lock $LOCK)"; fail=1; }
   wait $job; rc=$?
   [ $rc -eq 0 ] || { echo "FAIL (a stopped rank is dropped, the run goes on): exit $rc"; tail -20 "$T/stop.err"; fail=1; }
   grep -q "rank 2 on .* gave no answer for 4 s" "$T/stop.err" || { echo "FAIL (the drop said)"; tail "$T/stop.err"; fail=1; }
+  ! grep -qE "rank [01] on .* gave no answer" "$T/stop.err" ||
+    { echo "FAIL (only the stopped rank is dropped)"; tail "$T/stop.err"; fail=1; }
+  grep -qE "rank [01] on .*: the process holding the run lock .* is stopped" "$T/stop.err" ||
+    { echo "FAIL (measuring without the lock said)"; tail "$T/stop.err"; fail=1; }
   grep -q "trials: 40 this run" "$T/stop.out" || { echo "FAIL (the budget spent without rank 2)"; tail "$T/stop.out"; fail=1; }
   [ "$(records "$L2")" = 40 ] || { echo "FAIL (40 records): $(records "$L2")"; fail=1; }
   d=$(dups "$L2"); [ "$d" = 0 ] || { echo "FAIL (re-sent candidates logged once): $d"; fail=1; }
