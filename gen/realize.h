@@ -16,4 +16,14 @@ static inline int64_t kg_rz_knob(const kg_rz *z, const char *stage, const char *
   return kg_point_knob(z->sk, z->pt, stage, what, def);
 }
 
+/* A light reduction's innermost reduction loop split by the stage's rf knob into that many partial results
+ * (stage x.rf, whose last spatial axis, the lanes, becomes its innermost loop, vectorized): the serial
+ * accumulation chain becomes a vector one (a float reduction does not vectorize as it is written). x then combines
+ * the lanes. Returns x.rf (NULL: knob 1 or not applicable); the caller attaches it at x's loop, or at the loop x
+ * is computed at, once x is placed. Requires x's loops untransformed. (sketch_cpu.c) */
+kg_sstage *kg_rz_rfactor_lanes(kg_rz *z, kg_sstage *x);
+/* The rf knob's values for light reduction x (1, and the lane counts its innermost reduction is long enough for)
+ * into v (room for 8); returns how many. */
+int kg_rz_rfactor_values(const kg_sstage *x, int64_t *v);
+
 #endif

@@ -168,11 +168,8 @@ static void row_vectorize(kg_rz *z, kg_sstage *x) {
   kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, x, in, KG_THREAD_NONE);
 }
 
-/* A light reduction's innermost reduction loop split by the stage's rf knob into that many partial results
- * (stage x.rf, whose last spatial axis, the lanes, becomes its innermost loop, vectorized): the serial
- * accumulation chain becomes a vector one. x then combines the lanes. Returns x.rf (NULL: knob 1 or not
- * applicable); the caller attaches it at x's loop once x is placed. Requires x's loops untransformed. */
-static kg_sstage *rfactor_lanes(kg_rz *z, kg_sstage *x) {
+/* realize.h */
+kg_sstage *kg_rz_rfactor_lanes(kg_rz *z, kg_sstage *x) {
   int64_t f = kg_rz_knob(z, x->name, "rf", 1);
   if (f < 2 || x->nrax == 0 || x->roots[x->nax + x->nrax - 1]->extent < f) return NULL;
   /* an rfactor that does not apply leaves the stage its serial accumulation */
@@ -560,7 +557,7 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
       inner_reduce(&z, x);
       continue;
     }
-    kg_sstage *rf = c == CLS_LIGHT && kind != SK_SIMPLE ? rfactor_lanes(&z, x) : NULL;
+    kg_sstage *rf = c == CLS_LIGHT && kind != SK_SIMPLE ? kg_rz_rfactor_lanes(&z, x) : NULL;
     if (c == CLS_LIGHT && !x->is_output && kind != SK_SIMPLE && !unfused) {
       kg_sstage *cons = first_reader(s, x);
       if (cons && cons->attach == KG_ATTACH_ROOT && cons->nleaves > 0 && cons->leaves[0]->kind == KG_LOOP_PARALLEL &&
@@ -584,6 +581,14 @@ static const int64_t vec_values[] = {1, 4, 8, 16, 32, 64};
 static const int64_t reg_row_values[] = {1, 2, 3, 4, 6, 8, 12, 16};
 static const int64_t tile_mult_values[] = {1, 2, 4, 8, 16, 32, 64};
 static const int64_t rfactor_values[] = {1, 16, 32};
+
+int kg_rz_rfactor_values(const kg_sstage *x, int64_t *v) {
+  int n = 0;
+  for (size_t k = 0; k < sizeof rfactor_values / sizeof rfactor_values[0]; k++)
+    if (rfactor_values[k] == 1 || (x->nrax > 0 && rfactor_values[k] <= x->roots[x->nax + x->nrax - 1]->extent))
+      v[n++] = rfactor_values[k];
+  return n;
+}
 /* cpu/inner: vector lanes of the partial results (1: scalar chains; 32: two AVX-512 vectors per chain), the
  * independent accumulation chains, rows per parallel task, parallel parts of one row's reduction */
 static const int64_t lane_values[] = {1, 4, 8, 16, 32};
@@ -741,10 +746,7 @@ static void add_sketch(kg_space *sp, const kg_schedule *s, const char *name, ske
     }
     if (c == CLS_LIGHT && kind != SK_SIMPLE) {
       int64_t v[8];
-      int n = 0;
-      for (size_t k = 0; k < sizeof rfactor_values / sizeof rfactor_values[0]; k++)
-        if (rfactor_values[k] == 1 || rfactor_values[k] <= x->roots[x->nax + x->nrax - 1]->extent)
-          v[n++] = rfactor_values[k];
+      int n = kg_rz_rfactor_values(x, v);
       add_knob(sk, KG_KNOB_VECTOR, x->name, "rf", v, n);
     }
   }

@@ -18,7 +18,8 @@
  *      horizontal combine), H1 reads its row operand packed transposed (cache_read + reorder_storage, per tile) and
  *      accumulates a register tile of rj keys x the tile's rows;
  *   0: row-major: H1 reads its key operand packed transposed per tile and accumulates a register tile of ri rows x
- *      vj keys, vectorized over the keys.
+ *      vj keys, vectorized over the keys; a light reduction over the keys is rfactored into vector lanes of
+ *      partial results (knob rf, 1: a serial chain), both computed at the tile.
  * A later heavy stage (the product with V, or A itself when it is one) gets a register tile of ri rows x cj of its
  * last axis (whole vectors), its reductions outside. Register tiles whose accumulators would not fit in the vector
  * registers fail to realize.
@@ -258,7 +259,11 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
     kg_ivar *rowv = x->ax[rp], *keyv = x->nax > rp + 1 ? x->ax[rp + 1] : NULL;
     /* key-major: the block's 2-D stages stored with the rows innermost (before compute_at and any split) */
     if (col && (x == H1 || (x->nax == rp + 2 && x->nrax == 0 && !is_heavy(x)))) storage_inner(&z, x, rp);
+    /* row-major: a light reduction over each row's keys (the softmax's maximum and sum) is a serial float chain
+     * that does not vectorize; its rf knob makes it vector lanes of partial results, combined per row */
+    kg_sstage *xrf = !col && x->nrax > 0 && !is_heavy(x) ? kg_rz_rfactor_lanes(&z, x) : NULL;
     kg_builder_compute_at(&z.b, x, A, p);
+    if (xrf) kg_builder_compute_at(&z.b, xrf, A, p);
     if (z.b.failed) break;
     kg_iter *row = root_of(x, rowv);
     if (x == H1) {
@@ -374,6 +379,10 @@ int kg_sketches_cpu_attn(kg_space *sp) {
       for (int i = sh.h1 + 1; i <= sh.out; i++) {
         const kg_sstage *x = s->stages[i];
         if (x->nrax == 0 && i < sh.out) add_knob(sk, KG_KNOB_CHOICE, x->name, "inline", (const int64_t[]){0, 1}, 2);
+        if (x->nrax > 0 && !is_heavy(x)) {
+          n = kg_rz_rfactor_values(x, v);
+          if (n > 1) add_knob(sk, KG_KNOB_VECTOR, x->name, "rf", v, n);
+        }
         if (is_heavy(x) && x->roots[x->nax - 1] != x->roots[sh.rowpos]) {
           add_rows_knob(sk, x->name, rows);
           n = col_values(x->roots[x->nax - 1]->extent, v);

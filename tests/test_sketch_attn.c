@@ -139,16 +139,17 @@ static int has_attn_lib(const char *name) {
   return r;
 }
 
-/* Random points of cpu/attn: most realize, each realized one verifies (up to nrun of them); both layouts and
- * the steps of the fused structure occur. */
-static void check_points(const char *text, const char *sizes, int ndraw, int nrun) {
+/* Random points of cpu/attn: most realize, each realized one verifies (up to nrun of them, and the first whose
+ * light reductions are rfactored into vector lanes at the tile); both layouts and the steps of the fused structure
+ * occur, and (want_rf: keys long enough for a vector) the rfactored reductions. */
+static void check_points(const char *text, const char *sizes, int ndraw, int nrun, int want_rf) {
   kg_test_workload w;
   if (load(&w, text, sizes)) return;
   kg_space *sp = kg_space_new(w.p, KG_TARGET_C, NULL);
   int si = kg_space_find_sketch(sp, "cpu/attn");
   CHECKF(si >= 0, "%s: no cpu/attn", sizes);
   uint64_t rng = 777;
-  int realized = 0, ran = 0, shared = 0, storage = 0;
+  int realized = 0, ran = 0, shared = 0, storage = 0, rf = 0;
   char err[1024], what[512];
   for (int d = 0; si >= 0 && d < ndraw; d++) {
     kg_point pt;
@@ -163,9 +164,19 @@ static void check_points(const char *text, const char *sizes, int ndraw, int nru
     storage |= strstr(t, "reorder_storage") != NULL;
     free(t);
     /* a stage computed at the tile loop whose consumers are other stages there */
-    for (int i = 0; i < s->nstages; i++)
-      if (s->stages[i]->attach == KG_ATTACH_AT && s->stages[i]->nrax > 0 && !strcmp(s->stages[i]->name, "m")) shared = 1;
-    if (ran < nrun) {
+    int lanes = 0;
+    for (int i = 0; i < s->nstages; i++) {
+      const kg_sstage *x = s->stages[i];
+      if (x->attach == KG_ATTACH_AT && x->nrax > 0 && !strcmp(x->name, "m")) shared = 1;
+      /* the maximum's partial results, vector lanes computed at the same tile loop as the maximum */
+      if (!strcmp(x->name, "m.rf") && x->attach == KG_ATTACH_AT && x->nleaves &&
+          x->leaves[x->nleaves - 1]->kind == KG_LOOP_VECTORIZED && !x->leaves[x->nleaves - 1]->is_reduce)
+        lanes = 1;
+    }
+    if (lanes && !rf++) {
+      snprintf(what, sizeof what, "%s %s cpu/attn point %d (rfactored)", w.p->def->name, sizes, d);
+      kg_test_verify_c(&w, s, what);
+    } else if (ran < nrun) {
       snprintf(what, sizeof what, "%s %s cpu/attn point %d", w.p->def->name, sizes, d);
       kg_test_verify_c(&w, s, what);
       ran++;
@@ -174,6 +185,7 @@ static void check_points(const char *text, const char *sizes, int ndraw, int nru
   }
   CHECKF(realized * 2 >= ndraw, "%s: only %d of %d points realize", sizes, realized, ndraw);
   CHECKF(shared && storage, "%s: shared=%d storage=%d", sizes, shared, storage);
+  CHECKF(!want_rf || rf > 0, "%s: no point with the light reductions in vector lanes", sizes);
   kg_space_free(sp);
   kg_test_workload_free(&w);
 }
@@ -200,10 +212,10 @@ int main(void) {
   for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
     CHECKF(!has_attn_lib(others[i]), "%s has cpu/attn", others[i]);
 
-  check_points(attention_text, "B=2 S=9 T=11 D=7 E=5", 24, 4);
-  check_points(attention_text, "B=3 S=37 T=70 D=19 E=33", 24, 4);
-  check_points(attention_text, "B=1 S=130 T=17 D=16 E=40", 16, 2);
-  check_points(bmm_softmax, "B=2 M=21 N=35 K=6", 16, 3);
+  check_points(attention_text, "B=2 S=9 T=11 D=7 E=5", 24, 4, 0);
+  check_points(attention_text, "B=3 S=37 T=70 D=19 E=33", 24, 4, 1);
+  check_points(attention_text, "B=1 S=130 T=17 D=16 E=40", 16, 2, 1);
+  check_points(bmm_softmax, "B=2 M=21 N=35 K=6", 16, 3, 1);
   free(attention_text);
   TEST_END();
 }
