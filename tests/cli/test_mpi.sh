@@ -87,9 +87,13 @@ LOCK="$T/kgen-runs-$(id -u).lock"
 job=$! t0=$SECONDS
 if wait_records "$L2" 6 && p=$(rank_pid 2) && [ -n "$p" ]; then
   held=0
-  for i in $(seq 300); do # stopped at a moment when it holds the lock
+  # stopped at a moment when it holds the lock: the file names it and the lock is taken, and both still hold a
+  # moment later (another rank that has just taken the lock writes its own pid within microseconds; rank 2,
+  # stopped, can change nothing)
+  holds2() { [ "$(head -1 "$LOCK" 2>/dev/null)" = "$p" ] && ! flock -n "$LOCK" true; }
+  for i in $(seq 300); do
     kill -STOP "$p"
-    [ "$(head -1 "$LOCK" 2>/dev/null)" = "$p" ] && ! flock -n "$LOCK" true && { held=1; break; }
+    holds2 && sleep 0.1 && holds2 && { held=1; break; }
     kill -CONT "$p"
     sleep 0.03
   done
