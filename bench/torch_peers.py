@@ -4,7 +4,7 @@ through torch.compile (default and max-autotune), plus the vendor-library peers 
 TF32, cuDNN, a device-to-device copy).
 
   torch_peers.py time WORKLOAD [-D NAME=VALUE]... [--device cpu|cuda] [--modes eager,compile,max-autotune]
-                 [--threads N] [--min-ms 100] [--samples 5] [--verify DIR] [--rtol 1e-4] [--small]
+                 [--dtype f32|f16|bf16] [--threads N] [--min-ms 100] [--samples 5] [--verify DIR] [--rtol 1e-4] [--small]
                  [--mode-timeout S] [--inductor-cache DIR] [--out FILE.json]
   torch_peers.py dynamic WORKLOAD --seq FILE [-D NAME=VALUE]... [--var NAME] [--device cpu|cuda]
                  [--modes eager,static,dynamic] [--compile-mode MODE] [--steady-min-ms 50] [--out FILE.json]
@@ -22,6 +22,10 @@ workload's result into an output allocated once: Inductor stores into it); on cu
 (matmul: torch.mm with TF32 off / on), cudnn (conv2d_3x3: cudnn.benchmark on, TF32 off), sdpa (attention:
 F.scaled_dot_product_attention), copy (workload copy). TF32 is off in every mode but cublas-tf32, so every peer
 computes in f32 as kgen does; each line says tf32=0|1.
+
+--dtype f16|bf16 runs the workload on inputs of that type (torch.float16 / torch.bfloat16, as kgen's `--dtype`:
+every input and output), PyTorch computing as it does for that type; the tolerance then also allows one unit in the
+last place of the type (2^-10, 2^-7), as kgen's verification does.
 
 Timing (../shared/DESIGN.md, "Measuring"): the first call's wall time is first_s (for compiled modes the compile
 time compile_s is first_s minus the steady-state median; unless --inductor-cache is given, each compiled mode starts
@@ -548,6 +552,14 @@ def time_mode_fn(name, w, mode, device, args_t, sizes):
     return None, None, False, None, "unknown mode '%s'" % mode
 
 
+# per --dtype: one ulp (relative) and the element size
+DTYPE_ULP_SIZE = {'f32': (0.0, 4), 'f16': (2.0 ** -10, 2), 'bf16': (2.0 ** -7, 2)}
+
+
+def torch_dtype(name):
+    return {'f32': torch.float32, 'f16': torch.float16, 'bf16': torch.bfloat16}[name]
+
+
 def run_time_mode(name, w, mode, a, sizes, args_t, ref, red_len, common):
     device = a.device
     r = dict(common, mode=mode)
@@ -589,11 +601,12 @@ def run_time_mode(name, w, mode, a, sizes, args_t, ref, red_len, common):
     med = statistics.median(ms)
     r.update(median_ms=med, min_ms=min(ms), max_ms=max(ms), reps=reps, samples=len(ms),
              compile_s=max(first - med * 1e-3, 0.0) if mode in COMPILED else 0.0, first_s=first)
-    nbytes = 4 * (sum(math.prod(shape_of(s, sizes)) for _, s in w['inputs']) + math.prod(shape_of(w['out'][1], sizes)))
+    esize = DTYPE_ULP_SIZE[a.dtype][1]
+    nbytes = esize * (sum(math.prod(shape_of(s, sizes)) for _, s in w['inputs']) + math.prod(shape_of(w['out'][1], sizes)))
     r['gbps'] = nbytes / (med * 1e-3) / 1e9
     if w['flops']:
         r['gflops'] = w['flops'](sizes) / (med * 1e-3) / 1e9
-    tol = tolerance(TF32_RTOL if tf32 else a.rtol, red_len)
+    tol = tolerance(TF32_RTOL if tf32 else a.rtol, red_len) + DTYPE_ULP_SIZE[a.dtype][0]
     err = rel_error(got, ref)
     r.update(verify='ok' if err <= tol else 'mismatch', max_rel_err=err, tol=tol)
     r['tf32'] = int(tf32)
@@ -650,7 +663,7 @@ def plan_time(a):
 
 def cmd_time(a, plan):
     name, given = plan['name'], plan['given']
-    common = dict(workload=name, device=a.device, torch=torch.__version__)
+    common = dict(workload=name, device=a.device, torch=torch.__version__, dtype=a.dtype)
     if a.device == 'cpu':
         torch.set_num_threads(a.threads)
         common['threads'] = a.threads
@@ -662,16 +675,20 @@ def cmd_time(a, plan):
     w, saved, sizes = plan['w'], plan['saved'], plan['sizes']
     common['sizes'] = fmt_sizes(sizes)
     if saved is not None:
+        # kgen saves f16 as <f2 and bf16 as exact <f4: the values convert exactly
         args_t = tuple(torch.from_numpy(np.ascontiguousarray(saved[t], dtype=np.float32)).to(a.device)
-                       for t, _ in w['inputs'])
+                       .to(torch_dtype(a.dtype)) for t, _ in w['inputs'])
         ref = saved[w['out'][0]].astype(np.float64)
         common['ref'] = 'kgen'
     else:
         torch.manual_seed(a.seed)
-        args_t = tuple(torch.randn(shape_of(s, sizes), device=a.device) for _, s in w['inputs'])
+        args_t = tuple(torch.randn(shape_of(s, sizes), device=a.device).to(torch_dtype(a.dtype))
+                       for _, s in w['inputs'])
         with torch.no_grad():
             set_tf32(False)
             ref = to_numpy64(w['fn'](*(x.double() for x in args_t)))
+            if a.dtype != 'f32':  # the exact result rounded to the output's type, as kgen's reference does
+                ref = to_numpy64(torch.from_numpy(ref).to(torch_dtype(a.dtype)))
         common['ref'] = 'torch-f64'
     red_len = w['red'](sizes)
     if any(m in COMPILED for m in a.modes):
@@ -869,6 +886,7 @@ def build_parser():
     t.add_argument('--min-ms', type=float, default=100)
     t.add_argument('--samples', type=int, default=5)
     t.add_argument('--verify', default=None, metavar='DIR')
+    t.add_argument('--dtype', choices=('f32', 'f16', 'bf16'), default='f32')
     d = sub.add_parser('dynamic')
     common(d, 'eager,static,dynamic')
     d.add_argument('--seq', required=True)

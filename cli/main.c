@@ -26,6 +26,7 @@ typedef struct options {
   kg_dynamic_size dyn[MAX_BINDINGS]; /* --dynamic */
   char dyn_names[MAX_BINDINGS][64];
   int ndyn;
+  int io_dtype; /* --dtype, or -1 */
   int random_schedule, random_steps, random_steps_given;
   uint64_t random_seed, data_seed;
   kg_target_kind target;
@@ -54,6 +55,7 @@ static int parse_args(int argc, char **argv, options *o) {
   o->rtol = 1e-4;
   o->min_repeat_ms = 100;
   o->random_steps = 10;
+  o->io_dtype = -1;
   o->data_seed = 1;
   if (argc < 2) {
     fprintf(stderr, "kgen: missing command\n");
@@ -92,6 +94,7 @@ static int parse_args(int argc, char **argv, options *o) {
         else cli_parse_dynamic(r->val, o->dyn_names[o->ndyn], &o->dyn[o->ndyn], NULL, 0, NULL), o->ndyn++;
         break;
       case CLI_OPT_DEF: o->def = r->val; break;
+      case CLI_OPT_DTYPE: o->io_dtype = (int)r->u; break;
       case CLI_OPT_SCHEDULE: o->schedule_file = r->val; break;
       case CLI_OPT_RANDOM_SCHEDULE:
         o->random_seed = r->u;
@@ -180,7 +183,7 @@ static void dump_ast(const kg_program *p) {
     const kg_stmt *st = p->def->stmts[i];
     kg_strbuf_printf(&b, "%d:%d %s[", st->pos.line, st->pos.col, st->lhs->name);
     for (int k = 0; k < st->nidx; k++) kg_strbuf_printf(&b, "%s%s", k ? ", " : "", st->idx[k]->name);
-    kg_strbuf_puts(&b, "] : f32[");
+    kg_strbuf_printf(&b, "] : %s[", kg_dtype_names[st->lhs->dtype]);
     for (int d = 0; d < st->lhs->ndim; d++) kg_strbuf_printf(&b, "%s%lld", d ? ", " : "", (long long)st->lhs->shape[d]);
     kg_strbuf_puts(&b, "] = ");
     kg_expr_print(&b, p, st->rhs);
@@ -201,11 +204,11 @@ static kg_program *load_program(const options *o) {
     free(path);
     exit(rc);
   }
-  return cli_load_program(o->file, o->def, o->bindings, o->nbindings, o->dyn, o->ndyn);
+  return cli_load_program(o->file, o->def, o->bindings, o->nbindings, o->dyn, o->ndyn, o->io_dtype);
 }
 
 static void print_shape(const kg_tensor *t) {
-  printf("f32[");
+  printf("%s[", kg_dtype_names[t->dtype]);
   for (int d = 0; d < t->ndim; d++) printf("%s%lld", d ? ", " : "", (long long)t->shape[d]);
   printf("]");
 }
@@ -397,12 +400,12 @@ static int load_inputs(const options *o, const kg_program *p, kg_data *d) {
   for (int i = 0; i < p->ninputs; i++) {
     const kg_tensor *t = p->inputs[i];
     snprintf(path, sizeof path, "%s/%s.npy", o->load_dir, t->name);
-    float *x = kg_npy_load(path, t->ndim, t->shape, err, sizeof err);
+    void *x = kg_npy_load(path, t->dtype, t->ndim, t->shape, err, sizeof err);
     if (!x) {
       fprintf(stderr, "kgen: %s\n", err); /* the message names the file */
       return -1;
     }
-    memcpy(d->inputs[i], x, sizeof(float) * (size_t)kg_tensor_numel(t));
+    memcpy(d->inputs[i], x, (size_t)kg_dtype_size[t->dtype] * (size_t)kg_tensor_numel(t));
     free(x);
   }
   return 0;
@@ -418,7 +421,7 @@ static int save_tensors(const options *o, const kg_program *p, const kg_data *d)
     const kg_tensor *t = i < p->ninputs ? p->inputs[i] : p->outputs[i - p->ninputs];
     const float *x = i < p->ninputs ? d->inputs[i] : d->outputs[i - p->ninputs];
     snprintf(path, sizeof path, "%s/%s.npy", o->save_dir, t->name);
-    if (kg_npy_save(path, x, t->ndim, t->shape, err, sizeof err)) {
+    if (kg_npy_save(path, x, t->dtype, t->ndim, t->shape, err, sizeof err)) {
       fprintf(stderr, "kgen: %s\n", err); /* the message names the file */
       return -1;
     }

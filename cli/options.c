@@ -146,6 +146,17 @@ static int check_arch_list(const cli_option *o, const char *val, cli_arg *out, c
   return -1;
 }
 
+static int check_dtype(const cli_option *o, const char *val, cli_arg *out, char *msg, size_t msglen) {
+  (void)o;
+  for (int t = 0; t < KG_DT_COUNT; t++)
+    if (!strcmp(val, kg_dtype_names[t])) {
+      out->u = (uint64_t)t;
+      return 0;
+    }
+  snprintf(msg, msglen, "bad --dtype '%s' (want f32, f16 or bf16)", val);
+  return -1;
+}
+
 static int check_dynamic(const cli_option *o, const char *val, cli_arg *out, char *msg, size_t msglen) {
   (void)o;
   (void)out;
@@ -183,6 +194,10 @@ static const cli_option options[] = {
      "keep size NAME symbolic: one kernel for every value in LO..HI (-D gives the\n"
      "value a run uses; default range: 1 to what keeps tensors under 2^31 elements;\n"
      "tune: a range, tuned in buckets)"},
+    {CLI_OPT_DTYPE, "--dtype", "f32|f16|bf16", C(CLI_CMD_CHECK) | C(CLI_CMD_LOWER) | C(CLI_CMD_RUN) | C(CLI_CMD_TUNE),
+     check_dtype, 0, 0,
+     "make every input and output of the program this type, as if its signature\n"
+     "said so (intermediates keep theirs): a workload run in f16 or bf16"},
     {CLI_OPT_SHAPES, "--shapes", "NAME=V1,V2,...", C(CLI_CMD_TUNE), check_shapes, 0, 0,
      "tune size NAME dynamic, one bucket per value listed"},
     {CLI_OPT_BUCKETS, "--buckets", "N", C(CLI_CMD_TUNE), check_count, 1, KG_DYN_MAX_BUCKETS,

@@ -88,6 +88,18 @@ static kg_program *find_program(const finder *fd, const kg_tlog_record *r, char 
     }
     char w[512];
     kg_program *p = load_def(path, r->workload.name, b, r->workload.nsizes, w, sizeof w);
+    if (p && r->workload.io_dtype > 0) {
+      /* tuned with --dtype: the same retyping */
+      kg_arena da;
+      kg_arena_init(&da);
+      kg_diag d = {0};
+      if (kg_program_set_io_dtype(p, (kg_dtype)(r->workload.io_dtype - 1), &d, &da) != 0) {
+        snprintf(w, sizeof w, "%s: %s", path, d.msg ? d.msg : "cannot retype");
+        kg_program_free(p);
+        p = NULL;
+      }
+      kg_arena_free(&da);
+    }
     if (p && r->ndyn > 0) {
       /* a dynamic kernel's record: the same sizes kept symbolic over the same ranges */
       kg_dynamic_size dyn[KG_TLOG_MAX_SIZES];
@@ -258,7 +270,7 @@ int cli_replay(int argc, char **argv) {
   int rc = 0;
   if (file && nb > 0) {
     /* one program, as named */
-    kg_program *p = cli_load_program(lib_path(&fd, file), def, b, nb, NULL, 0);
+    kg_program *p = cli_load_program(lib_path(&fd, file), def, b, nb, NULL, 0, -1);
     if (!p) {
       kg_tlog_free(&log);
       return 1;

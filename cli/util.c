@@ -125,7 +125,7 @@ int cli_parse_dynamic(const char *s, char name[64], kg_dynamic_size *d, int64_t 
 }
 
 kg_program *cli_load_program(const char *file, const char *def, const kg_binding *b, int nb,
-                             const kg_dynamic_size *dyn, int ndyn) {
+                             const kg_dynamic_size *dyn, int ndyn, int io_dtype) {
   char *path;
   size_t len;
   char *text = cli_read_program(file, &path, &len);
@@ -135,6 +135,11 @@ kg_program *cli_load_program(const char *file, const char *def, const kg_binding
   kg_diag diag = {0};
   kg_program *p = kg_program_load(path, text, len, def, b, nb, &diag, &diag_arena);
   if (!p) fputs(diag.msg ? diag.msg : "kgen: error: cannot load program\n", stderr);
+  if (p && io_dtype >= 0 && kg_program_set_io_dtype(p, (kg_dtype)io_dtype, &diag, &diag_arena) != 0) {
+    fputs(diag.msg ? diag.msg : "kgen: error: bad --dtype\n", stderr);
+    kg_program_free(p);
+    p = NULL;
+  }
   if (p && ndyn > 0 && kg_program_set_dynamic(p, dyn, ndyn, &diag, &diag_arena) != 0) {
     fputs(diag.msg ? diag.msg : "kgen: error: bad --dynamic\n", stderr);
     kg_program_free(p);

@@ -80,12 +80,20 @@ static const kg_cexpr_dialect c_dialect = {
     .rsqrt = "kg_rsqrt",
     .exp = "kg_expf",
     .log = "kg_logf",
+    .half_type = "uint16_t",
 };
 
 static void put_expr(cgen *g, const kg_irexpr *e) {
   kg_cexpr_printer p = {.b = &g->b, .d = &c_dialect, .ctx = g, .fail = fail_expr};
   kg_cexpr_put_expr(&p, e);
 }
+
+static void put_store(cgen *g, const kg_buffer *buf, const kg_irexpr *index, const kg_irexpr *value) {
+  kg_cexpr_printer p = {.b = &g->b, .d = &c_dialect, .ctx = g, .fail = fail_expr};
+  kg_cexpr_put_store(&p, buf, index, value);
+}
+
+static const char *elem_type(const kg_buffer *buf) { return kg_cexpr_elem_type(&c_dialect, buf->dtype); }
 
 static void put_stmt(cgen *g, const kg_irstmt *s, int ind);
 static void put_omp(kg_strbuf *b, int ind, const char *what);
@@ -182,7 +190,9 @@ static int stream_body_of(const kg_irstmt *s, stream_body *sb) {
     b = b->seq.n ? b->seq.items[b->seq.n - 1] : b;
   }
   int64_t c;
-  if (b->kind != KG_IRS_STORE || !b->store.stream || var_coef(b->store.index, s->loop.var, sb, &c) || c != 1)
+  /* f32 only: kg_stream16 writes 16 floats (a narrow store is streamed as an ordinary one) */
+  if (b->kind != KG_IRS_STORE || !b->store.stream || b->store.buf->dtype != KG_DT_F32 ||
+      var_coef(b->store.index, s->loop.var, sb, &c) || c != 1)
     return 0;
   sb->store = b;
   return 1;
@@ -414,11 +424,7 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
     }
     case KG_IRS_STORE:
       kg_strbuf_indent(b, ind);
-      kg_strbuf_printf(b, "%s[", s->store.buf->name);
-      put_expr(g, s->store.index);
-      kg_strbuf_puts(b, "] = ");
-      put_expr(g, s->store.value);
-      kg_strbuf_puts(b, ";\n");
+      put_store(g, s->store.buf, s->store.index, s->store.value);
       break;
     case KG_IRS_LET:
       kg_strbuf_indent(b, ind);
@@ -434,7 +440,8 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       }
       long long n = (long long)(buf->size > 0 ? buf->size : 1);
       kg_strbuf_indent(b, ind);
-      if ((uint64_t)n * sizeof(float) <= KG_C_STACK_BYTES) {
+      const char *et = elem_type(buf);
+      if ((uint64_t)n * (uint64_t)kg_dtype_size[buf->dtype] <= KG_C_STACK_BYTES) {
         if (buf->reg_acc) /* lower/regacc.c */
           kg_strbuf_printf(b, "{ /* %s: %lld floats, register accumulator of %s around loop %s */\n", buf->name, n,
                            buf->reg_acc_of ? buf->reg_acc_of->name : "?", buf->reg_acc_loop ? buf->reg_acc_loop : "?");
@@ -445,18 +452,19 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
          * pointer, gcc keeps the register accumulators of the loops that read it in registers (a plain array
          * there makes it store them to the stack at every step of the reduction: a packed operand tile). */
         if (!buf->reg_acc && n > KG_C_REG_FLOATS) {
-          kg_strbuf_printf(b, "float %s_s[%lld];\n", buf->name, n);
+          kg_strbuf_printf(b, "%s %s_s[%lld];\n", et, buf->name, n);
           kg_strbuf_indent(b, ind + 1);
-          kg_strbuf_printf(b, "float *KG_RESTRICT %s = %s_s;\n", buf->name, buf->name);
+          kg_strbuf_printf(b, "%s *KG_RESTRICT %s = %s_s;\n", et, buf->name, buf->name);
         } else
-          kg_strbuf_printf(b, "float %s[%lld];\n", buf->name, n);
+          kg_strbuf_printf(b, "%s %s[%lld];\n", et, buf->name, n);
         put_block_items(g, s->alloc.body, ind + 1);
       } else {
         /* too large for the stack; on allocation failure the body is skipped and the status recorded (see the
          * file comment), atomically since this may run in several threads of a parallel loop */
         kg_strbuf_printf(b, "{ /* %s: %lld floats, %s, heap */\n", buf->name, n, kg_scope_names[buf->scope]);
         kg_strbuf_indent(b, ind + 1);
-        kg_strbuf_printf(b, "float *KG_RESTRICT %s = (float *)malloc(sizeof(float) * (size_t)%lld);\n", buf->name, n);
+        kg_strbuf_printf(b, "%s *KG_RESTRICT %s = (%s *)malloc(sizeof(%s) * (size_t)%lld);\n", et, buf->name, et, et,
+                         n);
         kg_strbuf_indent(b, ind + 1);
         kg_strbuf_printf(b, "if (%s) {\n", buf->name);
         put_block_items(g, s->alloc.body, ind + 2);
@@ -654,6 +662,48 @@ static const char prelude[] =
     "  memcpy(&x, &u, sizeof x);\n"
     "  return x;\n"
     "}\n"
+    "/* f16 and bf16 elements (stored as uint16_t): loads widen exactly, stores round to nearest even (overflow to\n"
+    " * infinity, NaN stays NaN). f16 through _Float16 where the compiler has it (F16C or AVX-512 FP16 conversions,\n"
+    " * vectorized), else in bits; bf16 in bits (the upper half of an f32), which vectorizes everywhere. */\n"
+    "static inline float kg_ld_bf16(uint16_t h) { return kg_bitsf((uint32_t)h << 16); }\n"
+    "static inline uint16_t kg_st_bf16(float f) {\n"
+    "  uint32_t u = kg_fbits(f);\n"
+    "  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;\n"
+    "  return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r);\n"
+    "}\n"
+    "#if defined(__FLT16_MAX__) && !defined(__cplusplus) && !defined(KG_NO_FLOAT16)\n"
+    "static inline float kg_ld_f16(uint16_t h) {\n"
+    "  _Float16 x;\n"
+    "  memcpy(&x, &h, sizeof x);\n"
+    "  return (float)x;\n"
+    "}\n"
+    "static inline uint16_t kg_st_f16(float f) {\n"
+    "  _Float16 x = (_Float16)f;\n"
+    "  uint16_t h;\n"
+    "  memcpy(&h, &x, sizeof h);\n"
+    "  return h;\n"
+    "}\n"
+    "#else\n"
+    "static inline float kg_ld_f16(uint16_t h) {\n"
+    "  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu;\n"
+    "  uint32_t special = sign | 0x7f800000u | ((em & 0x3ffu) << 13); /* inf, NaN */\n"
+    "  uint32_t sub = sign | kg_fbits((float)em * 5.9604644775390625e-8f); /* subnormal: em 2^-24 */\n"
+    "  return kg_bitsf(em >= 0x7c00u ? special : em < 0x400u ? sub : sign | ((em << 13) + 0x38000000u));\n"
+    "}\n"
+    "static inline uint16_t kg_st_f16(float f) {\n"
+    "  uint32_t u = kg_fbits(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;\n"
+    "  /* below 2^-14: a subnormal, |f| 2^24 rounded to an integer (ties to even) */\n"
+    "  float q = (kg_bitsf(a < 0x38800000u ? a : 0u) * 16777216.0f + 8388608.0f) - 8388608.0f;\n"
+    "  uint32_t r = a > 0x7f800000u ? 0x7e00u | ((a >> 13) & 0x3ffu)  /* NaN */\n"
+    "               : a >= 0x477ff000u ? 0x7c00u                     /* from 65520 on: infinity */\n"
+    "               : a < 0x38800000u ? (uint32_t)q\n"
+    "               : (a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u) >> 13;\n"
+    "  return (uint16_t)(sign | r);\n"
+    "}\n"
+    "#endif\n"
+    "static inline float kg_cvt_f32(float x) { return x; }\n"
+    "static inline float kg_cvt_f16(float x) { return kg_ld_f16(kg_st_f16(x)); }\n"
+    "static inline float kg_cvt_bf16(float x) { return kg_ld_bf16(kg_st_bf16(x)); }\n"
     "#if defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__\n"
     "/* -ffinite-math-only (-ffast-math, -Ofast) lets the compiler fold isunordered to false: the bits cannot lie */\n"
     "static inline uint32_t kg_nan_mask(float a, float b) {\n"
@@ -720,8 +770,8 @@ static void put_signature(kg_strbuf *b, const kg_lowered *f, const char *fn_name
   kg_strbuf_printf(b, "int %s(", fn_name);
   for (int i = 0; i < f->nsize_vars; i++) kg_strbuf_printf(b, "%sint64_t %s", i ? ", " : "", f->size_vars[i]->name);
   for (int i = 0; i < f->nparams; i++)
-    kg_strbuf_printf(b, "%s%sfloat *KG_RESTRICT %s", i || f->nsize_vars ? ", " : "",
-                     f->params[i]->is_input ? "const " : "", f->params[i]->name);
+    kg_strbuf_printf(b, "%s%s%s *KG_RESTRICT %s", i || f->nsize_vars ? ", " : "",
+                     f->params[i]->is_input ? "const " : "", elem_type(f->params[i]), f->params[i]->name);
   if (f->nparams == 0 && f->nsize_vars == 0) kg_strbuf_puts(b, "void");
   kg_strbuf_puts(b, ")");
 }
@@ -730,19 +780,23 @@ static void put_signature(kg_strbuf *b, const kg_lowered *f, const char *fn_name
  * dynamic sizes give it. */
 static void put_temp_take(cgen *g, const kg_buffer *t, const char *fn_name) {
   kg_strbuf *b = &g->b;
+  /* workspaces are blocks of floats; a narrow temporary sits in one of as many floats as it has elements, which
+   * is more than it needs and keeps one allocator */
+  const char *et = elem_type(t);
   if (t->dyn_size) {
-    kg_strbuf_printf(b, "  float *KG_RESTRICT %s = kg_ws_take_dyn(&kg_ws_%s_%s, ", t->name, fn_name, t->name);
+    kg_strbuf_printf(b, "  %s *KG_RESTRICT %s = (%s *)kg_ws_take_dyn(&kg_ws_%s_%s, ", et, t->name, et, fn_name,
+                     t->name);
     put_expr(g, t->dyn_size);
     kg_strbuf_puts(b, ");\n");
   } else {
-    kg_strbuf_printf(b, "  float *KG_RESTRICT %s = kg_ws_take(&kg_ws_%s_%s, %lld);\n", t->name, fn_name, t->name,
-                     (long long)(t->size > 0 ? t->size : 1));
+    kg_strbuf_printf(b, "  %s *KG_RESTRICT %s = (%s *)kg_ws_take(&kg_ws_%s_%s, %lld);\n", et, t->name, et, fn_name,
+                     t->name, (long long)(t->size > 0 ? t->size : 1));
   }
 }
 
 static void put_temp_give(kg_strbuf *b, const kg_buffer *t, const char *fn_name, const char *indent) {
-  kg_strbuf_printf(b, "%skg_ws_give%s(&kg_ws_%s_%s, %s);\n", indent, t->dyn_size ? "_dyn" : "", fn_name, t->name,
-                   t->name);
+  kg_strbuf_printf(b, "%skg_ws_give%s(&kg_ws_%s_%s, (float *)%s);\n", indent, t->dyn_size ? "_dyn" : "", fn_name,
+                   t->name, t->name);
 }
 
 int kg_codegen_c_function(const kg_lowered *f, const char *fn_name, char **out, char *err, size_t errlen) {
@@ -836,7 +890,8 @@ int kg_codegen_c(const kg_lowered *f, const char *fn_name, char **out, char *err
     kg_strbuf_printf(&b, "  const int64_t *kg_sizes = (const int64_t *)(const void *)args[%d];\n", f->nparams);
   kg_strbuf_printf(&b, "  (void)%s(", fn_name);
   for (int i = 0; i < f->nsize_vars; i++) kg_strbuf_printf(&b, "%skg_sizes[%d]", i ? ", " : "", i);
-  for (int i = 0; i < f->nparams; i++) kg_strbuf_printf(&b, "%sargs[%d]", i || f->nsize_vars ? ", " : "", i);
+  for (int i = 0; i < f->nparams; i++)
+    kg_strbuf_printf(&b, "%s(%s *)(void *)args[%d]", i || f->nsize_vars ? ", " : "", elem_type(f->params[i]), i);
   kg_strbuf_puts(&b, ");\n}\n");
   *out = kg_strbuf_take(&b);
   return 0;

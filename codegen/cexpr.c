@@ -95,6 +95,9 @@ static const char *func_name(const kg_cexpr_dialect *d, kg_func fn) {
     case KG_FN_POW: return "powf";
     case KG_FN_MAX: return "kg_maxf";
     case KG_FN_MIN: return "kg_minf";
+    case KG_FN_F32: return "kg_cvt_f32";
+    case KG_FN_F16: return "kg_cvt_f16";
+    case KG_FN_BF16: return "kg_cvt_bf16";
     default: return NULL;
   }
 }
@@ -136,9 +139,11 @@ void kg_cexpr_put_expr(const kg_cexpr_printer *p, const kg_irexpr *e) {
       break;
     case KG_IRE_LOAD:
       if (p->load && p->load(p->ctx, b, e)) break;
+      if (e->load.buf->dtype != KG_DT_F32) kg_strbuf_printf(b, "kg_ld_%s(", kg_dtype_names[e->load.buf->dtype]);
       kg_strbuf_printf(b, "%s[", e->load.buf->name);
       kg_cexpr_put_expr(p, e->load.index);
       kg_strbuf_putc(b, ']');
+      if (e->load.buf->dtype != KG_DT_F32) kg_strbuf_putc(b, ')');
       break;
     case KG_IRE_BINARY: {
       kg_op op = e->bin.op;
@@ -206,6 +211,32 @@ void kg_cexpr_put_expr(const kg_cexpr_printer *p, const kg_irexpr *e) {
       kg_strbuf_putc(b, ')');
       break;
   }
+}
+
+void kg_cexpr_put_store(const kg_cexpr_printer *p, const kg_buffer *buf, const kg_irexpr *index,
+                        const kg_irexpr *value) {
+  kg_strbuf *b = p->b;
+  kg_strbuf_printf(b, "%s[", buf->name);
+  kg_cexpr_put_expr(p, index);
+  kg_strbuf_puts(b, "] = ");
+  if (buf->dtype == KG_DT_F32) {
+    kg_cexpr_put_expr(p, value);
+  } else if (value->kind == KG_IRE_LOAD && value->load.buf->dtype == buf->dtype) {
+    /* an element copied between buffers of one narrow type: its bits, without the round trip through f32 (no
+     * printer's load hook takes narrow loads: vector accesses are f32 only) */
+    kg_strbuf_printf(b, "%s[", value->load.buf->name);
+    kg_cexpr_put_expr(p, value->load.index);
+    kg_strbuf_putc(b, ']');
+  } else {
+    kg_strbuf_printf(b, "kg_st_%s(", kg_dtype_names[buf->dtype]);
+    kg_cexpr_put_expr(p, value);
+    kg_strbuf_putc(b, ')');
+  }
+  kg_strbuf_puts(b, ";\n");
+}
+
+const char *kg_cexpr_elem_type(const kg_cexpr_dialect *d, kg_dtype t) {
+  return t == KG_DT_F32 ? "float" : d->half_type;
 }
 
 int kg_cexpr_valid_ident(const char *s) {

@@ -19,6 +19,7 @@ typedef struct kg_cexpr_dialect {
   const char *rsqrt;               /* the reciprocal square root */
   const char *exp, *log;           /* f32 exp and log (the other calls are spelled alike in both dialects) */
   int thread_index;                /* KG_IRE_THREAD prints as its tag (threadIdx.x); else it is an error */
+  const char *half_type;           /* the storage of an f16 or bf16 element (16 bits, unsigned) */
 } kg_cexpr_dialect;
 
 typedef struct kg_cexpr_printer {
@@ -37,6 +38,13 @@ void kg_cexpr_put_int(const kg_cexpr_dialect *d, kg_strbuf *b, int64_t v);
 void kg_cexpr_put_float(const kg_cexpr_dialect *d, kg_strbuf *b, double v);
 /* text as a one-line comment at indent ind: newlines become spaces, and text cannot close the comment early. */
 void kg_cexpr_put_comment(kg_strbuf *b, int ind, const char *text);
+/* "buf[index] = value;\n" (no indent), value rounded to buf's type: kg_st_f16(v) / kg_st_bf16(v), which each
+ * printer's prelude defines with kg_ld_f16 / kg_ld_bf16 (the loads put_expr prints for narrow buffers) and the
+ * conversions kg_cvt_f32/f16/bf16. */
+void kg_cexpr_put_store(const kg_cexpr_printer *p, const kg_buffer *buf, const kg_irexpr *index,
+                        const kg_irexpr *value);
+/* The C type of an element of type t in the dialect. */
+const char *kg_cexpr_elem_type(const kg_cexpr_dialect *d, kg_dtype t);
 /* Is s a C identifier (the name a printer is asked to give the function or kernels it prints)? */
 int kg_cexpr_valid_ident(const char *s);
 #endif

@@ -349,25 +349,43 @@ static const kg_cexpr_dialect cuda_dialect = {
     .rsqrt = "rsqrtf",
     .exp = "expf",
     .log = "logf",
+    .half_type = "unsigned short",
 };
 
 static const char *const lane_names = "xyzw";
 
-/* Inside a vectorized loop (put_vector_loop), a load it fetched as a vector is that vector's current lane. */
+/* Inside a vectorized loop (put_vector_loop), a load it fetched as a vector is that vector's current lane (an f16
+ * or bf16 lane widened). */
 static int put_vector_lane(void *ctx, kg_strbuf *b, const kg_irexpr *e) {
   const cgen *g = ctx;
   for (int i = 0; i < g->nvload; i++)
     if (g->vload[i] == e) {
+      kg_dtype t = e->load.buf->dtype;
+      if (t != KG_DT_F32) kg_strbuf_printf(b, "kg_ld_%s(", kg_dtype_names[t]);
       kg_strbuf_printf(b, "kg_vl%d_%d.%c", g->nvec, i, lane_names[g->lane]);
+      if (t != KG_DT_F32) kg_strbuf_putc(b, ')');
       return 1;
     }
   return 0;
+}
+
+/* The vector type of w lanes (2 or 4) of buf's elements: float2/float4, or ushort2/ushort4 for f16/bf16. */
+static const char *vector_type(const kg_buffer *buf, int64_t w) {
+  if (buf->dtype == KG_DT_F32) return w == 4 ? "float4" : "float2";
+  return w == 4 ? "ushort4" : "ushort2";
 }
 
 static void put_expr(cgen *g, const kg_irexpr *e) {
   kg_cexpr_printer p = {.b = &g->b, .d = &cuda_dialect, .ctx = g, .load = put_vector_lane, .fail = fail_expr};
   kg_cexpr_put_expr(&p, e);
 }
+
+static void put_store(cgen *g, const kg_buffer *buf, const kg_irexpr *index, const kg_irexpr *value) {
+  kg_cexpr_printer p = {.b = &g->b, .d = &cuda_dialect, .ctx = g, .load = put_vector_lane, .fail = fail_expr};
+  kg_cexpr_put_store(&p, buf, index, value);
+}
+
+static const char *elem_type(const kg_buffer *buf) { return kg_cexpr_elem_type(&cuda_dialect, buf->dtype); }
 
 /* ---- analysis: launch shape, shared memory, limits ---- */
 
@@ -591,7 +609,8 @@ static void put_let(cgen *g, const kg_irstmt *s, int ind) {
   if (s->let.var->id < g->nvars) g->lets[s->let.var->id] = s->let.value;
 }
 
-/* A vectorized loop as float2/float4 accesses; 0 (nothing printed) when the loop does not qualify. */
+/* A vectorized loop as float2/float4 accesses (ushort2/ushort4 for f16/bf16 buffers, each lane converted); 0
+ * (nothing printed) when the loop does not qualify. */
 static int put_vector_loop(cgen *g, const kg_irstmt *s, int ind) {
   kg_strbuf *b = &g->b;
   int64_t ext, w;
@@ -630,7 +649,7 @@ static int put_vector_loop(cgen *g, const kg_irstmt *s, int ind) {
   int nl = 0;
   if (!vector_index(g, store->store.index, v, w) || !vector_value(g, store->store.value, v, w, loads, &nl, 16))
     return 0;
-  const char *vt = w == 4 ? "float4" : "float2";
+  const char *vt = vector_type(store->store.buf, w);
   for (int64_t piece = 0; piece < ext / w; piece++) {
     int id = ++g->nvec;
     kg_strbuf_indent(b, ind);
@@ -652,10 +671,12 @@ static int put_vector_loop(cgen *g, const kg_irstmt *s, int ind) {
       kg_strbuf_puts(b, ") {\n");
       in++;
     }
-    if (store->store.async && nl == 1 && store->store.value == loads[0]) {
+    if (store->store.async && nl == 1 && store->store.value == loads[0] &&
+        loads[0]->load.buf->dtype == store->store.buf->dtype) {
       /* a plain copy into shared memory: one asynchronous copy of the whole vector (cp.async) */
       kg_strbuf_indent(b, in);
-      kg_strbuf_printf(b, "kg_cp_async%d(%s + (", (int)(4 * w), store->store.buf->name);
+      kg_strbuf_printf(b, "kg_cp_async%d(%s + (", (int)(kg_dtype_size[store->store.buf->dtype] * w),
+                       store->store.buf->name);
       put_expr(g, store->store.index);
       kg_strbuf_printf(b, "), %s + (", loads[0]->load.buf->name);
       put_expr(g, loads[0]->load.index);
@@ -670,7 +691,8 @@ static int put_vector_loop(cgen *g, const kg_irstmt *s, int ind) {
     }
     for (int i = 0; i < nl; i++) {
       kg_strbuf_indent(b, in);
-      kg_strbuf_printf(b, "const %s kg_vl%d_%d = *(const %s *)(%s + (", vt, id, i, vt, loads[i]->load.buf->name);
+      const char *lt = vector_type(loads[i]->load.buf, w);
+      kg_strbuf_printf(b, "const %s kg_vl%d_%d = *(const %s *)(%s + (", lt, id, i, lt, loads[i]->load.buf->name);
       put_expr(g, loads[i]->load.index);
       kg_strbuf_puts(b, "));\n");
     }
@@ -684,7 +706,10 @@ static int put_vector_loop(cgen *g, const kg_irstmt *s, int ind) {
       g->lane = l;
       kg_strbuf_indent(b, in);
       kg_strbuf_printf(b, "kg_vs%d.%c = ", id, lane_names[l]);
+      kg_dtype st = store->store.buf->dtype;
+      if (st != KG_DT_F32) kg_strbuf_printf(b, "kg_st_%s(", kg_dtype_names[st]);
       put_expr(g, store->store.value);
+      if (st != KG_DT_F32) kg_strbuf_putc(b, ')');
       kg_strbuf_puts(b, ";\n");
     }
     g->vload = NULL;
@@ -948,7 +973,9 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       break;
     case KG_IRS_STORE: {
       kg_strbuf_indent(b, ind);
-      if (s->store.async) { /* a copy of one global float into shared memory, landing by the next wait */
+      /* a copy of one global float into shared memory, landing by the next wait; a 2-byte element is below
+       * cp.async's smallest copy (4 bytes), and is stored at once, which the IR allows */
+      if (s->store.async && s->store.buf->dtype == KG_DT_F32 && s->store.value->load.buf->dtype == KG_DT_F32) {
         kg_strbuf_printf(b, "kg_cp_async4(%s + (", s->store.buf->name);
         put_expr(g, s->store.index);
         kg_strbuf_printf(b, "), %s + (", s->store.value->load.buf->name);
@@ -956,11 +983,7 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
         kg_strbuf_puts(b, "));\n");
         break;
       }
-      kg_strbuf_printf(b, "%s[", s->store.buf->name);
-      put_expr(g, s->store.index);
-      kg_strbuf_puts(b, "] = ");
-      put_expr(g, s->store.value);
-      kg_strbuf_puts(b, ";\n");
+      put_store(g, s->store.buf, s->store.index, s->store.value);
       break;
     }
     case KG_IRS_LET: put_let(g, s, ind); break;
@@ -972,7 +995,8 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       } else {
         kg_strbuf_printf(b, "{ /* %s: %lld floats, per thread */\n", buf->name, (long long)buf->size);
         kg_strbuf_indent(b, ind + 1);
-        kg_strbuf_printf(b, "__align__(16) float %s[%lld];\n", buf->name, (long long)(buf->size > 0 ? buf->size : 1));
+        kg_strbuf_printf(b, "__align__(16) %s %s[%lld];\n", elem_type(buf), buf->name,
+                         (long long)(buf->size > 0 ? buf->size : 1));
       }
       put_items(g, s->alloc.body, ind + 1);
       kg_strbuf_indent(b, ind);
@@ -1018,21 +1042,21 @@ static const char async_prelude[] =
     "#define kg_cp_async_commit() kg_emu_cp_async_commit()\n"
     "#define kg_cp_async_wait(n) kg_emu_cp_async_wait(n)\n"
     "#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
-    "__device__ __forceinline__ void kg_cp_async4(float *d, const float *s) {\n"
+    "__device__ __forceinline__ void kg_cp_async4(void *d, const void *s) {\n"
     "  asm volatile(\"cp.async.ca.shared.global [%0], [%1], 4;\\n\" ::\"r\"((unsigned)__cvta_generic_to_shared(d)), \"l\"(s) : \"memory\");\n"
     "}\n"
-    "__device__ __forceinline__ void kg_cp_async8(float *d, const float *s) {\n"
+    "__device__ __forceinline__ void kg_cp_async8(void *d, const void *s) {\n"
     "  asm volatile(\"cp.async.ca.shared.global [%0], [%1], 8;\\n\" ::\"r\"((unsigned)__cvta_generic_to_shared(d)), \"l\"(s) : \"memory\");\n"
     "}\n"
-    "__device__ __forceinline__ void kg_cp_async16(float *d, const float *s) {\n"
+    "__device__ __forceinline__ void kg_cp_async16(void *d, const void *s) {\n"
     "  asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\\n\" ::\"r\"((unsigned)__cvta_generic_to_shared(d)), \"l\"(s) : \"memory\");\n"
     "}\n"
     "#define kg_cp_async_commit() asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\")\n"
     "#define kg_cp_async_wait(n) asm volatile(\"cp.async.wait_group %0;\\n\" ::\"n\"(n) : \"memory\")\n"
     "#else\n"
-    "__device__ __forceinline__ void kg_cp_async4(float *d, const float *s) { *d = *s; }\n"
-    "__device__ __forceinline__ void kg_cp_async8(float *d, const float *s) { *(float2 *)d = *(const float2 *)s; }\n"
-    "__device__ __forceinline__ void kg_cp_async16(float *d, const float *s) { *(float4 *)d = *(const float4 *)s; }\n"
+    "__device__ __forceinline__ void kg_cp_async4(void *d, const void *s) { *(unsigned *)d = *(const unsigned *)s; }\n"
+    "__device__ __forceinline__ void kg_cp_async8(void *d, const void *s) { *(float2 *)d = *(const float2 *)s; }\n"
+    "__device__ __forceinline__ void kg_cp_async16(void *d, const void *s) { *(float4 *)d = *(const float4 *)s; }\n"
     "#define kg_cp_async_commit() ((void)0)\n"
     "#define kg_cp_async_wait(n) ((void)0)\n"
     "#endif\n"
@@ -1072,6 +1096,51 @@ static const char prelude[] =
     "__device__ __forceinline__ float kg_minf(float a, float b) {\n"
     "  return __uint_as_float((__float_as_uint(a < b ? a : b) | __float_as_uint(b < a ? b : a)) | kg_nan_mask(a, b));\n"
     "}\n"
+    "/* f16 and bf16 elements (stored as unsigned short): loads widen exactly, stores round to nearest even. The\n"
+    " * hardware conversions where they exist (f16 on every arch kgen targets, bf16 from sm_80 on), else the bits. */\n"
+    "__device__ __forceinline__ float kg_ld_bf16(unsigned short h) { return __uint_as_float((unsigned)h << 16); }\n"
+    "__device__ __forceinline__ unsigned short kg_st_bf16(float f) {\n"
+    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(KG_EMULATE)\n"
+    "  unsigned short h;\n"
+    "  asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));\n"
+    "  return h;\n"
+    "#else\n"
+    "  unsigned u = __float_as_uint(f);\n"
+    "  unsigned r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;\n"
+    "  return (unsigned short)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r);\n"
+    "#endif\n"
+    "}\n"
+    "__device__ __forceinline__ float kg_ld_f16(unsigned short h) {\n"
+    "#if defined(__CUDA_ARCH__) && !defined(KG_EMULATE)\n"
+    "  float f;\n"
+    "  asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));\n"
+    "  return f;\n"
+    "#else\n"
+    "  unsigned sign = (unsigned)(h & 0x8000u) << 16, em = h & 0x7fffu;\n"
+    "  if (em >= 0x7c00u) return __uint_as_float(sign | 0x7f800000u | ((em & 0x3ffu) << 13));\n"
+    "  if (em < 0x400u) return __uint_as_float(sign | __float_as_uint((float)em * 5.9604644775390625e-8f));\n"
+    "  return __uint_as_float(sign | ((em << 13) + 0x38000000u));\n"
+    "#endif\n"
+    "}\n"
+    "__device__ __forceinline__ unsigned short kg_st_f16(float f) {\n"
+    "#if defined(__CUDA_ARCH__) && !defined(KG_EMULATE)\n"
+    "  unsigned short h;\n"
+    "  asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));\n"
+    "  return h;\n"
+    "#else\n"
+    "  unsigned u = __float_as_uint(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;\n"
+    "  if (a > 0x7f800000u) return (unsigned short)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));\n"
+    "  if (a >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);\n"
+    "  if (a < 0x38800000u) {\n"
+    "    volatile float q = __uint_as_float(a) * 16777216.0f + 8388608.0f; /* rounds to an integer, ties to even */\n"
+    "    return (unsigned short)(sign | (unsigned)(q - 8388608.0f));\n"
+    "  }\n"
+    "  return (unsigned short)(sign | (a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u) >> 13);\n"
+    "#endif\n"
+    "}\n"
+    "__device__ __forceinline__ float kg_cvt_f32(float x) { return x; }\n"
+    "__device__ __forceinline__ float kg_cvt_f16(float x) { return kg_ld_f16(kg_st_f16(x)); }\n"
+    "__device__ __forceinline__ float kg_cvt_bf16(float x) { return kg_ld_bf16(kg_st_bf16(x)); }\n"
     "#endif\n"
     "\n";
 
@@ -1081,10 +1150,10 @@ static void put_params(cgen *g) {
   for (int i = 0; i < f->nsize_vars; i++, n++)
     kg_strbuf_printf(&g->b, "%slong long kg_size_%s", n ? ", " : "", f->size_vars[i]->name);
   for (int i = 0; i < f->nparams; i++, n++)
-    kg_strbuf_printf(&g->b, "%s%sfloat* __restrict__ %s", n ? ", " : "", f->params[i]->is_input ? "const " : "",
-                     f->params[i]->name);
+    kg_strbuf_printf(&g->b, "%s%s%s* __restrict__ %s", n ? ", " : "", f->params[i]->is_input ? "const " : "",
+                     elem_type(f->params[i]), f->params[i]->name);
   for (int i = 0; i < f->ntemps; i++, n++)
-    kg_strbuf_printf(&g->b, "%sfloat* __restrict__ %s", n ? ", " : "", f->temps[i]->name);
+    kg_strbuf_printf(&g->b, "%s%s* __restrict__ %s", n ? ", " : "", elem_type(f->temps[i]), f->temps[i]->name);
 }
 
 /* The dynamic sizes' names (f->size_vars order), in g's arena. */
@@ -1145,7 +1214,7 @@ static int put_kernel(cgen *g, const kg_irstmt *item, int k, const char *prefix,
   int64_t total = 0;
   for (int i = 0; i < g->nsh; i++) {
     g->sh[i].offset = total;
-    total += align16(g->sh[i].buf->size * (int64_t)sizeof(float));
+    total += align16(g->sh[i].buf->size * (int64_t)kg_dtype_size[g->sh[i].buf->dtype]);
   }
   for (int i = 0; i < g->nred; i++) {
     g->red[i].offset = total;
@@ -1200,10 +1269,14 @@ static int put_kernel(cgen *g, const kg_irstmt *item, int k, const char *prefix,
   if (g->dynamic) kg_strbuf_puts(b, "  KG_DYNAMIC_SHARED(kg_dyn_smem);\n");
   for (int i = 0; i < g->nsh; i++) {
     const kg_buffer *buf = g->sh[i].buf;
-    if (g->dynamic)
+    const char *et = elem_type(buf);
+    if (g->dynamic && buf->dtype == KG_DT_F32)
       kg_strbuf_printf(b, "  float *const %s = kg_dyn_smem + %lld;\n", buf->name, (long long)(g->sh[i].offset / 4));
+    else if (g->dynamic)
+      kg_strbuf_printf(b, "  %s *const %s = (%s *)(kg_dyn_smem + %lld);\n", et, buf->name, et,
+                       (long long)(g->sh[i].offset / 4));
     else
-      kg_strbuf_printf(b, "  __shared__ __align__(16) float %s[%lld];\n", buf->name, (long long)buf->size);
+      kg_strbuf_printf(b, "  __shared__ __align__(16) %s %s[%lld];\n", et, buf->name, (long long)buf->size);
   }
   for (int i = 0; i < g->nred; i++) {
     if (!g->red[i].elems) continue;
@@ -1304,7 +1377,11 @@ int kg_codegen_cuda(const kg_lowered *f, const char *prefix, kg_cuda_program *ou
       if (f->nsize_vars) kg_strbuf_printf(b, "const long long *kg_s = (const long long *)(const void *)a[%d]; ", nb);
       kg_strbuf_printf(b, "%s(", kn);
       for (int i = 0; i < f->nsize_vars; i++) kg_strbuf_printf(b, "%skg_s[%d]", i ? ", " : "", i);
-      for (int i = 0; i < nb; i++) kg_strbuf_printf(b, "%sa[%d]", i || f->nsize_vars ? ", " : "", i);
+      for (int i = 0; i < nb; i++) {
+        const kg_buffer *buf = i < f->nparams ? f->params[i] : f->temps[i - f->nparams];
+        if (buf->dtype == KG_DT_F32) kg_strbuf_printf(b, "%sa[%d]", i || f->nsize_vars ? ", " : "", i);
+        else kg_strbuf_printf(b, "%s(%s *)(void *)a[%d]", i || f->nsize_vars ? ", " : "", elem_type(buf), i);
+      }
       kg_strbuf_puts(b, "); }\n");
     }
     kg_strbuf_puts(b, "#endif\n");

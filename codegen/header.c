@@ -92,9 +92,13 @@ static void put_origin(kg_strbuf *b, const kg_header_origin *o, const char *inde
 }
 
 void kg_header_put_params(kg_strbuf *b, const kg_header_spec *s, int with_types) {
-  for (int i = 0; i < s->nparams; i++)
-    kg_strbuf_printf(b, "%s%s%s", i ? ", " : "", with_types ? (s->param_is_input[i] ? "const float *" : "float *") : "",
-                     s->param_names[i]);
+  for (int i = 0; i < s->nparams; i++) {
+    const char *et = s->param_dtype && s->param_dtype[i] != KG_DT_F32 ? "uint16_t" : "float";
+    if (with_types)
+      kg_strbuf_printf(b, "%s%s%s *%s", i ? ", " : "", s->param_is_input[i] ? "const " : "", et, s->param_names[i]);
+    else
+      kg_strbuf_printf(b, "%s%s", i ? ", " : "", s->param_names[i]);
+  }
 }
 
 static void put_sizes_params(kg_strbuf *b, const kg_header_spec *s, int with_types) {

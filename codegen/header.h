@@ -85,6 +85,8 @@ typedef struct kg_header_spec {
   int nparams;                   /* inputs then outputs */
   const char *const *param_names;
   const int *param_is_input;
+  const int *param_dtype;        /* per parameter, its kg_dtype (NULL: all f32). An f16 or bf16 tensor is passed as
+                                    uint16_t elements holding the values' bits */
   const char *const *param_dims; /* per parameter, its shape for the comment: "[M][K]" */
   int nsizes;
   const char *const *size_names;

@@ -250,6 +250,7 @@ static void put_program(kg_wire *w, const kg_program *p) {
       kg_wire_i64(w, p->sizes[k].lo);
       kg_wire_i64(w, p->sizes[k].hi);
     }
+  kg_wire_i64(w, p->io_retyped ? 1 + (int64_t)p->io_dtype : 0);
   kg_tlog_workload wl;
   kg_tlog_workload_of(p, &wl);
   kg_wire_str(w, wl.hash);
@@ -282,12 +283,17 @@ static kg_program *get_program(kg_wire *w, char *err, size_t errlen) {
     dyn[k].lo = kg_wire_get_i64(w);
     dyn[k].hi = kg_wire_get_i64(w);
   }
+  int64_t io = kg_wire_get_i64(w);
   hash = kg_wire_get_str(w);
-  if (w->bad || !text) goto bad;
+  if (w->bad || !text || io < 0 || io > KG_DT_COUNT) goto bad;
   kg_diag diag = {0};
   kg_arena da;
   kg_arena_init(&da);
   p = kg_program_load(name, text, len, def[0] ? def : NULL, b, (int)nb, &diag, &da);
+  if (p && io > 0 && kg_program_set_io_dtype(p, (kg_dtype)(io - 1), &diag, &da) != 0) {
+    kg_program_free(p);
+    p = NULL;
+  }
   if (p && nd > 0 && kg_program_set_dynamic(p, dyn, (int)nd, &diag, &da) != 0) {
     kg_program_free(p);
     p = NULL;

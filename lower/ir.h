@@ -17,6 +17,8 @@ typedef struct kg_buffer {
   int id;
   kg_scope scope;
   kg_tensor *tensor;
+  kg_dtype dtype;   /* element type in memory: its tensor's (f32 for lowering's own scratch). A load widens an f16/bf16
+                       element to f32 exactly; a store rounds the f32 value to the type */
   int64_t size;     /* elements (with dynamic sizes: the most it can take, every dynamic size at its hi) */
   kg_irexpr *dyn_size; /* a global temporary whose element count follows dynamic sizes: that count, an INT
                           expression over kg_lowered.size_vars; NULL otherwise (regions and parameters never) */

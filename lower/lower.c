@@ -196,6 +196,7 @@ static kg_buffer *new_buffer(lctx *L, kg_tensor *t, kg_scope scope, int64_t size
   b->id = L->nbuffers++;
   b->scope = scope;
   b->tensor = t;
+  b->dtype = t->dtype;
   b->size = size;
   b->param_index = -1;
   return b;

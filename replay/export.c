@@ -284,7 +284,8 @@ static char *signature(const kg_program *p, char **dims) {
     for (int i = 0; i < n; i++, k++) {
       kg_strbuf d;
       kg_strbuf_init(&d);
-      kg_strbuf_printf(&b, "%s%s: f32[", i ? ", " : "", ps[i].name);
+      const kg_tensor *t = side ? p->outputs[i] : p->inputs[i];
+      kg_strbuf_printf(&b, "%s%s: %s[", i ? ", " : "", ps[i].name, kg_dtype_names[t->dtype]);
       for (int j = 0; j < ps[i].ndim; j++) {
         if (j) kg_strbuf_puts(&b, ", ");
         kg_expr_print(&b, p, ps[i].dims[j]);
@@ -358,6 +359,9 @@ int kg_export_header(const kg_program *const *progs, int n, const kg_tlog *log, 
   const int np = progs[0]->ninputs + progs[0]->noutputs, ns = progs[0]->nsizes;
   const char **pnames = kg_xrealloc(NULL, sizeof *pnames * (size_t)(np + 1));
   int *pin = kg_xrealloc(NULL, sizeof *pin * (size_t)(np + 1));
+  int *pdt = kg_xrealloc(NULL, sizeof *pdt * (size_t)(np + 1));
+  for (int i = 0; i < np; i++)
+    pdt[i] = (int)(i < progs[0]->ninputs ? progs[0]->inputs[i] : progs[0]->outputs[i - progs[0]->ninputs])->dtype;
   char **pdims = kg_xrealloc(NULL, sizeof *pdims * (size_t)(np + 1));
   const char **snames = kg_xrealloc(NULL, sizeof *snames * (size_t)(ns + 1));
   char *sig = signature(progs[0], pdims);
@@ -392,6 +396,7 @@ int kg_export_header(const kg_program *const *progs, int n, const kg_tlog *log, 
                          .nparams = np,
                          .param_names = pnames,
                          .param_is_input = pin,
+                         .param_dtype = pdt,
                          .param_dims = (const char *const *)pdims,
                          .nsizes = ns,
                          .size_names = snames,
@@ -437,6 +442,7 @@ int kg_export_header(const kg_program *const *progs, int n, const kg_tlog *log, 
   free(pdims);
   free(pnames);
   free(pin);
+  free(pdt);
   free(snames);
   free(sdyn);
   free(sig);

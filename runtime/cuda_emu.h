@@ -3,7 +3,7 @@
  * (runtime/emu.c) loads and launches block by block on the CPU.
  *
  * It defines the CUDA dialect the printer uses (qualifiers, blockIdx/threadIdx/blockDim/gridDim, __shared__,
- * KG_DYNAMIC_SHARED, __syncthreads, warp shuffles, float2/float4, device math) and the launcher,
+ * KG_DYNAMIC_SHARED, __syncthreads, warp shuffles, float2/float4, ushort2/ushort4, device math) and the launcher,
  * `kg_emu_launch`, which emu.c finds with dlsym. The launcher lives here, in the compiled module, so that the
  * stack switching happens in code built without sanitizers even when libkgen is built with them.
  *
@@ -83,6 +83,35 @@ struct __attribute__((aligned(16))) float4 {
   float4 &operator=(const float4 &o) {
     kg_emu_check_align(this, 16, "a float4 store (assignment)", 0);
     kg_emu_check_align(&o, 16, "a float4 load (assignment)", 0);
+    x = o.x, y = o.y, z = o.z, w = o.w;
+    return *this;
+  }
+};
+/* ushort2/ushort4: pairs and quads of f16/bf16 elements (their bits), 4- and 8-byte aligned, checked alike. */
+struct __attribute__((aligned(4))) ushort2 {
+  unsigned short x, y;
+  ushort2() = default;
+  ushort2(const ushort2 &o, int line = __builtin_LINE()) {
+    kg_emu_check_align(&o, 4, "a ushort2 load (copy)", line);
+    x = o.x, y = o.y;
+  }
+  ushort2 &operator=(const ushort2 &o) {
+    kg_emu_check_align(this, 4, "a ushort2 store (assignment)", 0);
+    kg_emu_check_align(&o, 4, "a ushort2 load (assignment)", 0);
+    x = o.x, y = o.y;
+    return *this;
+  }
+};
+struct __attribute__((aligned(8))) ushort4 {
+  unsigned short x, y, z, w;
+  ushort4() = default;
+  ushort4(const ushort4 &o, int line = __builtin_LINE()) {
+    kg_emu_check_align(&o, 8, "a ushort4 load (copy)", line);
+    x = o.x, y = o.y, z = o.z, w = o.w;
+  }
+  ushort4 &operator=(const ushort4 &o) {
+    kg_emu_check_align(this, 8, "a ushort4 store (assignment)", 0);
+    kg_emu_check_align(&o, 8, "a ushort4 load (assignment)", 0);
     x = o.x, y = o.y, z = o.z, w = o.w;
     return *this;
   }

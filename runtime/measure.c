@@ -66,7 +66,7 @@ struct kg_measurer {
   kg_data view;      /* inputs/outputs pointing at the shared buffers, ref = data.ref (owns nothing) */
   int memfd;
   int nbuf;          /* inputs then outputs */
-  int64_t *numel;
+  int64_t *numel;    /* per buffer: its 4-byte words (kg_data_words), as the worker takes them */
   size_t *file_off;
   void **map_base;
   size_t *map_len;
@@ -470,7 +470,8 @@ kg_measurer *kg_measurer_new(const kg_program *p, const kg_measure_opts *o, char
   memset(m->map_base, 0, sizeof(void *) * (size_t)(m->nbuf + 1));
   size_t total = 0;
   for (int i = 0; i < m->nbuf; i++) {
-    m->numel[i] = kg_tensor_numel(i < p->ninputs ? p->inputs[i] : p->outputs[i - p->ninputs]);
+    /* in 4-byte words: the worker moves buffers as blocks of words, whatever their element type */
+    m->numel[i] = kg_data_words(i < p->ninputs ? p->inputs[i] : p->outputs[i - p->ninputs]);
     m->file_off[i] = total;
     total += kg_buffer_span(m->numel[i]);
   }

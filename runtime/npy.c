@@ -1,4 +1,8 @@
-/* NumPy .npy files for `--save` / `--load`: f32 little-endian, C order.
+/* NumPy .npy files for `--save` / `--load`: little-endian, C order.
+ *
+ * Types: f32 tensors are '<f4' and f16 ones '<f2'. bf16 has no NumPy type: its tensors are saved as '<f4' holding
+ * their exact values. Loading takes '<f4' or '<f2' for a tensor of any type and rounds each value to the tensor's
+ * type (to nearest even), so an f32 array can feed an f16 or bf16 input.
  *
  * Writes format 1.0 with the header padded (spaces, then '\n') so the data starts at a multiple of 64 bytes, as
  * numpy does. Reads 1.0 and 2.0; every field of the header is checked against what the caller expects, and a
@@ -12,6 +16,7 @@
 #include <unistd.h>
 #include "verify.h"
 #include "../base/file.h"
+#include "../base/half.h"
 
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAGIC_LEN 6
@@ -40,13 +45,15 @@ static uint32_t get_le32(const unsigned char *b) {
   return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
 }
 
-int kg_npy_save(const char *path, const float *data, int ndim, const int64_t *shape, char *err, size_t errlen) {
+int kg_npy_save(const char *path, const void *data, kg_dtype type, int ndim, const int64_t *shape, char *err,
+                size_t errlen) {
   if (ndim < 0 || ndim > 32 || npy_numel(ndim, shape) < 0) {
     npy_err(err, errlen, "%s: %s", path, "invalid shape");
     return -1;
   }
   char dict[1024];
-  int w = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (");
+  int esz = type == KG_DT_F16 ? 2 : 4; /* bf16 goes out as f32 */
+  int w = snprintf(dict, sizeof dict, "{'descr': '<f%d', 'fortran_order': False, 'shape': (", esz);
   for (int d = 0; d < ndim; d++) w += snprintf(dict + w, sizeof dict - (size_t)w, "%lld, ", (long long)shape[d]);
   if (ndim == 1) w -= 1;       /* "(5,)" */
   else if (ndim > 1) w -= 2;   /* "(3, 4)" */
@@ -89,12 +96,16 @@ int kg_npy_save(const char *path, const float *data, int ndim, const int64_t *sh
   unsigned char chunk[4096];
   for (int64_t k = 0; ok && k < n;) {
     size_t m = 0;
-    for (; m < sizeof chunk / 4 && k < n; m++, k++) {
-      uint32_t bits;
-      memcpy(&bits, &data[k], 4);
-      put_le32(chunk + 4 * m, bits);
+    for (; m < sizeof chunk / (size_t)esz && k < n; m++, k++) {
+      if (esz == 2) {
+        uint16_t h = ((const uint16_t *)data)[k];
+        chunk[2 * m] = (unsigned char)h;
+        chunk[2 * m + 1] = (unsigned char)(h >> 8);
+      } else {
+        put_le32(chunk + 4 * m, kg_half_fbits(kg_data_get(type, data, (int64_t)k)));
+      }
     }
-    ok = fwrite(chunk, 4, m, f) == m;
+    ok = fwrite(chunk, (size_t)esz, m, f) == m;
   }
   if (fclose(f) != 0) ok = 0;
   if (!ok) {
@@ -196,14 +207,14 @@ static void format_shape(char *buf, size_t len, int ndim, const int64_t *shape) 
   if (w > 0 && (size_t)w < len) snprintf(buf + w, len - (size_t)w, ")");
 }
 
-static float *npy_fail(FILE *f, char *hdr, float *data) {
+static void *npy_fail(FILE *f, char *hdr, void *data) {
   if (f) fclose(f);
   free(hdr);
   free(data);
   return NULL;
 }
 
-float *kg_npy_load(const char *path, int ndim, const int64_t *shape, char *err, size_t errlen) {
+void *kg_npy_load(const char *path, kg_dtype type, int ndim, const int64_t *shape, char *err, size_t errlen) {
   int64_t n = npy_numel(ndim, shape);
   if (ndim < 0 || ndim > 32 || n < 0) {
     npy_err(err, errlen, "%s: %s", path, "invalid expected shape");
@@ -261,8 +272,10 @@ float *kg_npy_load(const char *path, int ndim, const int64_t *shape, char *err, 
     return npy_fail(f, hdr, NULL);
   }
   char msg[400];
-  if (strcmp(h.descr, "<f4") != 0) {
-    snprintf(msg, sizeof msg, "dtype '%.32s' is not supported (expected '<f4', float32 little-endian)", h.descr);
+  int fsz = !strcmp(h.descr, "<f4") ? 4 : !strcmp(h.descr, "<f2") ? 2 : 0;
+  if (!fsz) {
+    snprintf(msg, sizeof msg,
+             "dtype '%.32s' is not supported (expected '<f4' or '<f2', float32 or float16 little-endian)", h.descr);
     npy_err(err, errlen, "%s: %s", path, msg);
     return npy_fail(f, hdr, NULL);
   }
@@ -280,21 +293,30 @@ float *kg_npy_load(const char *path, int ndim, const int64_t *shape, char *err, 
     npy_err(err, errlen, "%s: %s", path, msg);
     return npy_fail(f, hdr, NULL);
   }
-  float *data = malloc((size_t)(n ? n : 1) * sizeof(float));
+  void *data = malloc((size_t)(n ? n : 1) * (size_t)kg_dtype_size[type]);
   if (!data) {
     npy_err(err, errlen, "%s: %s", path, "out of memory");
     return npy_fail(f, hdr, NULL);
   }
   unsigned char chunk[4096];
   for (int64_t k = 0; k < n;) {
-    size_t want = (size_t)(n - k) < sizeof chunk / 4 ? (size_t)(n - k) : sizeof chunk / 4;
-    if (fread(chunk, 4, want, f) != want) {
+    size_t room = sizeof chunk / (size_t)fsz;
+    size_t want = (size_t)(n - k) < room ? (size_t)(n - k) : room;
+    if (fread(chunk, (size_t)fsz, want, f) != want) {
       npy_err(err, errlen, "%s: %s", path, "truncated data (file shorter than its shape says)");
       return npy_fail(f, hdr, data);
     }
     for (size_t m = 0; m < want; m++, k++) {
-      uint32_t bits = get_le32(chunk + 4 * m);
-      memcpy(&data[k], &bits, 4);
+      if (fsz == 2 && type == KG_DT_F16) { /* the bits as they are (NaN payloads included) */
+        ((uint16_t *)data)[k] = (uint16_t)(chunk[2 * m] | chunk[2 * m + 1] << 8);
+      } else if (fsz == 4 && type == KG_DT_F32) {
+        uint32_t bits = get_le32(chunk + 4 * m);
+        memcpy((float *)data + k, &bits, 4);
+      } else {
+        float v = fsz == 2 ? kg_f16_to_f32((uint16_t)(chunk[2 * m] | chunk[2 * m + 1] << 8))
+                           : kg_half_bitsf(get_le32(chunk + 4 * m));
+        kg_data_set(type, data, k, v);
+      }
     }
   }
   if (fgetc(f) != EOF) {

@@ -13,10 +13,47 @@
 #include "../base/xalloc.h"
 #include "../base/rng.h"
 #include "../base/mem.h"
+#include "../base/half.h"
 
 /* A quiet-looking but non-canonical NaN: arithmetic yields 0x7fc00000 / 0xffc00000 or propagates an input's
- * payload, never this pattern from non-poisoned data. */
+ * payload, never this pattern from non-poisoned data. The 16-bit types' are signaling NaNs, which no conversion
+ * produces (they quiet NaNs) and no arithmetic does. */
 #define VERIFY_POISON_BITS 0x7fa5a5a5u
+#define VERIFY_POISON_F16 0x7d5au
+#define VERIFY_POISON_BF16 0x7fa5u
+
+float kg_data_get(kg_dtype t, const void *buf, int64_t k) {
+  switch (t) {
+  case KG_DT_F16: return kg_f16_to_f32(((const uint16_t *)buf)[k]);
+  case KG_DT_BF16: return kg_bf16_to_f32(((const uint16_t *)buf)[k]);
+  default: return ((const float *)buf)[k];
+  }
+}
+
+void kg_data_set(kg_dtype t, void *buf, int64_t k, double v) {
+  switch (t) {
+  case KG_DT_F16: ((uint16_t *)buf)[k] = kg_f16_from_double(v); break;
+  case KG_DT_BF16: ((uint16_t *)buf)[k] = kg_bf16_from_f32((float)kg_round_bf16(v)); break;
+  default: ((float *)buf)[k] = (float)v; break;
+  }
+}
+
+/* Does element k of buf (of type t) hold the poison? */
+static int poisoned_at(kg_dtype t, const void *buf, int64_t k) {
+  switch (t) {
+  case KG_DT_F16: return ((const uint16_t *)buf)[k] == VERIFY_POISON_F16;
+  case KG_DT_BF16: return ((const uint16_t *)buf)[k] == VERIFY_POISON_BF16;
+  default: {
+    uint32_t bits;
+    memcpy(&bits, (const float *)buf + k, sizeof bits);
+    return bits == VERIFY_POISON_BITS;
+  }
+  }
+}
+
+int64_t kg_data_words(const kg_tensor *t) {
+  return (kg_tensor_numel(t) * kg_dtype_size[t->dtype] + 3) / 4;
+}
 
 /* Uniform in [0, 1) with 24 bits, exactly representable as f32. */
 static double rng_unit(uint64_t *s) { return (double)(kg_rng_next(s) >> 40) * (1.0 / 16777216.0); }
@@ -27,7 +64,7 @@ static void data_draw_signed(kg_data *d, const kg_program *p, uint64_t seed) {
     int64_t n = kg_tensor_numel(p->inputs[i]);
     for (int64_t k = 0; k < n; k++) {
       double mag = 1.0 / 64 + rng_unit(&s) * (1.0 - 1.0 / 64);
-      d->inputs[i][k] = (float)((kg_rng_next(&s) & 1) ? -mag : mag);
+      kg_data_set(p->inputs[i]->dtype, d->inputs[i], k, (kg_rng_next(&s) & 1) ? -mag : mag);
     }
   }
 }
@@ -36,7 +73,7 @@ static void data_draw_positive(kg_data *d, const kg_program *p, uint64_t seed) {
   uint64_t s = seed ^ 0x5bd1e9955bd1e995ull; /* a different stream from the signed draw */
   for (int i = 0; i < d->ninputs; i++) {
     int64_t n = kg_tensor_numel(p->inputs[i]);
-    for (int64_t k = 0; k < n; k++) d->inputs[i][k] = (float)(0.5 + rng_unit(&s));
+    for (int64_t k = 0; k < n; k++) kg_data_set(p->inputs[i]->dtype, d->inputs[i], k, 0.5 + rng_unit(&s));
   }
 }
 
@@ -44,8 +81,10 @@ double kg_data_bytes(const kg_program *p) {
   double bytes = 0;
   for (int i = 0; i < p->ntensors; i++) {
     const kg_tensor *t = p->tensors[i];
-    double n = (double)kg_tensor_numel(t);
-    bytes += t->kind == KG_TENSOR_INPUT ? 4 * n : 12 * n; /* outputs: f32 + double ref; temps: double + f32 */
+    double n = (double)kg_tensor_numel(t), sz = kg_dtype_size[t->dtype];
+    /* inputs: their own and (narrow) the reference's f32 copy; outputs: theirs + the double reference; temps:
+     * the reference's double + the kernel's */
+    bytes += t->kind == KG_TENSOR_INPUT ? (sz + (sz < 4 ? 4 : 0)) * n : (8 + sz) * n;
   }
   return bytes;
 }
@@ -53,7 +92,8 @@ double kg_data_bytes(const kg_program *p) {
 double kg_data_need(const kg_program *p) {
   double io = 0;
   for (int i = 0; i < p->ntensors; i++)
-    if (p->tensors[i]->kind != KG_TENSOR_TEMP) io += 4.0 * (double)kg_tensor_numel(p->tensors[i]);
+    if (p->tensors[i]->kind != KG_TENSOR_TEMP)
+      io += (double)kg_dtype_size[p->tensors[i]->dtype] * (double)kg_tensor_numel(p->tensors[i]);
   return kg_data_bytes(p) + io;
 }
 
@@ -87,9 +127,9 @@ int kg_data_init(kg_data *d, const kg_program *p, uint64_t seed) {
   d->ref = calloc((size_t)(p->noutputs ? p->noutputs : 1), sizeof(double *));
   int ok = d->inputs && d->outputs && d->ref;
   for (int i = 0; ok && i < p->ninputs; i++)
-    ok = (d->inputs[i] = data_alloc(kg_tensor_numel(p->inputs[i]), sizeof(float))) != NULL;
+    ok = (d->inputs[i] = data_alloc(kg_data_words(p->inputs[i]), sizeof(float))) != NULL;
   for (int i = 0; ok && i < p->noutputs; i++)
-    ok = (d->outputs[i] = data_alloc(kg_tensor_numel(p->outputs[i]), sizeof(float))) != NULL &&
+    ok = (d->outputs[i] = data_alloc(kg_data_words(p->outputs[i]), sizeof(float))) != NULL &&
          (d->ref[i] = data_alloc(kg_tensor_numel(p->outputs[i]), sizeof(double))) != NULL;
   if (!ok) {
     if (!d->inputs || !d->outputs || !d->ref) {
@@ -135,12 +175,6 @@ static void ref_alloc(kg_data *d, const kg_program *p) {
     d->ref[i] = kg_xrealloc(NULL, sizeof(double) * (size_t)kg_tensor_numel(p->outputs[i]));
 }
 
-static int is_poison(float f) {
-  uint32_t bits;
-  memcpy(&bits, &f, sizeof bits);
-  return bits == VERIFY_POISON_BITS;
-}
-
 /* A NaN input with the poison's bits (a user's .npy may hold any pattern) would reach an output through a copy
  * or a max and be taken for an element the kernel never wrote: it becomes the canonical NaN, which means the
  * same. Runs before the reference, so the kernels see the inputs the reference saw. */
@@ -148,15 +182,37 @@ static void inputs_unpoison(kg_data *d, const kg_program *p) {
   for (int i = 0; i < d->ninputs; i++) {
     int64_t n = kg_tensor_numel(p->inputs[i]);
     for (int64_t k = 0; k < n; k++)
-      if (is_poison(d->inputs[i][k])) d->inputs[i][k] = NAN;
+      if (poisoned_at(p->inputs[i]->dtype, d->inputs[i], k)) kg_data_set(p->inputs[i]->dtype, d->inputs[i], k, NAN);
   }
 }
 
-/* kg_eval_reference fails only on an out-of-bounds read, which it turns into NaN: reported like NaN here */
+/* kg_eval_reference fails only on an out-of-bounds read, which it turns into NaN: reported like NaN here. It
+ * reads f32 values: narrow inputs are widened into copies for it. */
 int kg_data_reference_as_is(kg_data *d, const kg_program *p) {
   ref_alloc(d, p);
   inputs_unpoison(d, p);
-  int rc = kg_eval_reference(p, (const float *const *)d->inputs, d->ref);
+  const float **in = kg_xrealloc(NULL, sizeof(float *) * (size_t)(p->ninputs + 1));
+  int rc = 0;
+  for (int i = 0; i < p->ninputs; i++) {
+    in[i] = d->inputs[i];
+    if (p->inputs[i]->dtype == KG_DT_F32) continue;
+    int64_t n = kg_tensor_numel(p->inputs[i]);
+    float *w = data_alloc(n, sizeof(float));
+    if (!w) {
+      rc = -2;
+      for (int j = 0; j < i; j++)
+        if (in[j] != d->inputs[j]) free((void *)in[j]);
+      break;
+    }
+    for (int64_t k = 0; k < n; k++) w[k] = kg_data_get(p->inputs[i]->dtype, d->inputs[i], k);
+    in[i] = w;
+  }
+  if (rc == 0) {
+    rc = kg_eval_reference(p, in, d->ref);
+    for (int i = 0; i < p->ninputs; i++)
+      if (in[i] != d->inputs[i]) free((void *)in[i]);
+  }
+  free(in);
   if (rc == -2) return -2;
   return rc == 0 && ref_all_finite(d, p) ? 0 : -1;
 }
@@ -174,7 +230,13 @@ void kg_data_poison(kg_data *d, const kg_program *p) {
   memcpy(&poison, &bits, sizeof poison);
   for (int i = 0; i < d->noutputs; i++) {
     int64_t n = kg_tensor_numel(p->outputs[i]);
-    for (int64_t k = 0; k < n; k++) d->outputs[i][k] = poison;
+    kg_dtype t = p->outputs[i]->dtype;
+    if (t == KG_DT_F32) {
+      for (int64_t k = 0; k < n; k++) d->outputs[i][k] = poison;
+    } else {
+      uint16_t h = t == KG_DT_F16 ? VERIFY_POISON_F16 : VERIFY_POISON_BF16;
+      for (int64_t k = 0; k < n; k++) ((uint16_t *)d->outputs[i])[k] = h;
+    }
   }
 }
 
@@ -197,9 +259,9 @@ static const char *class_name(double x) {
 }
 
 /* Why element (got, ref) fails, or NULL when it passes; *err gets its relative error (finite refs). */
-static const char *element_check(float got, double ref, double scale, double rtol, double *err) {
+static const char *element_check(int poisoned, float got, double ref, double scale, double rtol, double *err) {
   *err = 0;
-  if (is_poison(got)) return "unwritten (still poisoned)";
+  if (poisoned) return "unwritten (still poisoned)";
   if (!isfinite(ref)) {
     if (isnan(ref) ? isnan(got) : (isinf(got) && (got > 0) == (ref > 0))) return NULL;
     return "wrong class";
@@ -223,10 +285,26 @@ static double longest_reduction(const kg_program *p) {
   return longest;
 }
 
+/* One unit in the last place, relative (2^(1-p) for p significant bits): how far two correctly rounded results
+ * may land apart when the values they round differ by a little. */
+static double dtype_ulp(kg_dtype t) { return t == KG_DT_F16 ? 0x1p-10 : t == KG_DT_BF16 ? 0x1p-7 : 0; }
+
 double kg_verify_tolerance(const kg_program *p, double rtol) {
   if (!(rtol > 0)) rtol = 1e-4;
   double len = longest_reduction(p);
-  return len > 256 ? rtol * sqrt(len / 256) : rtol;
+  double tol = len > 256 ? rtol * sqrt(len / 256) : rtol;
+  /* Narrow types: the kernel rounds an f32 result, the reference the exact one; near a rounding boundary they
+   * land one ulp apart: one ulp of the output type, and twice that of the widest narrow intermediate, whose
+   * elements may each be an ulp off before the stages that read them (a kernel that rounds where the program
+   * does not, or not where it does, is off by far more, except on the elements it happens to agree). */
+  double out = 0, mid = 0;
+  for (int i = 0; i < p->ntensors; i++) {
+    const kg_tensor *t = p->tensors[i];
+    double u = dtype_ulp(t->dtype);
+    if (t->kind == KG_TENSOR_OUTPUT && u > out) out = u;
+    if (t->kind == KG_TENSOR_TEMP && u > mid) mid = u;
+  }
+  return tol + out + 2 * mid;
 }
 
 kg_verify_result kg_verify(const kg_program *p, const kg_data *d, double rtol) {
@@ -241,7 +319,8 @@ kg_verify_result kg_verify(const kg_program *p, const kg_data *d, double rtol) {
   for (int i = 0; i < d->noutputs; i++) {
     const kg_tensor *t = p->outputs[i];
     int64_t n = kg_tensor_numel(t);
-    const float *got = d->outputs[i];
+    const void *got = d->outputs[i];
+    kg_dtype ty = t->dtype;
     const double *ref = d->ref[i];
     double maxabs = 0;
     for (int64_t k = 0; k < n; k++)
@@ -249,7 +328,8 @@ kg_verify_result kg_verify(const kg_program *p, const kg_data *d, double rtol) {
     double scale = maxabs > 0 ? 1e-2 * maxabs : 1e-30;
     for (int64_t k = 0; k < n; k++) {
       double err;
-      const char *why = element_check(got[k], ref[k], scale, rtol, &err);
+      float g = kg_data_get(ty, got, k);
+      const char *why = element_check(poisoned_at(ty, got, k), g, ref[k], scale, rtol, &err);
       if (err > r.max_rel_err) r.max_rel_err = err;
       if (!why) continue;
       if (strcmp(why, "error") != 0) r.max_rel_err = INFINITY;
@@ -259,11 +339,11 @@ kg_verify_result kg_verify(const kg_program *p, const kg_data *d, double rtol) {
       format_index(where, sizeof where, t, k);
       if (!strcmp(why, "error"))
         snprintf(r.msg, sizeof r.msg, "%s: got %.9g expected %.9g (rel err %.3g, tolerance %.3g)", where,
-                 (double)got[k], ref[k], err, rtol);
+                 (double)g, ref[k], err, rtol);
       else if (!strcmp(why, "wrong class"))
-        snprintf(r.msg, sizeof r.msg, "%s: got %.9g expected %s", where, (double)got[k], class_name(ref[k]));
+        snprintf(r.msg, sizeof r.msg, "%s: got %.9g expected %s", where, (double)g, class_name(ref[k]));
       else if (!strcmp(why, "non-finite"))
-        snprintf(r.msg, sizeof r.msg, "%s: got %s expected %.9g", where, class_name((double)got[k]), ref[k]);
+        snprintf(r.msg, sizeof r.msg, "%s: got %s expected %.9g", where, class_name((double)g), ref[k]);
       else
         snprintf(r.msg, sizeof r.msg, "%s: %s", where, why);
     }

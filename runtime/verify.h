@@ -6,12 +6,21 @@
 #include <stdint.h>
 #include "../te/te.h"
 
+/* The buffers hold each tensor as kernels take it: f32 tensors as floats, f16 and bf16 ones as 16-bit elements
+ * (the float pointer then addresses uint16_t storage: read and write those with kg_data_get / kg_data_set). */
 typedef struct kg_data {
   int ninputs, noutputs;
-  float **inputs;  /* malloc'ed, kg_tensor_numel of p->inputs[i] each */
+  float **inputs;  /* malloc'ed, kg_data_words of p->inputs[i] each */
   float **outputs; /* malloc'ed, for the kernel under test */
   double **ref;    /* malloc'ed reference outputs (NULL until kg_data_reference) */
 } kg_data;
+
+/* Element k of a buffer holding type t, as an f32 value (exact). */
+float kg_data_get(kg_dtype t, const void *buf, int64_t k);
+/* Stores v into element k, rounded to t (to nearest even). */
+void kg_data_set(kg_dtype t, void *buf, int64_t k, double v);
+/* 4-byte words a buffer of t takes (its bytes rounded up): what the runtime allocates, maps and copies. */
+int64_t kg_data_words(const kg_tensor *t);
 
 /* Bytes a verified run of p holds at once: f32 inputs and outputs, the double reference, the evaluator's double
  * intermediates and the kernel's f32 temporaries. */
@@ -52,11 +61,15 @@ typedef struct kg_verify_result {
 /* Compares d->outputs with d->ref against kg_verify_tolerance(p, rtol). */
 kg_verify_result kg_verify(const kg_program *p, const kg_data *d, double rtol);
 /* rtol (1e-4 when <= 0) widened by sqrt(L / 256) when the program's longest reduction L is longer than 256
- * terms, since f32 accumulation error grows with the square root of the length. */
+ * terms, since f32 accumulation error grows with the square root of the length; plus, for f16/bf16 data, one ulp
+ * of the narrowest output type and two of the narrowest intermediate type (2^-10 for f16, 2^-7 for bf16). */
 double kg_verify_tolerance(const kg_program *p, double rtol);
 
-/* NumPy .npy files (version 1.0, '<f4', C order). */
-int kg_npy_save(const char *path, const float *data, int ndim, const int64_t *shape, char *err, size_t errlen);
-/* Loads a file whose shape must equal (ndim, shape); returns malloc'ed data or NULL with the reason in err. */
-float *kg_npy_load(const char *path, int ndim, const int64_t *shape, char *err, size_t errlen);
+/* NumPy .npy files (version 1.0, C order). data is in t's storage (as kg_data's buffers): f32 is written as '<f4',
+ * f16 as '<f2', bf16 as '<f4' holding its exact values (NumPy has no bf16). */
+int kg_npy_save(const char *path, const void *data, kg_dtype t, int ndim, const int64_t *shape, char *err,
+                size_t errlen);
+/* Loads a '<f4' or '<f2' file whose shape must equal (ndim, shape) into t's storage, each value rounded to t
+ * (to nearest even); returns malloc'ed data (kg_tensor_numel elements of t) or NULL with the reason in err. */
+void *kg_npy_load(const char *path, kg_dtype t, int ndim, const int64_t *shape, char *err, size_t errlen);
 #endif

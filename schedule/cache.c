@@ -254,6 +254,7 @@ int kg_sched_cache_read(kg_schedule *s, const kg_step *step, char *err, size_t e
          KG_MAX_LOOP_NAME);
 
   kg_tensor *ct = new_tensor(s, fresh_name(s, t->name, kg_scope_names[scope]), t->ndim, t->shape, t->dyn);
+  ct->dtype = t->dtype; /* a copy: narrow data stays narrow (half the shared memory, and what tensor cores read) */
   kg_sstage *cs = new_stage(s, KG_ORIGIN_CACHE_READ, ct, scope);
   cs->ax = fresh_spatial_axes(s, t, NULL);
   cs->nax = t->ndim;
@@ -289,6 +290,7 @@ int kg_sched_cache_write(kg_schedule *s, kg_sstage *st, const kg_step *step, cha
     FAIL("cache_write: stage %.40s...: the cache stage's name would be too long (max %d characters)", st->name,
          KG_MAX_LOOP_NAME);
 
+  /* f32 whatever S's type: the cache holds S's values before S (now a copy) rounds them on its store */
   kg_tensor *ct = new_tensor(s, fresh_name(s, st->name, kg_scope_names[scope]), st->out->ndim, st->out->shape, st->out->dyn);
   kg_sstage *cs = new_stage(s, KG_ORIGIN_CACHE_WRITE, ct, scope);
   cs->ax = st->ax;

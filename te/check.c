@@ -255,6 +255,7 @@ static kg_tensor *declare_param(checker *c, kg_param *prm, kg_tensor_kind kind) 
   t->name = prm->name;
   t->pos = prm->pos;
   t->kind = kind;
+  t->dtype = prm->dtype;
   t->ndim = prm->ndim;
   for (int d = 0; d < prm->ndim; d++) {
     resolve_size(c, prm->dims[d]);
@@ -478,6 +479,9 @@ static void resolve_stmt(checker *c, int si) {
     if (t->ndim != s->nidx)
       fail(c, pt->pos, "'%s' has %d dimension%s but is defined with %d ind%s", t->name, t->ndim,
            t->ndim == 1 ? "" : "s", s->nidx, s->nidx == 1 ? "ex" : "ices");
+    if (s->has_shape && pt->dtype != t->dtype)
+      fail(c, pt->pos, "'%s' is declared %s here but %s in the signature", t->name, kg_dtype_names[pt->dtype],
+           kg_dtype_names[t->dtype]);
     s->lhs = t; /* the output tensor; its explicit shape (if any) stays in parsed_lhs */
   } else {
     t = pt;

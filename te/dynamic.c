@@ -230,6 +230,10 @@ out:
 kg_program *kg_program_rebind(const kg_program *p, int k, int64_t value, kg_diag *diag, kg_arena *diag_arena) {
   kg_program *q = reload(p, k, value, diag, diag_arena);
   if (!q) return NULL;
+  if (p->io_retyped && kg_program_set_io_dtype(q, p->io_dtype, diag, diag_arena) != 0) {
+    kg_program_free(q);
+    return NULL;
+  }
   kg_dynamic_size dyn[64];
   int n = 0;
   for (int i = 0; i < p->nsizes && n < 64; i++)

@@ -202,6 +202,9 @@ static double f_call1(eval_ctx *c, const cnode *n) {
   case KG_FN_ERF: return erf(x);
   case KG_FN_ABS: return fabs(x);
   case KG_FN_SIGMOID: return 1.0 / (1.0 + exp(-x));
+  case KG_FN_F32: return (double)(float)x;
+  case KG_FN_F16: return kg_dtype_round(KG_DT_F16, x);
+  case KG_FN_BF16: return kg_dtype_round(KG_DT_BF16, x);
   default: assert(0 && "bad function"); return NAN;
   }
 }
@@ -998,7 +1001,8 @@ static void stmt_range(eval_ctx *c, const void *arg, int64_t begin, int64_t end)
       for (int k = 0; k < sc->nlane; k++) reduce_lanes(c, sc->lanes[k], (int)nl);
     }
     for (int64_t e = 0; e < nl; e++, off++) {
-      sc->out[off] = RUN_F(sc->rhs);
+      double v = RUN_F(sc->rhs);
+      sc->out[off] = t->dtype == KG_DT_F32 ? v : kg_dtype_round(t->dtype, v);
       for (int d = n - 1; d >= 0; d--) {
         int id = s->idx[d]->id;
         if (++c->iv[id] < t->shape[d]) break;

@@ -42,7 +42,11 @@ static double expr_flops(const kg_expr *e) {
     return own + expr_flops(e->op.a) + expr_flops(e->op.b);
   }
   case KG_EXPR_CALL: {
-    double n = e->call.fn == KG_FN_SELECT ? 0 : 1;
+    /* a conversion is a rounding, not arithmetic the workload asks for */
+    double n = e->call.fn == KG_FN_SELECT || e->call.fn == KG_FN_F32 || e->call.fn == KG_FN_F16 ||
+                       e->call.fn == KG_FN_BF16
+                   ? 0
+                   : 1;
     for (int i = 0; i < e->call.n; i++) n += expr_flops(e->call.args[i]);
     return n;
   }
@@ -67,8 +71,10 @@ double kg_program_flops(const kg_program *p) {
 }
 
 double kg_program_bytes(const kg_program *p) {
-  double elems = 0;
-  for (int i = 0; i < p->ninputs; i++) elems += (double)kg_tensor_numel(p->inputs[i]);
-  for (int i = 0; i < p->noutputs; i++) elems += (double)kg_tensor_numel(p->outputs[i]);
-  return 4 * elems;
+  double bytes = 0;
+  for (int i = 0; i < p->ninputs; i++)
+    bytes += (double)kg_dtype_size[p->inputs[i]->dtype] * (double)kg_tensor_numel(p->inputs[i]);
+  for (int i = 0; i < p->noutputs; i++)
+    bytes += (double)kg_dtype_size[p->outputs[i]->dtype] * (double)kg_tensor_numel(p->outputs[i]);
+  return bytes;
 }

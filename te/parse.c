@@ -206,16 +206,17 @@ static kg_expr *parse_size(parser *p) {
   return e;
 }
 
-/* dtype = "f32"    (f16, bf16, f64 and i32 are recognised and rejected for now) */
-static void parse_dtype(parser *p) {
-  static const char *const later[] = {"f16", "bf16", "f64", "i32"};
-  if (is(p, "f32")) {
-    advance(p);
-    return;
-  }
-  if (tok_in(&p->tok, later, 4) >= 0 && p->tok.kind == KG_TK_IDENT)
-    fail(p, p->tok.pos, "dtype %.*s is not supported yet (only f32)", (int)p->tok.len, p->tok.s);
-  fail(p, p->tok.pos, "expected a dtype (f32), found %s", tok_desc(p, &p->tok));
+/* dtype = "f32" | "f16" | "bf16"    (f64 and i32 are recognised and rejected) */
+static kg_dtype parse_dtype(parser *p) {
+  static const char *const never[] = {"f64", "i32"};
+  for (int t = 0; t < KG_DT_COUNT; t++)
+    if (p->tok.kind == KG_TK_IDENT && kg_tok_is(&p->tok, kg_dtype_names[t])) {
+      advance(p);
+      return (kg_dtype)t;
+    }
+  if (tok_in(&p->tok, never, 2) >= 0 && p->tok.kind == KG_TK_IDENT)
+    fail(p, p->tok.pos, "dtype %.*s is not supported (tensors are f32, f16 or bf16)", (int)p->tok.len, p->tok.s);
+  fail(p, p->tok.pos, "expected a dtype (f32, f16 or bf16), found %s", tok_desc(p, &p->tok));
 }
 
 /* shape = "[" [ size { "," size } ] "]"     fills dims, returns their count */
@@ -239,7 +240,7 @@ static kg_param parse_param(parser *p) {
   prm.pos = p->tok.pos;
   prm.name = expect_name(p, "tensor");
   expect(p, ":", "after the parameter name");
-  parse_dtype(p);
+  prm.dtype = parse_dtype(p);
   prm.ndim = parse_shape(p, prm.dims);
   return prm;
 }
@@ -460,7 +461,7 @@ static kg_stmt *parse_stmt(parser *p) {
   expect(p, "]", "to close the index list");
   t->ndim = s->nidx;
   if (accept(p, ":")) {
-    parse_dtype(p);
+    t->dtype = parse_dtype(p);
     kg_pos spos = p->tok.pos;
     kg_expr *dims[KG_MAX_DIMS];
     int n = parse_shape(p, dims);

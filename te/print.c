@@ -110,7 +110,7 @@ static void print_prec(kg_strbuf *b, const kg_program *p, const kg_expr *e, int 
 void kg_expr_print(kg_strbuf *b, const kg_program *p, const kg_expr *e) { print_prec(b, p, e, 1); }
 
 static void print_shape(kg_strbuf *b, const kg_tensor *t) {
-  kg_strbuf_puts(b, " : f32[");
+  kg_strbuf_printf(b, " : %s[", kg_dtype_names[t->dtype]);
   for (int d = 0; d < t->ndim; d++) kg_strbuf_printf(b, "%s%" PRId64, d ? ", " : "", t->shape[d]);
   kg_strbuf_putc(b, ']');
 }

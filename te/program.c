@@ -61,6 +61,31 @@ fail:
   return NULL;
 }
 
+int kg_program_set_io_dtype(kg_program *p, kg_dtype t, kg_diag *diag, kg_arena *diag_arena) {
+  for (int i = 0; i < p->ninputs + p->noutputs; i++) (i < p->ninputs ? p->inputs[i] : p->outputs[i - p->ninputs])->dtype = t;
+  /* the extracted reductions' tensors go: the stages are made again from the checked statements */
+  int n = 0;
+  for (int i = 0; i < p->ntensors; i++)
+    if (!(p->tensors[i]->kind == KG_TENSOR_TEMP && !p->tensors[i]->stmt)) n++;
+  kg_tensor **ts = KG_NEW_ARRAY(&p->arena, kg_tensor *, n + 1);
+  n = 0;
+  for (int i = 0; i < p->ntensors; i++)
+    if (!(p->tensors[i]->kind == KG_TENSOR_TEMP && !p->tensors[i]->stmt)) ts[n++] = p->tensors[i];
+  p->tensors = ts;
+  p->ntensors = n;
+  kg_program_build_stages(p);
+  p->io_retyped = 1;
+  p->io_dtype = t;
+  if (p->nstages > KG_MAX_STAGES) {
+    const kg_stage *st = p->stages[KG_MAX_STAGES];
+    kg_diag_error(diag, diag_arena, st->out->stmt ? st->out->stmt->pos : st->body->pos,
+                  "too many stages in %s: a def makes at most %d (its statements, the reductions nested in them, "
+                  "and one per reduction into an f16/bf16 tensor)", kg_dtype_names[t], KG_MAX_STAGES);
+    return -1;
+  }
+  return 0;
+}
+
 void kg_program_free(kg_program *p) {
   if (!p) return;
   kg_arena_free(&p->arena);

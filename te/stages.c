@@ -6,6 +6,9 @@
  * reduction variables, in that order); its stage ranges over FRESH variables (new ids, lo 0) and the parent
  * reads T.rN[v - lo, ...] where R stood.
  *
+ * A reduction into an f16 or bf16 tensor T accumulates in f32: it is extracted like a nested one (into the f32
+ * tensor "T.r0"), and the stage T rounds its value once, on the store.
+ *
  * Requires: a checked program (kg_check_def returned 0). Never mutates the checked statements (the reference
  * evaluator interprets them): stage bodies are deep copies. The one write into the checked AST is
  * reduce.stage_tensor, which records where each reduction went. */
@@ -178,7 +181,7 @@ void kg_program_build_stages(kg_program *p) {
     kg_ivar **scope = KG_NEW_ARRAY(bd.a, kg_ivar *, st->nidx + 1);
     for (int i = 0; i < st->nidx; i++) scope[i] = st->idx[i];
     const kg_expr *rhs = st->rhs;
-    if (rhs->kind == KG_EXPR_REDUCE) {
+    if (rhs->kind == KG_EXPR_REDUCE && st->lhs->dtype == KG_DT_F32) {
       kg_ivar **sc = KG_NEW_ARRAY(bd.a, kg_ivar *, st->nidx + rhs->reduce.nrv + 1);
       memcpy(sc, scope, sizeof(kg_ivar *) * (size_t)st->nidx);
       for (int i = 0; i < rhs->reduce.nrv; i++) sc[st->nidx + i] = rhs->reduce.rv[i];

@@ -30,11 +30,13 @@ typedef enum {
 } kg_op;
 extern const char *const kg_op_names[KG_OP_COUNT];
 
-/* Functions; arity in the table (select(cond, a, b) is 3, pow/max/min 2, the rest 1). */
+/* Functions; arity in the table (select(cond, a, b) is 3, pow/max/min 2, the rest 1). f32(x), f16(x), bf16(x) are
+ * the explicit conversions: x rounded to the type (to nearest, ties to even), the value then used as an f32 (f32(x)
+ * is x: values are f32 already). */
 #define KG_FUNCS(X)                                                                                         \
   X(EXP, "exp", 1) X(LOG, "log", 1) X(SQRT, "sqrt", 1) X(RSQRT, "rsqrt", 1) X(TANH, "tanh", 1)               \
   X(ERF, "erf", 1) X(ABS, "abs", 1) X(SIGMOID, "sigmoid", 1) X(POW, "pow", 2) X(MAX, "max", 2)               \
-  X(MIN, "min", 2) X(SELECT, "select", 3)
+  X(MIN, "min", 2) X(SELECT, "select", 3) X(F32, "f32", 1) X(F16, "f16", 1) X(BF16, "bf16", 1)
 typedef enum {
 #define X(n, s, a) KG_FN_##n,
   KG_FUNCS(X)
@@ -55,6 +57,22 @@ typedef enum {
 extern const char *const kg_reducer_names[KG_RED_COUNT]; /* [KG_RED_NONE] = "none" */
 /* Identity element of a reducer (0, -inf, +inf, 1). */
 double kg_reducer_identity(kg_reducer r);
+
+/* Element types of tensors. Arithmetic is f32 whatever the operands' storage: loading an f16 or bf16 element widens
+ * it exactly, storing a value into an f16 or bf16 tensor rounds it to nearest even, and a reduction into such a
+ * tensor accumulates in f32 and rounds once (stages.c makes it a stage of its own). */
+#define KG_DTYPES(X) X(F32, "f32", 4) X(F16, "f16", 2) X(BF16, "bf16", 2)
+typedef enum {
+#define X(n, s, sz) KG_DT_##n,
+  KG_DTYPES(X)
+#undef X
+  KG_DT_COUNT
+} kg_dtype;
+extern const char *const kg_dtype_names[KG_DT_COUNT];
+extern const int kg_dtype_size[KG_DT_COUNT]; /* bytes of an element */
+/* v rounded to the type (the reference's rounding on a store: from double, once); v itself for f32, which the
+ * reference keeps in double. */
+double kg_dtype_round(kg_dtype t, double v);
 
 /* Value types after checking. INT: integer arithmetic over index variables, size variables and integer
  * literals (index expressions, and comparisons of them); F32: float values; BOOL: comparisons and logic. An INT
@@ -133,6 +151,7 @@ struct kg_tensor {
   kg_pos pos;
   int id;
   kg_tensor_kind kind;
+  kg_dtype dtype; /* element type in memory (extracted reductions: f32) */
   int ndim;
   int64_t shape[KG_MAX_DIMS];      /* after binding the size variables */
   int dyn[KG_MAX_DIMS];            /* per dimension: 1 + index into kg_program.sizes of the dynamic size it
@@ -148,7 +167,7 @@ typedef struct kg_stmt {
   kg_ivar **idx; /* left-hand indices, lhs->ndim of them */
   int nidx;
   kg_expr *rhs; /* may contain REDUCE nodes anywhere */
-  int has_shape; /* explicit ": f32[...]" */
+  int has_shape; /* explicit ": f32[...]" (the type is lhs->dtype; intermediates without one are f32) */
 } kg_stmt;
 
 /* A stage computes one tensor: out[ax...] = red[rax...](body), or out[ax...] = body when red is NONE.
@@ -190,6 +209,7 @@ typedef struct kg_def {
 typedef struct kg_param {
   const char *name;
   kg_pos pos;
+  kg_dtype dtype;
   int ndim;
   kg_expr *dims[KG_MAX_DIMS]; /* size expressions */
 } kg_param;
@@ -216,6 +236,8 @@ typedef struct kg_program {
   kg_stage **stages; /* execution order */
   int nstages;
   int n_ivars;
+  int io_retyped;      /* kg_program_set_io_dtype made every input and output io_dtype */
+  kg_dtype io_dtype;
 } kg_program;
 
 /* A size binding from the command line (-D NAME=VALUE). */
@@ -261,6 +283,11 @@ int kg_program_set_dynamic(kg_program *p, const kg_dynamic_size *dyn, int ndyn, 
 /* p checked again with size k bound to value, its dynamic sizes kept dynamic with the same ranges (the program a
  * dynamic kernel is measured on at another value). NULL with a user error in diag. */
 kg_program *kg_program_rebind(const kg_program *p, int k, int64_t value, kg_diag *diag, kg_arena *diag_arena);
+/* Makes every input and output of p type t (`--dtype`: a library workload run in f16 or bf16), as if its signature
+ * said so; intermediates keep their declared types. The stages are built again (a reduction into a narrow output
+ * becomes an f32 stage of its own, stages.c). Call before kg_program_set_dynamic. Returns 0, or -1 with a user
+ * error in diag when the rebuilt program has too many stages (then p can only be freed). */
+int kg_program_set_io_dtype(kg_program *p, kg_dtype t, kg_diag *diag, kg_arena *diag_arena);
 /* Number of dynamic sizes, and whether any. */
 int kg_program_ndynamic(const kg_program *p);
 
@@ -283,7 +310,8 @@ struct kg_strbuf;
 void kg_expr_print(struct kg_strbuf *b, const kg_program *p, const kg_expr *e);
 
 /* The reference evaluator (eval.c): interprets the checked AST (p->def->stmts), accumulating in double.
- * inputs[i] has kg_tensor_numel(p->inputs[i]) floats; outputs[i] is filled for p->outputs[i] (as double).
+ * Values stored into f16/bf16 tensors are rounded to their type (kg_dtype_round), f32 ones are kept in double.
+ * inputs[i] has kg_tensor_numel(p->inputs[i]) floats, each a value of the input's type (the caller rounds); outputs[i] is filled for p->outputs[i] (as double).
  * Shares no code with scheduling, lowering or printing. Returns 0, or -1 when a read fell out of bounds (the
  * checker proves that impossible, so -1 is a kgen bug; such reads yield NaN instead of touching memory), or -2
  * when the intermediates could not be allocated (outputs then undefined). */

@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static const int ndims[] = {2, 1, 0, 2, 3};
   for (size_t i = 0; i < sizeof ndims / sizeof *ndims; i++) {
     char err[512] = "";
-    float *x = kg_npy_load(path, ndims[i], shapes[i], err, sizeof err);
+    float *x = kg_npy_load(path, KG_DT_F32, ndims[i], shapes[i], err, sizeof err);
     if (!x && !strstr(err, path)) {
       fprintf(stderr, "fuzz_npy: an error that does not name the file: %s\n", err);
       abort();

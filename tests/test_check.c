@@ -242,7 +242,8 @@ static void test_errors(void) {
   EXPECT_ERROR(BODY("  T[i] = A[i, 0]"), "N=4", 2, 10, "'A' has 1 dimension but is read with 2 indices");
   EXPECT_ERROR(BODY("  T[i] = A[i]"), "", 1, 14, "size variable 'N' is not bound (pass -D N=VALUE)");
   EXPECT_ERROR(BODY("  T[i] = A[i]"), "N=4 Q=3", 0, 0, "no size variable 'Q'");
-  EXPECT_ERROR("def f(A: f16[N]) -> (T: f32[N]) { T[i] = A[i] }", "N=4", 1, 10, "dtype f16 is not supported yet (only f32)");
+  EXPECT_ERROR("def f(A: f64[N]) -> (T: f32[N]) { T[i] = A[i] }", "N=4", 1, 10,
+               "dtype f64 is not supported (tensors are f32, f16 or bf16)");
   EXPECT_ERROR(BODY("  T[i] = A[i] > 0.0"), "N=4", 2, 15, "a comparison is not a value; use select(c, 1.0, 0.0)");
   EXPECT_ERROR(BODY("  T[i] = A[i * 1.5]"), "N=4", 2, 14, "index 0 of 'A' is not an integer expression");
   EXPECT_ERROR("def f(A: f32[N, M], B: f32[K]) -> (T: f32[N]) {\n  T[i] = sum[k](A[i, k] * B[k])\n}\n", "N=2 M=3 K=4",

@@ -259,8 +259,8 @@ static void test_npy_roundtrip(void) {
   x[5] = -0.0f;
   x[6] = 1e-38f;
   int64_t s3[3] = {3, 4, 5};
-  CHECK(kg_npy_save(tmp_path("a.npy"), x, 3, s3, err, sizeof err) == 0);
-  float *y = kg_npy_load(tmp_path("a.npy"), 3, s3, err, sizeof err);
+  CHECK(kg_npy_save(tmp_path("a.npy"), x, KG_DT_F32, 3, s3, err, sizeof err) == 0);
+  float *y = kg_npy_load(tmp_path("a.npy"), KG_DT_F32, 3, s3, err, sizeof err);
   CHECKF(y != NULL, "%s", err);
   if (y) CHECK(memcmp(x, y, sizeof x) == 0);
   free(y);
@@ -288,21 +288,21 @@ static void test_npy_roundtrip(void) {
 
   /* 1-d "(7,)" and 0-d "()" */
   int64_t s1[1] = {7};
-  CHECK(kg_npy_save(tmp_path("b.npy"), x, 1, s1, err, sizeof err) == 0);
+  CHECK(kg_npy_save(tmp_path("b.npy"), x, KG_DT_F32, 1, s1, err, sizeof err) == 0);
   b = read_bytes(tmp_path("b.npy"), &n);
   if (b) CHECK(strstr((char *)b + 10, "'shape': (7,), }") != NULL);
   free(b);
-  y = kg_npy_load(tmp_path("b.npy"), 1, s1, err, sizeof err);
+  y = kg_npy_load(tmp_path("b.npy"), KG_DT_F32, 1, s1, err, sizeof err);
   CHECK(y && y[6] == x[6]);
   free(y);
-  CHECK(kg_npy_save(tmp_path("c.npy"), x + 9, 0, NULL, err, sizeof err) == 0);
+  CHECK(kg_npy_save(tmp_path("c.npy"), x + 9, KG_DT_F32, 0, NULL, err, sizeof err) == 0);
   b = read_bytes(tmp_path("c.npy"), &n);
   if (b) {
     CHECK(strstr((char *)b + 10, "'shape': (), }") != NULL);
     CHECK(n == 128 + 4);
   }
   free(b);
-  y = kg_npy_load(tmp_path("c.npy"), 0, NULL, err, sizeof err);
+  y = kg_npy_load(tmp_path("c.npy"), KG_DT_F32, 0, NULL, err, sizeof err);
   CHECK(y && y[0] == x[9]);
   free(y);
 
@@ -316,14 +316,14 @@ static void test_npy_roundtrip(void) {
   memcpy(f2 + 12 + hl, two, 8);
   write_bytes(tmp_path("v2.npy"), f2, 12 + hl + 8);
   int64_t s2[1] = {2};
-  y = kg_npy_load(tmp_path("v2.npy"), 1, s2, err, sizeof err);
+  y = kg_npy_load(tmp_path("v2.npy"), KG_DT_F32, 1, s2, err, sizeof err);
   CHECKF(y && y[0] == 1.5f && y[1] == -2.25f, "%s", y ? "values" : err);
   free(y);
 }
 
 static void expect_load_error(const char *name, int ndim, const int64_t *shape, const char *needle) {
   char err[256] = "";
-  float *y = kg_npy_load(tmp_path(name), ndim, shape, err, sizeof err);
+  float *y = kg_npy_load(tmp_path(name), KG_DT_F32, ndim, shape, err, sizeof err);
   CHECKF(y == NULL, "%s loaded", name);
   free(y);
   CHECK_MSG(err, needle);
@@ -333,7 +333,7 @@ static void test_npy_errors(void) {
   char err[256];
   float x[12] = {0};
   int64_t s[2] = {3, 4};
-  CHECK(kg_npy_save(tmp_path("good.npy"), x, 2, s, err, sizeof err) == 0);
+  CHECK(kg_npy_save(tmp_path("good.npy"), x, KG_DT_F32, 2, s, err, sizeof err) == 0);
   size_t n;
   unsigned char *good = read_bytes(tmp_path("good.npy"), &n);
   CHECK(good && n == 128 + 48);
@@ -400,11 +400,11 @@ static void test_npy_errors(void) {
     memcpy(buf, good, n);
     buf[k] ^= 0x5a;
     write_bytes(tmp_path("flip.npy"), buf, n);
-    float *y = kg_npy_load(tmp_path("flip.npy"), 2, s, err, sizeof err);
+    float *y = kg_npy_load(tmp_path("flip.npy"), KG_DT_F32, 2, s, err, sizeof err);
     free(y);
   }
   free(good);
-  CHECK(kg_npy_save("/nonexistent-dir/x.npy", x, 2, s, err, sizeof err) == -1);
+  CHECK(kg_npy_save("/nonexistent-dir/x.npy", x, KG_DT_F32, 2, s, err, sizeof err) == -1);
   CHECK_MSG(err, "/nonexistent-dir/x.npy");
 }
 

@@ -67,7 +67,8 @@ void kg_tlog_workload_of(const kg_program *p, kg_tlog_workload *w) {
       w->size_values[w->nsizes++] = p->sizes[i].value;
     }
   }
-  h = fnv1a_str(h, "f32");
+  h = fnv1a_str(h, "f32"); /* the slot of the old single dtype; the tensors' types are in the canonical text */
+  if (p->io_retyped) w->io_dtype = 1 + (int)p->io_dtype;
   snprintf(w->hash, sizeof w->hash, "%016llx", (unsigned long long)h);
 }
 
@@ -163,9 +164,10 @@ char *kg_tlog_encode(const kg_tlog_record *r, size_t *len) {
 
   const kg_tlog_workload *w = &r->workload;
   pack_str(&pk, "workload");
-  msgpack_pack_map(&pk, 3);
+  msgpack_pack_map(&pk, 3 + (w->io_dtype > 0));
   pack_key_str(&pk, "name", w->name);
   pack_key_str(&pk, "hash", w->hash);
+  if (w->io_dtype > 0) pack_key_str(&pk, "dtype", kg_dtype_names[w->io_dtype - 1]);
   pack_str(&pk, "sizes");
   msgpack_pack_map(&pk, (size_t)w->nsizes);
   for (int i = 0; i < w->nsizes; i++) {
@@ -418,6 +420,12 @@ static const char *read_workload(const msgpack_object *o, kg_arena *a, kg_tlog_w
     if (get_str(&kv->key, STR_NAME, a, &w->size_names[i])) return "workload.sizes: an empty name";
     if (get_int(&kv->val, &w->size_values[i]) || w->size_values[i] < 1)
       return "workload.sizes: a value is not a positive integer";
+  }
+  const msgpack_object *dt = get(o, "dtype");
+  if (dt) {
+    int t = str_index(dt, kg_dtype_names, KG_DT_COUNT);
+    if (t < 0) return "workload.dtype: not f32, f16 or bf16";
+    w->io_dtype = 1 + t;
   }
   return NULL;
 }

@@ -49,6 +49,9 @@ typedef struct kg_tlog_workload {
   int nsizes;
   const char *size_names[KG_TLOG_MAX_SIZES];
   int64_t size_values[KG_TLOG_MAX_SIZES];
+  /* 1 + the kg_dtype every input and output was made (`--dtype`, kg_program_set_io_dtype); 0: as the program
+   * declares. Written as "dtype" only when set, so f32 logs read and hash as before */
+  int io_dtype;
 } kg_tlog_workload;
 
 /* Fills w for program p (strings point into p). A dynamic size's range is hashed with its value. */
