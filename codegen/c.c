@@ -495,6 +495,9 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       break;
     case KG_IRS_ASYNC_COMMIT:
     case KG_IRS_ASYNC_WAIT: cfail(g, "codegen c: asynchronous copies (a pipelined loop) are CUDA's"); return;
+    case KG_IRS_MMA:
+      cfail(g, "codegen c: stage %s: tensor cores (tensorize) are CUDA's", s->mma.stage_name ? s->mma.stage_name : "?");
+      return;
   }
 }
 

@@ -539,6 +539,51 @@ static int64_t block_threads(const cgen *g) {
 
 static void put_stmt(cgen *g, const kg_irstmt *s, int ind);
 
+/* One tensor-core step (KG_IRS_MMA): the fragments packed two elements to a 32-bit register, low element first
+ * (PTX: "elements (low to high)"), the accumulators loaded, kg_mma_m16n8k16, stored back. The warp must run it
+ * whole: the kernel launches 32 threads along x, so that lane = threadIdx.x and no guard tells a warp's threads
+ * apart (lower/verify.c checks the enclosing conditions). */
+static void put_mma(cgen *g, const kg_irstmt *s, int ind) {
+  kg_strbuf *b = &g->b;
+  if (g->launch[KG_THREAD_THREAD_X] != 32) {
+    cfail(g, "codegen cuda: kernel %s: stage %s is tensorized: its kernel must launch 32 threads along x (a warp "
+          "per threadIdx.y and z), not %lld", g->kname, nm(s->mma.stage_name), (long long)g->launch[KG_THREAD_THREAD_X]);
+    return;
+  }
+  const char *fa = s->mma.a->name, *fb = s->mma.b->name;
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_printf(b, "{ /* %s: mma.m16n8k16 (%s operands, f32 accumulators) */\n", nm(s->mma.stage_name),
+                   kg_dtype_names[s->mma.dtype]);
+  kg_strbuf_indent(b, ind + 1);
+  kg_strbuf_puts(b, "unsigned kg_ra[4], kg_rb[2];\n");
+  kg_strbuf_indent(b, ind + 1);
+  kg_strbuf_puts(b, "float kg_rc[4];\n");
+  for (int r = 0; r < 4; r++) {
+    kg_strbuf_indent(b, ind + 1);
+    kg_strbuf_printf(b, "kg_ra[%d] = (unsigned)%s[%d] | ((unsigned)%s[%d] << 16);\n", r, fa, 2 * r, fa, 2 * r + 1);
+  }
+  for (int r = 0; r < 2; r++) {
+    kg_strbuf_indent(b, ind + 1);
+    kg_strbuf_printf(b, "kg_rb[%d] = (unsigned)%s[%d] | ((unsigned)%s[%d] << 16);\n", r, fb, 2 * r, fb, 2 * r + 1);
+  }
+  for (int i = 0; i < 4; i++) {
+    kg_strbuf_indent(b, ind + 1);
+    kg_strbuf_printf(b, "kg_rc[%d] = %s[", i, s->mma.c->name);
+    put_expr(g, s->mma.c_index[i]);
+    kg_strbuf_puts(b, "];\n");
+  }
+  kg_strbuf_indent(b, ind + 1);
+  kg_strbuf_printf(b, "kg_mma_m16n8k16(kg_rc, kg_ra, kg_rb, %d);\n", s->mma.dtype == KG_DT_BF16);
+  for (int i = 0; i < 4; i++) {
+    kg_strbuf_indent(b, ind + 1);
+    kg_strbuf_printf(b, "%s[", s->mma.c->name);
+    put_expr(g, s->mma.c_index[i]);
+    kg_strbuf_printf(b, "] = kg_rc[%d];\n", i);
+  }
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_puts(b, "}\n");
+}
+
 static void put_items(cgen *g, const kg_irstmt *s, int ind) {
   if (s->kind == KG_IRS_SEQ)
     for (int i = 0; i < s->seq.n; i++) put_stmt(g, s->seq.items[i], ind);
@@ -1020,6 +1065,7 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       kg_strbuf_indent(b, ind);
       kg_strbuf_printf(b, "kg_cp_async_wait(%d);\n", s->async_wait.pending);
       break;
+    case KG_IRS_MMA: put_mma(g, s, ind); break;
   }
 }
 
@@ -1062,6 +1108,57 @@ static const char async_prelude[] =
     "#endif\n"
     "#endif\n"
     "\n";
+
+/* The tensor cores' step (KG_IRS_MMA), printed only by programs that have one, under a guard of its own. */
+static const char mma_prelude[] =
+    "#ifndef KG_CUDA_MMA\n"
+    "#define KG_CUDA_MMA\n"
+    "/* Element hi (0 low, 1 high) of a register of two f16 or bf16 values, widened. */\n"
+    "__device__ __forceinline__ float kg_mma_widen(unsigned r, int hi, int bf16) {\n"
+    "  unsigned short h = (unsigned short)(hi ? r >> 16 : r & 0xffffu);\n"
+    "  return bf16 ? kg_ld_bf16(h) : kg_ld_f16(h);\n"
+    "}\n"
+    "/* mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}: c (4 f32) += A (16 x 16) B (16 x 8), each lane holding the\n"
+    " * fragments of the PTX ISA's layout (groupID g = lane / 4, thread in group t = lane % 4): a[r] the pairs at rows\n"
+    " * g + 8 (r & 1), columns 2t + 8 (r >> 1) + {0, 1}; b[r] the pair at rows 2t + 8 r + {0, 1}, column g; c at rows\n"
+    " * g + 8 (i >> 1), columns 2t + (i & 1). The tensor cores from sm_80 on; elsewhere (the emulator, older archs) the\n"
+    " * same step in software, the operands exchanged by warp shuffles. */\n"
+    "__device__ __forceinline__ void kg_mma_soft(float *c, const unsigned *a, const unsigned *b, int bf16) {\n"
+    "  const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;\n"
+    "  for (int k = 0; k < 16; k++) {\n"
+    "    const int src = (k & 7) >> 1, hi = k & 1, up = k >> 3;\n"
+    "    const unsigned r0 = __shfl_sync(0xffffffffu, a[2 * up], g * 4 + src);\n"
+    "    const unsigned r1 = __shfl_sync(0xffffffffu, a[2 * up + 1], g * 4 + src);\n"
+    "    const unsigned q0 = __shfl_sync(0xffffffffu, b[up], 2 * t * 4 + src);\n"
+    "    const unsigned q1 = __shfl_sync(0xffffffffu, b[up], (2 * t + 1) * 4 + src);\n"
+    "    const float x0 = kg_mma_widen(r0, hi, bf16), x1 = kg_mma_widen(r1, hi, bf16);\n"
+    "    const float y0 = kg_mma_widen(q0, hi, bf16), y1 = kg_mma_widen(q1, hi, bf16);\n"
+    "    c[0] += x0 * y0;\n"
+    "    c[1] += x0 * y1;\n"
+    "    c[2] += x1 * y0;\n"
+    "    c[3] += x1 * y1;\n"
+    "  }\n"
+    "}\n"
+    "__device__ __forceinline__ void kg_mma_m16n8k16(float *c, const unsigned *a, const unsigned *b, int bf16) {\n"
+    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(KG_EMULATE)\n"
+    "  if (bf16)\n"
+    "    asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, \"\n"
+    "                 \"{%8, %9}, {%0, %1, %2, %3};\\n\"\n"
+    "                 : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"
+    "                 : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n"
+    "  else\n"
+    "    asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, \"\n"
+    "                 \"{%8, %9}, {%0, %1, %2, %3};\\n\"\n"
+    "                 : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"
+    "                 : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n"
+    "#else\n"
+    "  kg_mma_soft(c, a, b, bf16);\n"
+    "#endif\n"
+    "}\n"
+    "#endif\n"
+    "\n";
+
+static int is_mma(const kg_irstmt *s) { return s->kind == KG_IRS_MMA; }
 
 static int is_async(const kg_irstmt *s) {
   return (s->kind == KG_IRS_STORE && s->store.async) || s->kind == KG_IRS_ASYNC_COMMIT ||
@@ -1362,6 +1459,7 @@ int kg_codegen_cuda(const kg_lowered *f, const char *prefix, kg_cuda_program *ou
                    g.wide ? "long long" : "int");
   kg_strbuf_puts(b, prelude);
   if (kg_ir_contains(f->body, is_async)) kg_strbuf_puts(b, async_prelude);
+  if (kg_ir_contains(f->body, is_mma)) kg_strbuf_puts(b, mma_prelude);
   for (int k = 0; k < nk && !g.failed; k++) {
     const kg_irstmt *item = f->body->kind == KG_IRS_SEQ ? f->body->seq.items[k] : f->body;
     if (put_kernel(&g, item, k, prefix, &out->kernels[k], out->grid_dyn ? out->grid_dyn[k] : NULL) == 0)

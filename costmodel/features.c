@@ -533,6 +533,9 @@ static void walk(walker *w, const kg_irstmt *s) {
     case KG_IRS_COMMENT:
     case KG_IRS_ASYNC_COMMIT:
     case KG_IRS_ASYNC_WAIT: return;
+    /* a tensor-core step is no store: its kernel's features are its fragments' copies and its loops (the model
+     * learns what such a kernel costs from those, as for any other) */
+    case KG_IRS_MMA: return;
   }
 }
 

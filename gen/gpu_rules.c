@@ -193,3 +193,51 @@ int kg_gpu_launchable(const kg_schedule *sc, const kg_gpu_budget *budget, char *
   kg_front_free(&fr);
   return ok ? 0 : -1;
 }
+
+int kg_gpu_mma_shape(const kg_sstage *st, int *row, int *col, int *batch) {
+  const kg_expr *e = st->body;
+  *row = *col = *batch = -1;
+  if (st->red != KG_RED_SUM || st->nrax != 1 || st->nax < 2 || st->nax > 3 || e->kind != KG_EXPR_BINARY ||
+      e->op.op != KG_OP_MUL || e->op.a->kind != KG_EXPR_READ || e->op.b->kind != KG_EXPR_READ)
+    return 0;
+  kg_dtype t = e->op.a->read.tensor->dtype;
+  if (t == KG_DT_F32 || t != e->op.b->read.tensor->dtype) return 0;
+  for (int d = 0; d < st->nax; d++) {
+    int ua = kg_expr_uses_ivar(e->op.a, st->ax[d]), ub = kg_expr_uses_ivar(e->op.b, st->ax[d]);
+    if (ua && !ub && *row < 0) *row = d;
+    else if (ub && !ua && *col < 0) *col = d;
+    else if (*batch < 0) *batch = d;
+    else return 0;
+  }
+  if (*row < 0 || *col < 0 || (st->nax == 3) != (*batch >= 0)) return 0;
+  return st->roots[*row]->extent % 16 == 0 && st->roots[*col]->extent % 8 == 0 &&
+         st->roots[st->nax]->extent % 16 == 0;
+}
+
+void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, int row, int col, int batch, int64_t wy, int64_t nt, int unroll) {
+  kg_iter *r16, *r8, *c8, *c2, *kin, *tmp;
+  kg_iter *ro = kg_builder_split(b, st, st->roots[row], 16 * wy, &tmp);
+  kg_iter *rw = kg_builder_split(b, st, tmp, 16, &r16);
+  kg_iter *rh = kg_builder_split(b, st, r16, 8, &r8);
+  kg_iter *co = kg_builder_split(b, st, st->roots[col], 8 * nt, &tmp);
+  kg_iter *cn = kg_builder_split(b, st, tmp, 8, &c8);
+  kg_iter *cg = kg_builder_split(b, st, c8, 2, &c2);
+  kg_iter *ko = kg_builder_split(b, st, st->roots[st->nax], 16, &kin);
+  if (b->failed) return;
+  kg_iter *order[12];
+  int n = 0;
+  if (batch >= 0) order[n++] = st->roots[batch];
+  kg_iter *rest[] = {ro, co, rw, r8, cg, cn, ko, rh, c2, kin};
+  for (size_t q = 0; q < sizeof rest / sizeof *rest; q++) order[n++] = rest[q];
+  kg_builder_reorder(b, st, order, n);
+  kg_iter *lane = kg_builder_fuse(b, st, r8, cg);
+  if (batch >= 0) kg_builder_annotate(b, KG_STEP_BIND, st, st->roots[batch], KG_THREAD_BLOCK_Z);
+  kg_builder_annotate(b, KG_STEP_BIND, st, ro, KG_THREAD_BLOCK_Y);
+  kg_builder_annotate(b, KG_STEP_BIND, st, co, KG_THREAD_BLOCK_X);
+  kg_builder_annotate(b, KG_STEP_BIND, st, rw, KG_THREAD_THREAD_Y);
+  kg_builder_annotate(b, KG_STEP_BIND, st, lane, KG_THREAD_THREAD_X);
+  if (unroll && nt > 1) kg_builder_annotate(b, KG_STEP_UNROLL, st, cn, KG_THREAD_NONE);
+  if (b->failed) return;
+  const char *names[3] = {rh->name, c2->name, kin->name};
+  kg_builder_step(b, KG_STEP_TENSORIZE, st->name, names, 3, 0, 0, 0);
+}

@@ -16,6 +16,16 @@ int kg_gpu_has_reuse(const kg_sstage *st);
  * stay contiguous (and aligned when the row length allows) in the printed index. */
 void kg_gpu_cooperative_fetch(kg_builder *b, kg_sstage *sh, int64_t tx, int64_t ty, int64_t vec);
 
+/* Tensor cores (`tensorize`, schedule/sched.h kg_mma_plan): whether st sums products of two f16 (or two bf16) reads,
+ * over one reduction axis of a multiple of 16, with a row axis (a multiple of 16) only the first read uses, a
+ * column axis (a multiple of 8) only the second uses, and at most one more spatial axis (a batch, which both may
+ * use); *row, *col, *batch (-1: none) are the axes. The tiles must divide: the instruction computes whole ones. */
+int kg_gpu_mma_shape(const kg_sstage *st, int *row, int *col, int *batch);
+/* The structure on such a stage: blocks of wy warps (threadIdx.y) over 16 wy rows and 8 nt columns (blockIdx.y,
+ * .x; the batch on .z), each warp nt instruction tiles along the columns (unrolled when unroll), the lanes of
+ * threadIdx.x, k in steps of 16, then the `tensorize` step. */
+void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, int row, int col, int batch, int64_t wy, int64_t nt, int unroll);
+
 /* What a launch may use. Register arrays are counted in floats: each one at most local_array, all of a kernel's
  * together at most local_total; with regs_per_block > 0 also (local_total_used + reg_overhead) x threads at most
  * regs_per_block (an estimate of the register file a block takes). */

@@ -12,7 +12,9 @@
  *     computed at the innermost thread loop), inputs staged in shared memory at k.o with a cooperative fetch
  *     bound to exactly the consumer's thread extents (so no thread loop around a barrier is guarded);
  *   - reductions without reuse: a cross-thread reduction (the reduction split and its inner part bound to
- *     threadIdx.x), the same after rfactor, or rfactor into two kernels.
+ *     threadIdx.x), the same after rfactor, or rfactor into two kernels;
+ *   - sums of products of two f16 or bf16 reads shaped as a GEMM (tensor_cores): the tensor cores' structure,
+ *     warps of instruction tiles, `tensorize`.
  * Stages are visited from the outputs back to the inputs, so that a producer knows how its consumer was mapped.
  *
  * Every draw is built on a scratch copy of the schedule and kept only when every step applied and the lowered
@@ -507,6 +509,19 @@ static void rfactor_reduction(gctx *g, kg_sstage *st, int two_kernels) {
   if (last->kind == KG_LOOP_SERIAL && chance(g->r, 25)) kg_builder_annotate(&g->b, KG_STEP_UNROLL, rf, last, KG_THREAD_NONE);
 }
 
+/* Tensor cores (tensorize) where the stage has their shape (kg_gpu_mma_shape): wy warps of nt instruction tiles,
+ * drawn 40% of the time; 0 when nothing was drawn. The draw happens only for such stages, so that the draws of
+ * every other stage stay what they were before this existed. */
+static int tensor_cores(gctx *g, kg_sstage *st) {
+  int row, col, batch;
+  if (!kg_gpu_mma_shape(st, &row, &col, &batch) || !chance(g->r, 40)) return 0;
+  int64_t M = st->roots[row]->extent, N = st->roots[col]->extent, wy = 1, nt = 1;
+  for (int c = below(g->r, 3); c > 0 && M % (32 * wy) == 0; c--) wy *= 2;
+  for (int c = below(g->r, 3); c > 0 && N % (16 * nt) == 0; c--) nt *= 2;
+  kg_gpu_mma_build(&g->b, st, row, col, batch, wy, nt, nt > 1 && chance(g->r, 50));
+  return 1;
+}
+
 static const mapping *mapping_of(const gctx *g, const kg_sstage *st) {
   for (int i = 0; i < g->nmaps; i++)
     if (g->maps[i].st == st) return &g->maps[i];
@@ -543,6 +558,8 @@ static void schedule_stage(gctx *g, kg_sstage *st) {
     map_root(g, st, 0, 0);
     return;
   }
+  /* tensor cores, where the stage has their shape (f16/bf16 GEMM-like stages) */
+  if (tensor_cores(g, st)) return;
   int x = below(g->r, 100);
   if (kg_gpu_has_reuse(st)) {
     if (x < (g->r->tidy ? 90 : 70)) tiled_reduction(g, st);

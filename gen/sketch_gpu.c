@@ -25,6 +25,8 @@
  * innermost loops of a register tile are unrolled while the product of their extents stays within it), vector
  * widths of fetches and stores, and where shared stages go (which k.o loop).
  *
+ *   - tensor cores (gpu/mma): sums of products of two f16 or bf16 reads shaped as a GEMM get warps of
+ *     mma.m16n8k16 tiles (`tensorize`; kg_gpu_mma_build), the other stages the naive mapping.
  * The sketches combine these per stage: gpu/simple (the fallback), gpu/tile-fuse, gpu/tile (no fused epilogues),
  * gpu/tile-fuse-noshared, gpu/tile-fuse-2d (elementwise stages tiled per axis), gpu/tile-noinline (elementwise
  * stages keep their kernels, so reductions can stage them in shared memory), gpu/cross-fuse, gpu/row-onepass and
@@ -750,6 +752,54 @@ static int realizable(const kg_space *sp, int k) {
   return 0;
 }
 
+/* gpu/mma: every stage shaped for the tensor cores (kg_gpu_mma_shape) gets their structure, its knobs the warps
+ * per block (1, 2, 4), the instruction tiles per warp (1, 2, 4) and whether their loop is unrolled; the other
+ * stages the naive mapping (kg_schedule_gpu_default). */
+static int realize_mma(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char *err, size_t errlen) {
+  kg_builder b;
+  kg_builder_init(&b, s);
+  int n = s->nstages;
+  for (int i = 0; i < n && !b.failed; i++) {
+    kg_sstage *st = s->stages[i];
+    int row, col, batch;
+    if (st->attach != KG_ATTACH_ROOT || !kg_gpu_mma_shape(st, &row, &col, &batch)) continue;
+    kg_gpu_mma_build(&b, st, row, col, batch, kg_point_knob(sk, pt, st->name, "mma_warps", 1),
+                     kg_point_knob(sk, pt, st->name, "mma_tiles", 1),
+                     (int)kg_point_knob(sk, pt, st->name, "mma_unroll", 0));
+  }
+  if (b.failed) {
+    snprintf(err, errlen, "%s", b.err[0] ? b.err : "a step of the sketch does not apply");
+    return -1;
+  }
+  kg_schedule_gpu_default(s, 256);
+  kg_gpu_budget budget;
+  budget_of(&sk->space->limits, &budget);
+  return kg_gpu_launchable(s, &budget, err, errlen);
+}
+
+static void sketch_mma(kg_space *sp, const kg_schedule *sc) {
+  int any = 0;
+  for (int i = 0; i < sc->nstages && !any; i++) {
+    int row, col, batch;
+    any = kg_gpu_mma_shape(sc->stages[i], &row, &col, &batch);
+  }
+  if (!any) return;
+  kg_sketch *sk = kg_space_add_sketch(sp, "gpu/mma", realize_mma, NULL);
+  if (!sk) return;
+  static const int64_t counts[] = {1, 2, 4}, onoff[] = {0, 1};
+  int full = 0;
+  for (int i = 0; i < sc->nstages; i++) {
+    int row, col, batch;
+    const kg_sstage *st = sc->stages[i];
+    if (!kg_gpu_mma_shape(st, &row, &col, &batch)) continue;
+    const char *name = kg_arena_strdup(&sp->arena, st->name);
+    knob(sk, &full, KG_KNOB_CHOICE, name, "mma_warps", counts, 3);
+    knob(sk, &full, KG_KNOB_CHOICE, name, "mma_tiles", counts, 3);
+    knob(sk, &full, KG_KNOB_CHOICE, name, "mma_unroll", onoff, 2);
+  }
+  if (full || !realizable(sp, sp->nsketches - 1)) sp->nsketches--;
+}
+
 int kg_sketches_gpu(kg_space *sp) {
   /* the default schedule as it is, and with every inlinable stage inlined */
   kg_schedule *sc[2] = {kg_schedule_new(sp->prog), kg_schedule_new(sp->prog)};
@@ -799,6 +849,11 @@ int kg_sketches_gpu(kg_space *sp) {
       continue;
     }
     added++;
+  }
+  if (!sp->unfused) {
+    int before = sp->nsketches;
+    sketch_mma(sp, sc[0]);
+    added += sp->nsketches - before;
   }
   kg_schedule_free(sc[0]);
   kg_schedule_free(sc[1]);

@@ -333,6 +333,18 @@ kg_irstmt *kg_ir_async_wait(kg_arena *a, int pending) {
   return s;
 }
 
+kg_irstmt *kg_ir_mma(kg_arena *a, kg_buffer *fa, kg_buffer *fb, kg_buffer *c, kg_irexpr *const c_index[4], kg_dtype t,
+                     const char *stage_name) {
+  kg_irstmt *s = new_stmt(a, KG_IRS_MMA);
+  s->mma.a = fa;
+  s->mma.b = fb;
+  s->mma.c = c;
+  for (int i = 0; i < 4; i++) s->mma.c_index[i] = c_index[i];
+  s->mma.dtype = t;
+  s->mma.stage_name = stage_name;
+  return s;
+}
+
 kg_irstmt *kg_ir_comment(kg_arena *a, const char *text) {
   kg_irstmt *s = new_stmt(a, KG_IRS_COMMENT);
   s->text = kg_arena_strdup(a, text);
@@ -466,8 +478,8 @@ static void print_stmt(kg_strbuf *b, const kg_irstmt *s, int ind) {
       break;
     case KG_IRS_ALLOC:
       kg_strbuf_indent(b, ind);
-      kg_strbuf_printf(b, "alloc %s: f32[%lld] %s", s->alloc.buf->name, (long long)s->alloc.buf->size,
-                       kg_scope_names[s->alloc.buf->scope]);
+      kg_strbuf_printf(b, "alloc %s: %s[%lld] %s", s->alloc.buf->name, kg_dtype_names[s->alloc.buf->dtype],
+                       (long long)s->alloc.buf->size, kg_scope_names[s->alloc.buf->scope]);
       if (s->alloc.buf->reg_acc)
         kg_strbuf_printf(b, " register (accumulates %s around loop %s)",
                          s->alloc.buf->reg_acc_of ? s->alloc.buf->reg_acc_of->name : "?",
@@ -499,6 +511,16 @@ static void print_stmt(kg_strbuf *b, const kg_irstmt *s, int ind) {
     case KG_IRS_ASYNC_WAIT:
       kg_strbuf_indent(b, ind);
       kg_strbuf_printf(b, "async wait (at most %d groups in flight)\n", s->async_wait.pending);
+      break;
+    case KG_IRS_MMA:
+      kg_strbuf_indent(b, ind);
+      kg_strbuf_printf(b, "mma m16n8k16 %s: %s[", kg_dtype_names[s->mma.dtype], s->mma.c->name);
+      for (int i = 0; i < 4; i++) {
+        if (i) kg_strbuf_puts(b, "], [");
+        print_expr(b, s->mma.c_index[i]);
+      }
+      kg_strbuf_printf(b, "] += %s x %s  # %s\n", s->mma.a->name, s->mma.b->name,
+                       s->mma.stage_name ? s->mma.stage_name : "?");
       break;
   }
 }
@@ -568,12 +590,12 @@ void kg_ir_print(kg_strbuf *b, const kg_lowered *f) {
                      (long long)f->size_hi[i]);
   for (int i = 0; i < f->nparams; i++) {
     const kg_buffer *p = f->params[i];
-    kg_strbuf_printf(b, "%s%s %s: f32[%s%lld]", i ? ", " : "", p->is_input ? "in" : "out", p->name,
-                     f->nsize_vars ? "<= " : "", (long long)p->size);
+    kg_strbuf_printf(b, "%s%s %s: %s[%s%lld]", i ? ", " : "", p->is_input ? "in" : "out", p->name,
+                     kg_dtype_names[p->dtype], f->nsize_vars ? "<= " : "", (long long)p->size);
   }
   kg_strbuf_puts(b, ")\n");
   for (int i = 0; i < f->ntemps; i++) {
-    kg_strbuf_printf(b, "  temp %s: f32[", f->temps[i]->name);
+    kg_strbuf_printf(b, "  temp %s: %s[", f->temps[i]->name, kg_dtype_names[f->temps[i]->dtype]);
     if (f->temps[i]->dyn_size) print_expr(b, f->temps[i]->dyn_size);
     else kg_strbuf_printf(b, "%lld", (long long)f->temps[i]->size);
     kg_strbuf_printf(b, "] %s\n", kg_scope_names[f->temps[i]->scope]);

@@ -109,6 +109,12 @@ typedef enum {
   KG_IRS_ASYNC_COMMIT, /* closes the running thread's group of asynchronous stores (cp.async.commit_group; CUDA) */
   KG_IRS_ASYNC_WAIT,   /* waits until at most async_wait.pending of the thread's latest committed groups are still
                           in flight: every store of the groups before them has landed (cp.async.wait_group) */
+  KG_IRS_MMA,          /* one tensor-core step of a warp (`tensorize`, CUDA): mma.sync.aligned.m16n8k16.row.col with
+                          f32 accumulation over mma.dtype operands. Every thread of the warp reaches it together with
+                          its fragments in mma.a (8 elements, LOCAL, of mma.dtype), mma.b (4, LOCAL) and its four
+                          accumulators at mma.c[mma.c_index[0..3]] (f32); each accumulator then has the sum over the
+                          16 k of its row of A times its column of B added. Which elements a lane holds is the PTX
+                          ISA's layout (schedule/sched.h, kg_mma_plan), lane = threadIdx.x */
 } kg_irstmt_kind;
 
 struct kg_irstmt {
@@ -165,6 +171,12 @@ struct kg_irstmt {
     struct {
       int pending;
     } async_wait;
+    struct {
+      kg_buffer *a, *b, *c;
+      kg_irexpr *c_index[4];
+      kg_dtype dtype;
+      const char *stage_name; /* for messages and comments */
+    } mma;
   };
 };
 
@@ -246,6 +258,8 @@ kg_irstmt *kg_ir_allreduce(kg_arena *a, kg_buffer *b, kg_reducer red, kg_thread_
 kg_irstmt *kg_ir_comment(kg_arena *a, const char *text);
 kg_irstmt *kg_ir_async_commit(kg_arena *a);
 kg_irstmt *kg_ir_async_wait(kg_arena *a, int pending);
+kg_irstmt *kg_ir_mma(kg_arena *a, kg_buffer *fa, kg_buffer *fb, kg_buffer *c, kg_irexpr *const c_index[4], kg_dtype t,
+                     const char *stage_name);
 int kg_ir_is_const(const kg_irexpr *e, int64_t *v);
 /* Whether s holds a loop (through sequences, both branches of an IF and allocation bodies). */
 int kg_ir_contains_loop(const kg_irstmt *s);

@@ -734,6 +734,8 @@ static kg_irstmt *build_body(lctx *L, nest *n, int k) {
   return body;
 }
 
+static kg_irstmt *build_mma(lctx *L, nest *n, int k);
+
 static kg_irstmt *build_from(lctx *L, nest *n, int k) {
   kg_arena *a = L->a;
   kg_sstage *st = n->st;
@@ -744,6 +746,7 @@ static kg_irstmt *build_from(lctx *L, nest *n, int k) {
     return build_store(L, n, leafval, n->red_buf ? STORE_PARTIAL : STORE_UPDATE);
   }
   if (k == n->R && n->X >= 0) return build_cross_thread(L, n);
+  if (st->mma[0] && k == st->nleaves - 3) return build_mma(L, n, k);
   kg_iter *it = st->leaves[k];
   kg_irstmt *init = k == n->R && !n->red_buf ? build_init(L, n) : NULL;
   int saved = L->in_parallel;
@@ -765,6 +768,136 @@ static kg_irstmt *build_from(lctx *L, nest *n, int k) {
   kg_ir_seq_push(a, seq, init);
   kg_ir_seq_push(a, seq, loop);
   return seq;
+}
+
+/* ---- tensorize: one mma.sync per warp in place of the three innermost loops ---- */
+
+/* Sets L->env for the stage's axes from the leaves' values (as build_store does, without LETs). */
+static kg_irexpr **env_at(lctx *L, nest *n, kg_irexpr **leafval) {
+  kg_sstage *st = n->st;
+  kg_irexpr **val = iter_values(L, n, leafval);
+  for (int r = 0; r < n->nroot; r++) {
+    kg_irexpr *rel = val[st->roots[r]->id];
+    L->env[kg_sstage_axis(st, r)->id] =
+        rel ? kg_bounds_simplify(L->a, kg_ir_binary(L->a, KG_OP_ADD, n->dom_min[r], rel), NULL, 0) : NULL;
+  }
+  return val;
+}
+
+static void env_clear(lctx *L, nest *n) {
+  for (int r = 0; r < n->nroot; r++) L->env[kg_sstage_axis(n->st, r)->id] = NULL;
+}
+
+/* The element of read e (a load of an f16/bf16 buffer) at the leaves' values lv. */
+static kg_irexpr *mma_operand(lctx *L, nest *n, kg_irexpr **lv, const kg_expr *e, kg_dtype t) {
+  env_at(L, n, lv);
+  kg_irexpr *x = lower_expr(L, e);
+  env_clear(L, n);
+  if (x->kind != KG_IRE_LOAD || x->load.buf->dtype != t)
+    fail(L, "lower: tensorize: stage %s: operand %s is not read from a %s buffer (an inlined producer?)", n->st->name,
+         e->read.name ? e->read.name : "?", kg_dtype_names[t]);
+  return x;
+}
+
+/* Replaces leaves k.. (the three tensorized loops) of n by the fragments' copies and one KG_IRS_MMA: each thread
+ * loads the elements the PTX layout gives its lane (groupID = lane / 4, thread in group = lane % 4; A: rows g and
+ * g + 8, columns 2 tig + {0, 1} and + 8; B: rows 2 tig + {0, 1} and + 8, column g; its accumulators: rows g and
+ * g + 8, columns 2 tig + {0, 1}), which are exactly the loops' own points with the loop values substituted: the rows
+ * loop is g's high bit (row = 8 rows + g), the columns loop the low bit of the column (column = 2 tig + cols). B's
+ * column g is another lane's: its column loops take g's value in place of this lane's. */
+static kg_irstmt *build_mma(lctx *L, nest *n, int k) {
+  kg_arena *a = L->a;
+  kg_sstage *st = n->st;
+  char err[512];
+  kg_mma_plan p;
+  if (L->target != KG_TARGET_CUDA) {
+    fail(L, "lower: tensorize: stage %s: tensor cores are CUDA's (the C target has none)", st->name);
+    return kg_ir_seq(a);
+  }
+  if (kg_sched_mma_plan(st, &p, err, sizeof err) != 0) {
+    fail(L, "lower: %s", err);
+    return kg_ir_seq(a);
+  }
+  if (n->ext[p.rows->id] != 2 || n->ext[p.cols->id] != 2 || n->ext[p.k->id] != 16 || n->ext[p.lane->id] != 32 ||
+      n->sext[p.rows->id] || n->sext[p.cols->id] || n->sext[p.k->id] || n->sext[p.lane->id]) {
+    fail(L, "lower: tensorize: stage %s: its loops span %lld x %lld x %lld over %lld lanes here, not 2 x 2 x 16 over "
+         "32", st->name, (long long)n->ext[p.rows->id], (long long)n->ext[p.cols->id], (long long)n->ext[p.k->id],
+         (long long)n->ext[p.lane->id]);
+    return kg_ir_seq(a);
+  }
+  if (n->X >= 0 || n->red_buf || n->R < 0 || n->R >= k) {
+    fail(L, "lower: tensorize: stage %s: the reduction must start outside the tensorized loops, in one thread",
+         st->name);
+    return kg_ir_seq(a);
+  }
+  for (int i = 0; i < L->s->nstages; i++) {
+    const kg_sstage *x = L->s->stages[i];
+    if (x->attach == KG_ATTACH_AT && x->attach_stage == st &&
+        (x->attach_iter == p.rows || x->attach_iter == p.cols || x->attach_iter == p.k)) {
+      fail(L, "lower: tensorize: stage %s: stage %s is computed at the tensorized loop %s", st->name, x->name,
+           x->attach_iter->name);
+      return kg_ir_seq(a);
+    }
+  }
+  kg_irexpr **base = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
+  for (int j = 0; j < st->nleaves; j++) base[st->leaves[j]->id] = kg_ir_var(a, n->leafvar[j]);
+  kg_irexpr **lv = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
+  kg_irexpr *lane = base[p.lane->id];
+  kg_irexpr *tig = kg_ir_binary(a, KG_OP_MOD, lane, kg_ir_int(a, 4));
+  kg_irexpr *grp = kg_ir_binary(a, KG_OP_DIV, lane, kg_ir_int(a, 4));
+#define KAT(c) kg_ir_binary(a, KG_OP_ADD, kg_ir_binary(a, KG_OP_MUL, tig, kg_ir_int(a, 2)), kg_ir_int(a, (c)))
+  kg_buffer *fa = KG_NEW(a, kg_buffer), *fb = KG_NEW(a, kg_buffer);
+  kg_buffer *frag[2] = {fa, fb};
+  for (int q = 0; q < 2; q++) {
+    frag[q]->name = unique_name(L, q ? "kg_mma_b" : "kg_mma_a", NULL);
+    frag[q]->id = L->nbuffers++;
+    frag[q]->scope = KG_SCOPE_LOCAL;
+    frag[q]->tensor = (q ? p.b : p.a)->read.tensor;
+    frag[q]->dtype = p.dtype;
+    frag[q]->size = q ? 4 : 8;
+    frag[q]->param_index = -1;
+  }
+  kg_irstmt *seq = kg_ir_seq(a);
+  kg_ir_seq_push(a, seq, kg_ir_comment(a, kg_arena_printf(a, "stage %s: loops %s, %s, %s as one mma.m16n8k16 (%s)",
+                                                          st->name, p.rows->name, p.cols->name, p.k->name,
+                                                          kg_dtype_names[p.dtype])));
+  for (int e = 0; e < 8; e++) {
+    memcpy(lv, base, sizeof(kg_irexpr *) * (size_t)(st->nall + 1));
+    lv[p.rows->id] = kg_ir_int(a, (e >> 1) & 1);
+    lv[p.cols->id] = kg_ir_int(a, 0);
+    lv[p.k->id] = KAT((e & 1) + 8 * (e >> 2));
+    kg_ir_seq_push(a, seq, kg_ir_store(a, fa, kg_ir_int(a, e), mma_operand(L, n, lv, p.a, p.dtype)));
+  }
+  for (int e = 0; e < 4; e++) {
+    memcpy(lv, base, sizeof(kg_irexpr *) * (size_t)(st->nall + 1));
+    lv[p.rows->id] = kg_ir_int(a, 0);
+    lv[p.lane->id] = kg_ir_binary(a, KG_OP_DIV, lane, kg_ir_int(a, 8)); /* thread in group = g / 2 */
+    lv[p.cols->id] = kg_ir_binary(a, KG_OP_MOD, grp, kg_ir_int(a, 2));
+    lv[p.k->id] = KAT((e & 1) + 8 * (e >> 1));
+    kg_ir_seq_push(a, seq, kg_ir_store(a, fb, kg_ir_int(a, e), mma_operand(L, n, lv, p.b, p.dtype)));
+  }
+#undef KAT
+  kg_irexpr *cix[4];
+  for (int e = 0; e < 4; e++) {
+    memcpy(lv, base, sizeof(kg_irexpr *) * (size_t)(st->nall + 1));
+    lv[p.rows->id] = kg_ir_int(a, e >> 1);
+    lv[p.cols->id] = kg_ir_int(a, e & 1);
+    lv[p.k->id] = kg_ir_int(a, 0);
+    kg_irexpr **val = env_at(L, n, lv);
+    kg_irexpr *idx[KG_MAX_DIMS];
+    for (int d = 0; d < st->nax && d < KG_MAX_DIMS; d++) idx[d] = L->env[st->ax[d]->id];
+    if (n->out_region) cix[e] = flat_index(L, idx, st->nax, n->out_region->store, n->out_region->min, NULL);
+    else cix[e] = flat_index(L, idx, st->nax, st->out->shape, NULL, st->out);
+    if (build_guard(L, n, val))
+      fail(L, "lower: tensorize: stage %s: its tile needs a guard (a split that does not divide, or a region past "
+           "its tensor's edge); the tensor cores compute whole 16 x 8 x 16 tiles", st->name);
+    env_clear(L, n);
+  }
+  if (n->out_buf->dtype != KG_DT_F32)
+    fail(L, "lower: tensorize: stage %s: its accumulators are %s; they must be f32", st->name,
+         kg_dtype_names[n->out_buf->dtype]);
+  kg_ir_seq_push(a, seq, kg_ir_mma(a, fa, fb, n->out_buf, cix, p.dtype, st->name));
+  return kg_ir_alloc(a, fa, kg_ir_alloc(a, fb, seq));
 }
 
 /* One stage's nest over the domain [dom_min, dom_min + dom_ext) of each root axis; rg: its region buffer when

@@ -208,6 +208,7 @@ static void describe(vctx *V, const kg_irstmt *s, char *buf, size_t len) {
     case KG_IRS_COMMENT: snprintf(buf, len, "comment"); break;
     case KG_IRS_ASYNC_COMMIT: snprintf(buf, len, "async commit"); break;
     case KG_IRS_ASYNC_WAIT: snprintf(buf, len, "async wait"); break;
+    case KG_IRS_MMA: snprintf(buf, len, "mma of stage %s", nm(s->mma.stage_name)); break;
     default: snprintf(buf, len, "statement of unknown kind %d", (int)s->kind); break;
   }
   V->where = buf;
@@ -375,6 +376,23 @@ static void check_stmt(vctx *V, const kg_irstmt *s) {
       if (s->kind == KG_IRS_ASYNC_WAIT && (s->async_wait.pending < 0 || s->async_wait.pending > 7))
         FAIL("waits for %d groups in flight, want 0 to 7", s->async_wait.pending);
       return;
+    case KG_IRS_MMA: {
+      if (!cuda) FAIL("a tensor-core step on the C target");
+      if (s->mma.dtype != KG_DT_F16 && s->mma.dtype != KG_DT_BF16) FAIL("operands of type %s", kg_dtype_names[s->mma.dtype]);
+      const kg_buffer *fr[2] = {s->mma.a, s->mma.b};
+      for (int q = 0; q < 2; q++) {
+        if (!check_buf_id(V, fr[q])) return;
+        if (!V->buf_live[fr[q]->id]) FAIL("fragment %s outside its allocation", fr[q]->name);
+        if (fr[q]->scope != KG_SCOPE_LOCAL || fr[q]->size != (q ? 4 : 8) || fr[q]->dtype != s->mma.dtype)
+          FAIL("fragment %s is not a local array of %d %s", fr[q]->name, q ? 4 : 8, kg_dtype_names[s->mma.dtype]);
+      }
+      for (int i = 0; i < 4 && !V->failed; i++) check_index(V, s->mma.c, s->mma.c_index[i], "accumulator");
+      if (V->failed) return;
+      if (s->mma.c->dtype != KG_DT_F32 || s->mma.c->is_input) FAIL("accumulators in %s", s->mma.c->name);
+      /* the warp runs it whole: no guard that tells its threads apart may enclose it */
+      if (V->divergent) FAIL("under a condition that depends on the thread");
+      return;
+    }
     default: vfail(V, "unknown statement kind"); return;
   }
 }

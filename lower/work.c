@@ -471,6 +471,13 @@ static void stmt(wctx *W, kg_irstmt *s) {
     }
     case KG_IRS_ALLOC: stmt(W, s->alloc.body); break;
     case KG_IRS_BARRIER: w->barriers += factor(W) / ((double)w->blocks * (double)w->threads); break;
+    case KG_IRS_MMA: {
+      double warps = factor(W) / 32;
+      w->mma_insts += warps;
+      w->flops += warps * 2 * 16 * 8 * 16;
+      w->other_insts += factor(W) * 10; /* packing the fragments, the accumulators' moves */
+      break;
+    }
     case KG_IRS_ALLREDUCE: {
       int steps = 0;
       for (int64_t e = 1; e < s->allreduce.extent; e *= 2) steps++;

@@ -31,6 +31,7 @@ typedef struct kg_kernel_work {
   double dram_bytes;        /* compulsory DRAM traffic: each global buffer the kernel reads or writes, whole,
                              * once per direction */
   double barriers;          /* __syncthreads executed per block (an allreduce through shared memory counts two) */
+  double mma_insts;         /* warp-level tensor-core steps (mma.m16n8k16: 16 x 8 x 16 FMAs each), over warps */
   int pipeline;             /* the most stages of a pipelined loop's shared ring (lower/pipeline.c); 0: none */
   int ilp;                  /* independent accumulation chains per thread in the kernel's busiest update (its
                              * register tile), or 4 when that store accumulates nothing */

@@ -9,21 +9,23 @@ int kg_gpu_device_for_arch(const char *arch, kg_gpu_device *d) {
   /* Sustained figures of one common device per arch: DRAM as a large copy runs (about 88% of the datasheet; sm_90's
    * is the copy rate measured on an H200, bench/results/gpu-first-run-2026-12-04.md), the boost clock, FP32 lanes per
    * SM (64 on sm_70, sm_75 and sm_80; 128 from sm_86). L2 to L1: 32 bytes per SM per cycle on sm_70 and sm_75, 48
-   * from sm_80 (A100's 5120 bytes per cycle over 108 SMs). */
+   * from sm_80 (A100's 5120 bytes per cycle over 108 SMs). Tensor cores, dense f16/bf16 with f32 accumulation, in
+   * mma.m16n8k16 steps (2048 FMAs) per SM per cycle: A100 1024 FMAs a cycle, GA10x/AD10x 512, H100/H200 2048, B200
+   * 4096; m16n8k16 needs sm_80, so the older archs run it in software. */
   static const struct {
     int sm;
     kg_gpu_device d;
   } table[] = {
-      {70, {"Tesla V100", 80, 1.53e9, 2, 790e9, 32, 500}},
-      {72, {"Jetson AGX Xavier", 8, 1.38e9, 2, 120e9, 32, 500}},
-      {75, {"Tesla T4", 40, 1.59e9, 2, 280e9, 32, 500}},
-      {80, {"A100-SXM4-40GB", 108, 1.41e9, 2, 1400e9, 48, 550}},
-      {86, {"RTX A6000", 84, 1.80e9, 4, 690e9, 48, 550}},
-      {87, {"Jetson AGX Orin", 16, 1.30e9, 4, 180e9, 48, 550}},
-      {89, {"L40S", 142, 2.52e9, 4, 780e9, 48, 550}},
-      {90, {"NVIDIA H200", 132, 1.98e9, 4, 4170e9, 48, 650}},
-      {100, {"B200", 148, 1.965e9, 4, 7000e9, 48, 700}},
-      {120, {"RTX 5090", 170, 2.41e9, 4, 1600e9, 48, 600}},
+      {70, {"Tesla V100", 80, 1.53e9, 2, 790e9, 32, 500, 0}},
+      {72, {"Jetson AGX Xavier", 8, 1.38e9, 2, 120e9, 32, 500, 0}},
+      {75, {"Tesla T4", 40, 1.59e9, 2, 280e9, 32, 500, 0}},
+      {80, {"A100-SXM4-40GB", 108, 1.41e9, 2, 1400e9, 48, 550, 0.5}},
+      {86, {"RTX A6000", 84, 1.80e9, 4, 690e9, 48, 550, 0.25}},
+      {87, {"Jetson AGX Orin", 16, 1.30e9, 4, 180e9, 48, 550, 0.25}},
+      {89, {"L40S", 142, 2.52e9, 4, 780e9, 48, 550, 0.25}},
+      {90, {"NVIDIA H200", 132, 1.98e9, 4, 4170e9, 48, 650, 1}},
+      {100, {"B200", 148, 1.965e9, 4, 7000e9, 48, 700, 2}},
+      {120, {"RTX 5090", 170, 2.41e9, 4, 1600e9, 48, 600, 0.25}},
   };
   int num;
   char suffix;
@@ -59,7 +61,14 @@ static int estimate_kernel(const kg_gpu_device *D, const kg_kernel_quality *q, k
   double fp_w = w->fp_insts / lanes, sfu_w = w->sfu_insts / lanes;
   double all_w = (w->fp_insts + w->sfu_insts + w->other_insts + w->gld_insts + w->gst_insts + w->sh_insts) / lanes;
   e->eff_compute = min1(warps_sm / 4 * (w->ilp > 0 ? w->ilp : 1) / 4);
+  /* tensor cores; before sm_80 the step runs in software (warp shuffles and 64 FMAs a thread), on the f32 pipes */
+  double mma_clk = D->mma_per_clk;
+  if (mma_clk == 0 && w->mma_insts > 0) {
+    fp_w += w->mma_insts * 64;
+    all_w += w->mma_insts * 64 * 2;
+  }
   double t_issue = fmax(all_w / (active * 4 * f), fp_w / (active * D->fp32_per_clk * f));
+  if (mma_clk > 0) t_issue = fmax(t_issue, w->mma_insts / (active * mma_clk * f));
   e->t_issue = t_issue / e->eff_compute;
   e->t_sfu = sfu_w / (active * 0.5 * f);
   e->t_shared = w->sh_wavefronts / (active * f);

@@ -34,6 +34,8 @@ typedef struct kg_gpu_device {
   double dram_bps;      /* sustained DRAM bandwidth (a large copy's rate), bytes/s */
   double l2_bytes_per_clk; /* per SM, L2 to L1 */
   double mem_latency;   /* cycles from a global load to its use (DRAM; an L2 hit is about half) */
+  double mma_per_clk;   /* tensor-core m16n8k16 steps (f16/bf16, f32 accumulation) per SM per cycle; 0: none (the
+                           step then runs in software) */
 } kg_gpu_device;
 /* 0, or -1 for an arch without figures. */
 int kg_gpu_device_for_arch(const char *arch, kg_gpu_device *d);

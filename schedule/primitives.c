@@ -36,6 +36,7 @@ static int check_split(const kg_sstage *st, const char *prim, const kg_iter *it,
   if (it->kind != KG_LOOP_SERIAL)
     FAIL("%s: stage %s: loop %s is already %s", prim, st->name, it->name, kg_loop_kind_names[it->kind]);
   if (it->pipeline) FAIL("%s: stage %s: loop %s is pipelined", prim, st->name, it->name);
+  if (it->tensorized) FAIL("%s: stage %s: loop %s is tensorized", prim, st->name, it->name);
   if (f < 1) FAIL("%s: stage %s: loop %s: factor %lld must be at least 1", prim, st->name, it->name, (long long)f);
   /* loop extents are at most 2^31-1 (the checker's bound on a dimension), so a larger factor is meaningless and
    * would make the split's arithmetic overflow */
@@ -157,6 +158,8 @@ static int prim_fuse(kg_schedule *s, kg_sstage *st, const kg_step *step, char *e
   if (ann) FAIL("fuse: stage %s: loop %s is already %s", st->name, ann->name, kg_loop_kind_names[ann->kind]);
   if (a->pipeline || b->pipeline)
     FAIL("fuse: stage %s: loop %s is pipelined", st->name, a->pipeline ? a->name : b->name);
+  if (a->tensorized || b->tensorized)
+    FAIL("fuse: stage %s: loop %s is tensorized", st->name, a->tensorized ? a->name : b->name);
   const kg_sstage *x = kg_sched_attached_at(s, st, a);
   if (x) FAIL("fuse: stage %s: loop %s: stage %s is computed at it", st->name, a->name, x->name);
   if (a->extent > INT64_MAX / (b->extent ? b->extent : 1))
@@ -190,6 +193,7 @@ static int prim_annotate(kg_schedule *s, kg_sstage *st, const kg_step *step, cha
   if (it->kind != KG_LOOP_SERIAL)
     FAIL("%s: stage %s: loop %s is already %s", prim, st->name, it->name, kg_loop_kind_names[it->kind]);
   if (it->pipeline) FAIL("%s: stage %s: loop %s is pipelined", prim, st->name, it->name);
+  if (it->tensorized) FAIL("%s: stage %s: loop %s is tensorized", prim, st->name, it->name);
   kg_loop_kind kind = KG_LOOP_UNROLLED;
   kg_thread_tag tag = KG_THREAD_NONE;
   switch (step->kind) {
@@ -416,6 +420,7 @@ int kg_schedule_apply(kg_schedule *s, const kg_step *step, char *err, size_t err
     case KG_STEP_PAD: rc = prim_pad(st, step, err, errlen); break;
     case KG_STEP_LAUNCH_BOUNDS: rc = prim_launch_bounds(st, step, err, errlen); break;
     case KG_STEP_PIPELINE: rc = prim_pipeline(s, st, step, err, errlen); break;
+    case KG_STEP_TENSORIZE: rc = kg_sched_tensorize(s, st, step, err, errlen); break;
     default: rc = kg_sched_fail(err, errlen, "%s: unsupported", prim); break;
     }
   }

@@ -67,6 +67,8 @@ typedef struct kg_iter {
   int pipeline; /* `pipeline`: the shared-memory stages computed at this (serial) loop fill a ring of this many
                  * buffers, up to pipeline - 1 steps ahead of the step that reads them (lower/pipeline.c); 0: none.
                  * A pipelined loop is never split, fused or annotated afterwards (the primitives refuse) */
+  int tensorized; /* one of the loops a `tensorize` step maps onto the tensor cores (its three per-thread loops and the
+                   * lane loop): never split, fused or annotated afterwards (the primitives refuse) */
 } kg_iter;
 
 typedef enum { KG_ATTACH_ROOT, KG_ATTACH_INLINE, KG_ATTACH_AT } kg_attach_kind;
@@ -100,6 +102,9 @@ typedef struct kg_sstage {
                      * buffer, so that a warp reading down a column spreads over the shared memory banks. Set only
                      * on a shared-scope stage of two or more dimensions; 0: rows packed */
 
+  kg_iter *mma[3];  /* `tensorize`: the per-thread row, column and reduction loops one tensor-core instruction per
+                     * warp computes (see kg_sched_mma_plan); NULL: none */
+
   kg_iter **roots;  /* nax + nrax */
   kg_iter **all;    /* every iter made for this stage, in creation order (for lookup by name) */
   int nall, capall;
@@ -132,7 +137,9 @@ typedef struct kg_sstage {
  *   launch_bounds STAGE BLOCKS          ints = {BLOCKS}: STAGE's kernel keeps BLOCKS blocks resident per
  *                                       multiprocessor (see kg_sstage.min_blocks)
  *   pipeline STAGE LOOP DEPTH           names = {LOOP}, ints = {DEPTH}: the shared stages computed at LOOP fill a
- *                                       ring of DEPTH buffers ahead of the step that reads them (kg_iter.pipeline) */
+ *                                       ring of DEPTH buffers ahead of the step that reads them (kg_iter.pipeline)
+ *   tensorize STAGE ROWS COLS K         names = {ROWS, COLS, K}: the warp's 32 threads compute those loops of STAGE
+ *                                       with one mma.sync.m16n8k16 (kg_sstage.mma, kg_sched_mma_plan) */
 /* name, text, then the step's form: how many names (min, max) and how many integers follow the stage. */
 #define KG_STEPS(X)                                                                                         \
   X(SPLIT, "split", 1, 1, 1) X(TILE, "tile", 2, 2, 2) X(REORDER, "reorder", 2, KG_STEP_MAX_NAMES, 0)          \
@@ -142,7 +149,7 @@ typedef struct kg_sstage {
   X(CACHE_READ, "cache_read", 2, KG_STEP_MAX_NAMES, 0) X(CACHE_WRITE, "cache_write", 1, 1, 0)                 \
   X(RFACTOR, "rfactor", 1, 1, 1) X(REORDER_STORAGE, "reorder_storage", 1, KG_STEP_MAX_NAMES, 0)               \
   X(STREAM, "stream", 0, 0, 0) X(PAD, "pad", 0, 0, 1) X(LAUNCH_BOUNDS, "launch_bounds", 0, 0, 1) \
-  X(PIPELINE, "pipeline", 1, 1, 1)
+  X(PIPELINE, "pipeline", 1, 1, 1) X(TENSORIZE, "tensorize", 3, 3, 0)
 #define KG_SCHED_MAX_PIPELINE 4 /* ring buffers a `pipeline` step may ask for: past 4, shared memory runs out first */
 #define KG_SCHED_MAX_PAD 32 /* floats a `pad` step may add to each row: a bank period (32 words) at most */
 #define KG_SCHED_MAX_MIN_BLOCKS 32 /* resident blocks a `launch_bounds` step may ask for: every arch's maximum */
@@ -221,6 +228,29 @@ int kg_schedule_apply_trace(kg_schedule *s, const kg_trace *t, char *err, size_t
 
 kg_sstage *kg_schedule_find_stage(const kg_schedule *s, const char *name);
 kg_iter *kg_sstage_find_iter(const kg_sstage *st, const char *name); /* any iter, leaf or not */
+
+/* `tensorize S ROWS COLS K` (schedule/tensorize.c) maps a sum of products of two f16 or bf16 reads onto the tensor
+ * cores' mma.sync.aligned.m16n8k16 (f32 accumulation): per warp, a 16 x 8 tile of S over a 16-long stretch of the
+ * reduction. What it requires of S (PTX ISA, "Matrix Fragments for mma.m16n8k16"): its body is A * B, two reads of
+ * f16 (or of bf16) tensors, A not depending on the column axis and B not on the row axis; it sums; ROWS, COLS and K
+ * are its three innermost loops (any order), serial or unrolled, ROWS = the outer part (2) of a split by 8 of a
+ * 16-long row stretch, COLS = the inner part (2) of a split by 2 of an 8-long column stretch, K a 16-long stretch
+ * of a reduction axis whose first loop is further out; and the row split's inner part (8, the fragment's groupID)
+ * fused, outer, with the column split's outer part (4, its thread in group) into one loop of 32 bound to
+ * threadIdx.x: lane = 4 * groupID + thread_in_group. Each thread then computes exactly the four accumulator
+ * elements the instruction's layout gives its lane, so the loops and the instruction mean the same. The kernel
+ * must launch 32 threads along x (a warp per threadIdx.y, z), so that every warp runs the instruction whole; the
+ * CUDA printer checks it. */
+typedef struct kg_mma_plan {
+  kg_iter *rows, *cols, *k; /* the per-thread loops (2, 2, 16) */
+  kg_iter *lane;            /* the fused loop bound to threadIdx.x (32) */
+  kg_iter *group, *tig;     /* its parts: the rows' 8 (outer), the columns' 4 (inner) */
+  const kg_expr *a, *b;     /* the reads: a over rows and k, b over k and columns */
+  kg_dtype dtype;           /* theirs: f16 or bf16 */
+} kg_mma_plan;
+/* Fills p for a stage that `tensorize` marked, checking everything above again (later steps may have changed
+ * the loops around it); 0, or -1 with the reason in err ("tensorize: stage S: ..."). */
+int kg_sched_mma_plan(const kg_sstage *st, kg_mma_plan *p, char *err, size_t errlen);
 int kg_sstage_leaf_index(const kg_sstage *st, const kg_iter *it);   /* -1 when not a leaf */
 /* Root axis r of st: the spatial axes (0..nax-1), then the reduction axes. */
 kg_ivar *kg_sstage_axis(const kg_sstage *st, int r);

@@ -1,0 +1,321 @@
+/* tensorize: a sum of products of f16 or bf16 reads computed by mma.sync.m16n8k16. Hand-written tensorized GEMMs
+ * (one warp a block, and two warps with four instruction tiles each) on f16 and bf16 operands at several sizes:
+ * lowered, printed, verified on the CUDA emulator (whose step is the software one, so every fragment address is
+ * checked against the reference), compiled with NVRTC for sm_80, sm_86 and sm_90 with the instruction in the PTX
+ * and the limits kept, and for sm_75 without it; the estimate counts the steps; and every precondition refused with
+ * its message, at the step or at lowering; and random CUDA schedules of matmul and batch matmul in f16 and bf16 draw
+ * it and verify. */
+#include <stdint.h>
+#include "kgen.h"
+#include "gen/space.h"
+#include "lower/work.h"
+#include "runtime/emu.h"
+#include "runtime/nvrtc.h"
+#include "testlib.h"
+#include "testutil.h"
+
+static const char *const GEMM = "def matmul(A: %s[M, K], B: %s[K, N]) -> (C: f32[M, N]) {\n"
+                                "  C[i, j] = sum[k](A[i, k] * B[k, j])\n}\n";
+
+/* One warp a block, one 16 x 8 tile a warp. */
+static const char *const ONE_WARP = "split C i 16\nsplit C i.i 8\nsplit C j 8\nsplit C j.i 2\nsplit C k 16\n"
+                                    "reorder C i.o j.o i.i.i j.i.o k.o i.i.o j.i.i k.i\n"
+                                    "fuse C i.i.i j.i.o\n"
+                                    "bind C i.o blockIdx.y\nbind C j.o blockIdx.x\nbind C i.i.i*j.i.o threadIdx.x\n"
+                                    "tensorize C i.i.o j.i.i k.i\n";
+/* Two warps (threadIdx.y) of 16 x 32 each: four tiles along the columns per warp. */
+static const char *const TWO_WARPS = "split C i 32\nsplit C i.i 16\nsplit C i.i.i 8\n"
+                                     "split C j 32\nsplit C j.i 8\nsplit C j.i.i 2\nsplit C k 16\n"
+                                     "reorder C i.o j.o i.i.o i.i.i.i j.i.i.o j.i.o k.o i.i.i.o j.i.i.i k.i\n"
+                                     "fuse C i.i.i.i j.i.i.o\n"
+                                     "bind C i.o blockIdx.y\nbind C j.o blockIdx.x\nbind C i.i.o threadIdx.y\n"
+                                     "bind C i.i.i.i*j.i.i.o threadIdx.x\nunroll C j.i.o\n"
+                                     "tensorize C i.i.i.o j.i.i.i k.i\n";
+
+static kg_program *load_gemm(const char *t, const char *sizes) {
+  char text[256];
+  snprintf(text, sizeof text, GEMM, t, t);
+  return kg_test_load_sizes(text, sizes);
+}
+
+static void check_one(const char *t, const char *sizes, const char *sched, const char *what) {
+  kg_test_workload w;
+  memset(&w, 0, sizeof w);
+  w.p = load_gemm(t, sizes);
+  CHECKF(w.p != NULL, "%s: does not load", what);
+  if (!w.p) return;
+  CHECK(kg_data_init(&w.d, w.p, 9) == 0 && kg_data_reference(&w.d, w.p, 9) == 0);
+  kg_schedule *s = kg_schedule_new(w.p);
+  char err[2048];
+  int ok = kg_test_apply_text(s, sched, err, sizeof err) == 0;
+  CHECKF(ok, "%s: %s", what, err);
+  kg_arena la;
+  kg_arena_init(&la);
+  kg_lowered *lw = ok ? kg_lower(s, KG_TARGET_CUDA, &la, err, sizeof err) : NULL;
+  CHECKF(!ok || lw, "%s: lower: %s", what, err);
+  kg_cuda_program prog;
+  memset(&prog, 0, sizeof prog);
+  int printed = lw && kg_codegen_cuda(lw, "kgen", &prog, err, sizeof err) == 0;
+  CHECKF(!lw || printed, "%s: print: %s", what, err);
+  if (printed) {
+    CHECKF(strstr(prog.source, "kg_mma_m16n8k16(kg_rc, kg_ra, kg_rb, ") != NULL, "%s: no mma step:\n%s", what,
+           prog.source);
+    kg_kernel_work wk;
+    CHECK(kg_lower_kernel_work(lw, 0, &wk) == 0);
+    int64_t m = w.p->outputs[0]->shape[0], n = w.p->outputs[0]->shape[1], k = w.p->inputs[0]->shape[1];
+    CHECKF(wk.mma_insts == (double)(m / 16) * (double)(n / 8) * (double)(k / 16), "%s: %g steps counted", what,
+           wk.mma_insts);
+    kg_emu_module em;
+    int rc = kg_emu_build(&prog, &em);
+    CHECKF(rc == 0, "%s: emulator build: %s", what, em.log ? em.log : "?");
+    if (rc == 0) {
+      CHECKF(kg_test_emu_verify(&em, &prog, &w, err, sizeof err), "%s: %s", what, err);
+      kg_emu_module_free(&em);
+    }
+    static const char *const arches[] = {"sm_80", "sm_86", "sm_90", "sm_75"};
+    for (int a = 0; a < 4; a++) {
+      kg_cubin cb;
+      memset(&cb, 0, sizeof cb);
+      rc = kg_nvrtc_compile(&prog, arches[a], &cb);
+      CHECKF(rc == 0, "%s: NVRTC %s: %s", what, arches[a], cb.log ? cb.log : "?");
+      if (rc == 0) {
+        char want[96];
+        snprintf(want, sizeof want, "mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32", t, t);
+        int has = cb.ptx && strstr(cb.ptx, want) != NULL;
+        CHECKF(has == (a < 3), "%s: %s: %s in the PTX: %d", what, arches[a], want, has);
+        kg_gpu_limits lim;
+        char lw2[256];
+        CHECK(kg_gpu_limits_for_arch(arches[a], &lim) == 0);
+        CHECKF(kg_gpu_check_limits(&prog, &cb, &lim, lw2, sizeof lw2) == 0, "%s: %s: %s", what, arches[a], lw2);
+      }
+      kg_cubin_free(&cb);
+    }
+    kg_cuda_program_free(&prog);
+  }
+  kg_arena_free(&la);
+  kg_schedule_free(s);
+  kg_test_workload_free(&w);
+}
+
+static void test_legal(void) {
+  static const char *const types[] = {"bf16", "f16"};
+  for (int t = 0; t < 2; t++) {
+    char what[128];
+    snprintf(what, sizeof what, "%s one warp 32x16x32", types[t]);
+    check_one(types[t], "M=32 N=16 K=32", ONE_WARP, what);
+    snprintf(what, sizeof what, "%s one warp 64x48x128", types[t]);
+    check_one(types[t], "M=64 N=48 K=128", ONE_WARP, what);
+    snprintf(what, sizeof what, "%s two warps 64x64x64", types[t]);
+    check_one(types[t], "M=64 N=64 K=64", TWO_WARPS, what);
+  }
+}
+
+static void expect_step_error(const char *t, const char *sizes, const char *sched, const char *needle) {
+  kg_program *p = load_gemm(t, sizes);
+  if (!p) return;
+  kg_schedule *s = kg_schedule_new(p);
+  char err[1024] = "";
+  int rc = kg_test_apply_text(s, sched, err, sizeof err);
+  CHECKF(rc != 0 && strstr(err, needle), "want '%s', got %s", needle, rc ? err : "success");
+  kg_schedule_free(s);
+  kg_program_free(p);
+}
+
+static void expect_lower_error(const char *t, const char *sizes, const char *sched, const char *needle) {
+  const kg_target_kind target = KG_TARGET_CUDA;
+  kg_program *p = load_gemm(t, sizes);
+  if (!p) return;
+  kg_schedule *s = kg_schedule_new(p);
+  char err[1024] = "";
+  int rc = kg_test_apply_text(s, sched, err, sizeof err);
+  CHECKF(rc == 0, "%s", err);
+  kg_arena la;
+  kg_arena_init(&la);
+  kg_lowered *lw = rc == 0 ? kg_lower(s, target, &la, err, sizeof err) : NULL;
+  kg_cuda_program prog;
+  memset(&prog, 0, sizeof prog);
+  if (lw) {
+    rc = kg_codegen_cuda(lw, "kgen", &prog, err, sizeof err);
+    kg_cuda_program_free(&prog);
+    CHECKF(rc != 0 && strstr(err, needle), "want '%s', got %s", needle, rc ? err : "success");
+  } else {
+    CHECKF(strstr(err, needle) != NULL, "want '%s', got %s", needle, err);
+  }
+  kg_arena_free(&la);
+  kg_schedule_free(s);
+  kg_program_free(p);
+}
+
+static void test_illegal(void) {
+  const char *sz = "M=32 N=16 K=32";
+  char sched[2048];
+  /* f32 operands */
+  expect_step_error("f32", sz, ONE_WARP, "the tensor cores take two f16 or two bf16 operands");
+  /* not the innermost loops; a reduction stretch of 8 */
+  snprintf(sched, sizeof sched, "%s", ONE_WARP);
+  char *last = strstr(sched, "tensorize");
+  strcpy(last, "reorder C i.o j.o i.i.i*j.i.o k.o i.i.o k.i j.i.i\ntensorize C i.i.o j.i.i k.o\n");
+  expect_step_error("bf16", sz, sched, "loop k.o (reduction) is not among the three innermost loops");
+  expect_step_error("bf16", sz,
+                    "split C i 16\nsplit C i.i 8\nsplit C j 8\nsplit C j.i 2\nsplit C k 8\n"
+                    "reorder C i.o j.o i.i.i j.i.o k.o i.i.o j.i.i k.i\nfuse C i.i.i j.i.o\n"
+                    "bind C i.i.i*j.i.o threadIdx.x\ntensorize C i.i.o j.i.i k.i\n",
+                    "loop k.i must be a reduction loop of 16 (it is a reduction loop of 8)");
+  /* operands of two types */
+  {
+    kg_program *p = kg_test_load_sizes("def mm(A: f16[M, K], B: bf16[K, N]) -> (C: f32[M, N]) {\n"
+                                       "  C[i, j] = sum[k](A[i, k] * B[k, j])\n}\n", sz);
+    kg_schedule *s = p ? kg_schedule_new(p) : NULL;
+    char err[512] = "";
+    CHECK(s && kg_test_apply_text(s, ONE_WARP, err, sizeof err) != 0 && strstr(err, "are f16 and bf16"));
+    kg_schedule_free(s);
+    kg_program_free(p);
+  }
+  /* rows split by 4 */
+  expect_step_error("bf16", sz,
+                    "split C i 16\nsplit C i.i 4\nsplit C j 8\nsplit C j.i 2\nsplit C k 16\n"
+                    "reorder C i.o j.o i.i.i j.i.o k.o i.i.o j.i.i k.i\nfuse C i.i.i j.i.o\n"
+                    "bind C i.i.i*j.i.o threadIdx.x\ntensorize C i.i.o j.i.i k.i\n",
+                    "must be the outer part (2) of a split by 8 of a 16-long spatial loop");
+  /* the lane not bound */
+  expect_step_error("bf16", sz,
+                    "split C i 16\nsplit C i.i 8\nsplit C j 8\nsplit C j.i 2\nsplit C k 16\n"
+                    "reorder C i.o j.o i.i.i j.i.o k.o i.i.o j.i.i k.i\nfuse C i.i.i j.i.o\n"
+                    "tensorize C i.i.o j.i.i k.i\n",
+                    "must be fused, i.i.i outer, into one loop of 32 bound to threadIdx.x");
+  /* the lane's parts the other way round */
+  expect_step_error("bf16", sz,
+                    "split C i 16\nsplit C i.i 8\nsplit C j 8\nsplit C j.i 2\nsplit C k 16\n"
+                    "reorder C i.o j.o j.i.o i.i.i k.o i.i.o j.i.i k.i\nfuse C j.i.o i.i.i\n"
+                    "bind C j.i.o*i.i.i threadIdx.x\ntensorize C i.i.o j.i.i k.i\n",
+                    "must be fused, i.i.i outer");
+  /* k unsplit: the reduction's first loop */
+  expect_step_error("bf16", "M=32 N=16 K=16",
+                    "split C i 16\nsplit C i.i 8\nsplit C j 8\nsplit C j.i 2\n"
+                    "reorder C i.o j.o i.i.i j.i.o i.i.o j.i.i k\nfuse C i.i.i j.i.o\n"
+                    "bind C i.i.i*j.i.o threadIdx.x\ntensorize C i.i.o j.i.i k\n",
+                    "loop k is the reduction's first loop");
+  /* a tensorized loop cannot be split or unrolled afterwards, and the step is taken once */
+  snprintf(sched, sizeof sched, "%ssplit C k.i 4\n", ONE_WARP);
+  expect_step_error("bf16", sz, sched, "loop k.i is tensorized");
+  snprintf(sched, sizeof sched, "%sunroll C i.i.o\n", ONE_WARP);
+  expect_step_error("bf16", sz, sched, "loop i.i.o is tensorized");
+  snprintf(sched, sizeof sched, "%stensorize C i.i.o j.i.i k.i\n", ONE_WARP);
+  expect_step_error("bf16", sz, sched, "already tensorized");
+  /* a loop moved inside the tensorized ones afterwards: refused at lowering */
+  snprintf(sched, sizeof sched, "%sreorder C i.i.o k.o\n", ONE_WARP);
+  expect_lower_error("bf16", sz, sched, "is not among the three innermost loops");
+  /* a tile that does not divide */
+  expect_lower_error("bf16", "M=24 N=16 K=32", ONE_WARP, "its tile needs a guard");
+}
+
+/* Random CUDA schedules of the library's GEMM-like workloads made f16 and bf16, at sizes the instruction tiles
+ * divide: some draw the tensor cores; every draw verifies on the emulator. */
+static void test_random(void) {
+  static const struct {
+    const char *name, *sizes;
+  } w[] = {{"matmul", "M=64 N=32 K=48"}, {"batch_matmul", "L=2 M=32 N=16 K=32"}};
+  int tensorized = 0, total = 0;
+  for (size_t i = 0; i < sizeof w / sizeof *w; i++)
+    for (int t = KG_DT_F16; t <= KG_DT_BF16; t++) {
+      kg_binding b[8];
+      char names[8][32];
+      int nb = kg_test_parse_bindings(w[i].sizes, b, names, 1);
+      kg_test_workload wl;
+      memset(&wl, 0, sizeof wl);
+      wl.p = kg_test_load_lib(w[i].name, b, nb);
+      kg_arena da;
+      kg_arena_init(&da);
+      kg_diag d = {0};
+      CHECK(wl.p && kg_program_set_io_dtype(wl.p, (kg_dtype)t, &d, &da) == 0);
+      kg_arena_free(&da);
+      if (!wl.p) continue;
+      CHECK(kg_data_init(&wl.d, wl.p, 4) == 0 && kg_data_reference(&wl.d, wl.p, 4) == 0);
+      for (int k = 0; k < 8; k++) {
+        kg_test_cuda_draw x;
+        memset(&x, 0, sizeof x);
+        kg_schedule *s = kg_test_cuda_draw_make(&x, wl.p, 50 + (int)i * 2 + t, k);
+        for (int q = 0; q < s->nstages; q++) tensorized += s->stages[q]->mma[0] != NULL;
+        kg_schedule_free(s);
+        char again[256];
+        snprintf(again, sizeof again, "kgen run %s -D %s --dtype %s --emulate --random-schedule %llu", w[i].name,
+                 w[i].sizes, kg_dtype_names[t], (unsigned long long)x.seed);
+        if (kg_test_cuda_draw_check(&x, w[i].name, again)) {
+          kg_emu_module em;
+          char err[1024];
+          int rc = kg_emu_build(&x.prog, &em);
+          CHECKF(rc == 0, "%s: %s", again, em.log ? em.log : "?");
+          if (rc == 0) {
+            CHECKF(kg_test_emu_verify(&em, &x.prog, &wl, err, sizeof err), "%s: %s\ntrace:\n%s", again, err, x.trace);
+            kg_emu_module_free(&em);
+          }
+          total++;
+        }
+        kg_test_cuda_draw_free(&x);
+      }
+      kg_test_workload_free(&wl);
+    }
+  printf("random CUDA schedules: %d verified, %d of them tensorized\n", total, tensorized);
+  CHECKF(tensorized > 0, "no random schedule used the tensor cores");
+}
+
+/* The gpu/mma sketch: in the space of an f16/bf16 GEMM and not of an f32 one; its points realize, tensorized, and
+ * verify on the emulator. */
+static void test_sketch(void) {
+  kg_gpu_limits lim;
+  CHECK(kg_gpu_limits_for_arch("sm_86", &lim) == 0);
+  kg_program *f = load_gemm("f32", "M=64 N=32 K=32");
+  kg_space *sp = f ? kg_space_new(f, KG_TARGET_CUDA, &lim) : NULL;
+  CHECK(sp && kg_space_find_sketch(sp, "gpu/mma") < 0);
+  kg_space_free(sp);
+  kg_program_free(f);
+  kg_test_workload w;
+  memset(&w, 0, sizeof w);
+  w.p = load_gemm("bf16", "M=64 N=32 K=32");
+  if (!w.p) return;
+  CHECK(kg_data_init(&w.d, w.p, 2) == 0 && kg_data_reference(&w.d, w.p, 2) == 0);
+  sp = kg_space_new(w.p, KG_TARGET_CUDA, &lim);
+  int k = sp ? kg_space_find_sketch(sp, "gpu/mma") : -1;
+  CHECKF(k >= 0, "no gpu/mma sketch for a bf16 GEMM");
+  uint64_t rng = 11;
+  int verified = 0;
+  for (int t = 0; k >= 0 && t < 4; t++) {
+    kg_point pt;
+    kg_space_sample(sp, k, &rng, &pt);
+    char err[1024];
+    kg_schedule *s = kg_space_realize(sp, &pt, err, sizeof err);
+    CHECKF(s != NULL, "gpu/mma point: %s", err);
+    if (!s) continue;
+    CHECK(s->stages[s->nstages - 1]->mma[0] != NULL || s->stages[0]->mma[0] != NULL);
+    kg_arena la;
+    kg_arena_init(&la);
+    kg_lowered *lw = kg_lower(s, KG_TARGET_CUDA, &la, err, sizeof err);
+    kg_cuda_program prog;
+    memset(&prog, 0, sizeof prog);
+    kg_emu_module em;
+    if (lw && kg_codegen_cuda(lw, "kgen", &prog, err, sizeof err) == 0 && kg_emu_build(&prog, &em) == 0) {
+      int ok = kg_test_emu_verify(&em, &prog, &w, err, sizeof err);
+      CHECKF(ok, "gpu/mma point: %s", err);
+      verified += ok;
+      kg_emu_module_free(&em);
+    } else {
+      CHECKF(0, "gpu/mma point: %s", err);
+    }
+    kg_cuda_program_free(&prog);
+    kg_arena_free(&la);
+    kg_schedule_free(s);
+  }
+  CHECK(verified == 4);
+  kg_space_free(sp);
+  kg_test_workload_free(&w);
+}
+
+int main(void) {
+  char why[512];
+  CHECKF(kg_nvrtc_available(why, sizeof why) == 0, "NVRTC is needed: %s", why);
+  test_legal();
+  test_illegal();
+  test_random();
+  test_sketch();
+  TEST_END();
+}
