@@ -8,7 +8,8 @@
 #      the workloads run in order of importance (SGEMM first), and whatever the deadline cuts is reported as not run;
 #   3. exports the tuned matmul and softmax logs as CUDA headers and runs them from a plain CUDA program
 #      (examples/kernels/check_cuda.cu, the one small nvcc build of a program);
-#   4. cuBLAS SGEMM and a copy through bench/gpu_peers (no PyTorch), a cross-check of PyTorch's figures;
+#   4. cuBLAS SGEMM, cuBLAS bf16 GEMM (f32 accumulation) and a copy through bench/gpu_peers (no PyTorch), a
+#      cross-check of PyTorch's figures and the peer of the tensorized bf16 GEMM schedules of step 1b;
 #   5. the analytical estimate's ranking of the suite's GPU-measured records (bench/estimate_rank: Spearman's rho,
 #      OUT/estimate-rank.tsv).
 # Everything else comes from the carried build folder. Writes the log, the suite's report (suite-cuda-DATE.md and
@@ -97,6 +98,8 @@ fi
 # 4. cuBLAS and a copy without PyTorch
 if [ -x "$B/bench/gpu_peers" ]; then
   run 30 "$B/bench/gpu_peers" sgemm 4096 4096 4096
+  # bf16 A and B, f32 accumulation: the peer of the tensorized bf16 GEMM (bench/cuda-schedules/matmul_bf16_mma*)
+  run 30 "$B/bench/gpu_peers" bgemm 4096 4096 4096
   run 15 "$B/bench/gpu_peers" copy $((64 * 1024 * 1024))
   # the footprint of the 8192 x 8192 row-wise schedules: 256 MiB read, 256 MiB written
   run 15 "$B/bench/gpu_peers" copy $((256 * 1024 * 1024))

@@ -28,6 +28,8 @@
 typedef int cublas_status; /* CUBLAS_STATUS_SUCCESS == 0 */
 typedef void *cublas_handle;
 enum { CUBLAS_OP_N = 0, CUBLAS_DEFAULT_MATH = 0 };
+/* cublasGemmEx's enumerations (library_types.h, cublas_api.h) */
+enum { KG_CUDA_R_32F = 0, KG_CUDA_R_16BF = 14, KG_CUBLAS_COMPUTE_32F = 68, KG_CUBLAS_GEMM_DEFAULT = -1 };
 
 static struct {
   void *lib;
@@ -37,6 +39,8 @@ static struct {
   cublas_status (*sgemm)(cublas_handle, int, int, int, int, int, const float *, const float *, int, const float *,
                          int, const float *, float *, int);
   const char *(*status_string)(cublas_status);
+  cublas_status (*gemm_ex)(cublas_handle, int, int, int, int, int, const void *, const void *, int, int,
+                           const void *, int, int, const void *, void *, int, int, int, int);
 } cb;
 
 static int load_cublas(char *err, size_t errlen) {
@@ -69,7 +73,8 @@ static int load_cublas(char *err, size_t errlen) {
               {"cublasDestroy_v2", (void **)&cb.destroy},
               {"cublasSetMathMode", (void **)&cb.set_math_mode},
               {"cublasSgemm_v2", (void **)&cb.sgemm},
-              {"cublasGetStatusString", (void **)&cb.status_string}};
+              {"cublasGetStatusString", (void **)&cb.status_string},
+              {"cublasGemmEx", (void **)&cb.gemm_ex}};
   for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
     void *f = dlsym(h, syms[i].name);
     if (!f) {
@@ -172,7 +177,87 @@ static int sgemm_op(void *p, char *err, size_t errlen) {
   return s ? cublas_fail(err, errlen, "cublasSgemm_v2", s) : 0;
 }
 
-static int run_sgemm(int m, int n, int k, double min_ms, char *err, size_t errlen) {
+static int cublas_handle_get(cublas_handle *out, char *err, size_t errlen);
+
+/* bf16 A and B, f32 C, f32 accumulation: the tensor cores' GEMM (what kgen's tensorized bf16 GEMM computes). */
+static int bgemm_op(void *p, char *err, size_t errlen) {
+  sgemm_ctx *g = p;
+  const float one = 1.0f, zero = 0.0f;
+  cublas_status s = cb.gemm_ex(g->h, CUBLAS_OP_N, CUBLAS_OP_N, g->n, g->m, g->k, &one, (const void *)(uintptr_t)g->b,
+                               KG_CUDA_R_16BF, g->n, (const void *)(uintptr_t)g->a, KG_CUDA_R_16BF, g->k, &zero,
+                               (void *)(uintptr_t)g->c, KG_CUDA_R_32F, g->n, KG_CUBLAS_COMPUTE_32F,
+                               KG_CUBLAS_GEMM_DEFAULT);
+  return s ? cublas_fail(err, errlen, "cublasGemmEx", s) : 0;
+}
+
+static uint16_t to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); /* finite inputs only */
+}
+static float from_bf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static int run_bgemm(int m, int n, int k, double min_ms, char *err, size_t errlen) {
+  sgemm_ctx g = {0, m, n, k, 0, 0, 0};
+  if (cublas_handle_get(&g.h, err, errlen) != 0) return -1;
+  size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
+  float *a = random_floats(na, 11), *b = random_floats(nb, 12), *c = malloc(nc * sizeof(float));
+  uint16_t *ah = malloc(na * 2), *bh = malloc(nb * 2);
+  int rc = -1;
+  if (!a || !b || !c || !ah || !bh) {
+    snprintf(err, errlen, "out of host memory");
+    goto out;
+  }
+  for (size_t i = 0; i < na; i++) a[i] = from_bf16(ah[i] = to_bf16(a[i]));
+  for (size_t i = 0; i < nb; i++) b[i] = from_bf16(bh[i] = to_bf16(b[i]));
+  if (kg_cudrv_alloc(&g.a, na * 2, err, errlen) || kg_cudrv_alloc(&g.b, nb * 2, err, errlen) ||
+      kg_cudrv_alloc(&g.c, nc * 4, err, errlen) || kg_cudrv_htod(g.a, ah, na * 2, err, errlen) ||
+      kg_cudrv_htod(g.b, bh, nb * 2, err, errlen) || kg_cudrv_memset32(g.c, 0x7fc00000u, nc, err, errlen))
+    goto out;
+  if (bgemm_op(&g, err, errlen) || kg_cudrv_sync(err, errlen) || kg_cudrv_dtoh(c, g.c, nc * 4, err, errlen))
+    goto out;
+  double max_err = 0;
+  uint64_t seed = 77;
+  for (int s = 0; s < 256; s++) {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    size_t i = (size_t)((seed >> 33) % (uint64_t)m), j = (size_t)((seed >> 13) % (uint64_t)n);
+    double ref = 0, mag = 0;
+    for (int p = 0; p < k; p++) {
+      ref += (double)a[i * k + p] * b[(size_t)p * n + j];
+      mag += fabs((double)a[i * k + p] * b[(size_t)p * n + j]);
+    }
+    double e = fabs(c[i * n + j] - ref) / (mag > 0 ? mag : 1);
+    if (!(e <= max_err)) max_err = e;
+  }
+  /* exact bf16 products accumulated in f32 */
+  if (!(max_err <= 1e-5)) {
+    snprintf(err, errlen, "wrong result: max relative error %.3g", max_err);
+    goto out;
+  }
+  timing t;
+  if (measure(bgemm_op, &g, min_ms, &t, err, errlen)) goto out;
+  printf("cublas_bgemm M=%d N=%d K=%d median_ms=%.4f gflops=%.1f min_ms=%.4f max_ms=%.4f repeats=%d max_err=%.2g\n",
+         m, n, k, t.median_ms, 2.0 * m * n * k / (t.median_ms * 1e-3) * 1e-9, t.min_ms, t.max_ms, t.repeats,
+         max_err);
+  rc = 0;
+out:
+  kg_cudrv_free(g.a);
+  kg_cudrv_free(g.b);
+  kg_cudrv_free(g.c);
+  free(a);
+  free(b);
+  free(c);
+  free(ah);
+  free(bh);
+  return rc;
+}
+
+static int cublas_handle_get(cublas_handle *out, char *err, size_t errlen) {
   static int loaded = -1;
   static char load_err[600];
   static cublas_handle handle;
@@ -191,6 +276,13 @@ static int run_sgemm(int m, int n, int k, double min_ms, char *err, size_t errle
     snprintf(err, errlen, "%s", load_err);
     return -1;
   }
+  *out = handle;
+  return 0;
+}
+
+static int run_sgemm(int m, int n, int k, double min_ms, char *err, size_t errlen) {
+  cublas_handle handle;
+  if (cublas_handle_get(&handle, err, errlen) != 0) return -1;
   sgemm_ctx g = {handle, m, n, k, 0, 0, 0};
   size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
   float *a = random_floats(na, 11), *b = random_floats(nb, 12), *c = malloc(nc * sizeof(float));
@@ -287,14 +379,14 @@ static int parse_pos(const char *s, long long max, long long *v) {
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: gpu_peers [--min-ms MS] [sgemm M N K]... [copy BYTES]...\n");
+  fprintf(stderr, "usage: gpu_peers [--min-ms MS] [sgemm M N K]... [bgemm M N K]... [copy BYTES]...\n");
 }
 
 int main(int argc, char **argv) {
   double min_ms = 100;
   enum { MAXOPS = 64 };
   struct {
-    int kind; /* 0 sgemm, 1 copy */
+    int kind; /* 0 sgemm, 1 copy, 2 bgemm */
     long long a, b, c;
   } ops[MAXOPS];
   int nops = 0;
@@ -306,8 +398,8 @@ int main(int argc, char **argv) {
         usage();
         return 2;
       }
-    } else if (!strcmp(argv[i], "sgemm") && i + 3 < argc && nops < MAXOPS) {
-      ops[nops].kind = 0;
+    } else if ((!strcmp(argv[i], "sgemm") || !strcmp(argv[i], "bgemm")) && i + 3 < argc && nops < MAXOPS) {
+      ops[nops].kind = argv[i][0] == 's' ? 0 : 2;
       if (parse_pos(argv[i + 1], 1 << 20, &ops[nops].a) || parse_pos(argv[i + 2], 1 << 20, &ops[nops].b) ||
           parse_pos(argv[i + 3], 1 << 20, &ops[nops].c)) {
         usage();
@@ -350,9 +442,11 @@ int main(int argc, char **argv) {
          dev.driver_version);
   int status = 0;
   for (int i = 0; i < nops; i++) {
-    if (ops[i].kind == 0) {
-      if (run_sgemm((int)ops[i].a, (int)ops[i].b, (int)ops[i].c, min_ms, err, sizeof err) != 0) {
-        printf("cublas_sgemm M=%lld N=%lld K=%lld error: %s\n", ops[i].a, ops[i].b, ops[i].c, err);
+    if (ops[i].kind == 0 || ops[i].kind == 2) {
+      int (*run)(int, int, int, double, char *, size_t) = ops[i].kind == 0 ? run_sgemm : run_bgemm;
+      if (run((int)ops[i].a, (int)ops[i].b, (int)ops[i].c, min_ms, err, sizeof err) != 0) {
+        printf("cublas_%s M=%lld N=%lld K=%lld error: %s\n", ops[i].kind == 0 ? "sgemm" : "bgemm", ops[i].a, ops[i].b,
+               ops[i].c, err);
         status = 1;
       }
     } else if (run_copy((size_t)ops[i].a, min_ms, err, sizeof err) != 0) {

@@ -75,6 +75,11 @@ typedef struct nest {
   kg_buffer *out_buf;
   int X;               /* index of the reduction leaf bound to a thread index (a cross-thread reduction), -1 without */
   kg_buffer *red_buf;  /* cross-thread reduction: the per-thread partial (LOCAL, one element) */
+  /* tensorize, when the reduction's loop R is right outside the three tensorized loops: the tensor-core step
+   * accumulates into mma_acc (LOCAL, 4 floats: registers) across R's iterations, loaded from the stage's buffer
+   * before R and stored after; mma_cix are the four accumulators' indices there (build_mma fills them) */
+  kg_buffer *mma_acc;
+  kg_irexpr *mma_cix[4];
 } nest;
 
 static void fail(lctx *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -758,11 +763,39 @@ static kg_irstmt *build_from(lctx *L, nest *n, int k) {
     L->relax.lo[v->id] = 0;
     L->relax.hi[v->id] = n->ext[it->id] - 1;
   }
+  /* tensorize right inside the reduction's loop: the accumulators in registers across it */
+  kg_buffer *acc = NULL;
+  if (st->mma[0] && k == n->R && k == st->nleaves - 4 && L->target == KG_TARGET_CUDA && !n->red_buf) {
+    acc = KG_NEW(a, kg_buffer);
+    acc->name = unique_name(L, "kg_mma_c", NULL);
+    acc->id = L->nbuffers++;
+    acc->scope = KG_SCOPE_LOCAL;
+    acc->tensor = st->out;
+    acc->dtype = KG_DT_F32;
+    acc->size = 4;
+    acc->param_index = -1;
+    n->mma_acc = acc;
+  }
   kg_irstmt *body = build_body(L, n, k);
   if (thread) L->relax.known[v->id] = 0;
   L->in_parallel = saved;
   kg_irstmt *loop = kg_ir_for(a, n->leafvar[k], ext_expr(L, n, it), it->kind, it->tag, it->name, st->name, body);
   loop->loop.pipeline = it->pipeline;
+  if (acc) {
+    n->mma_acc = NULL;
+    if (!n->mma_cix[0]) {
+      fail(L, "lower: tensorize: stage %s: no tensor-core step inside its reduction loop %s", st->name, it->name);
+      return kg_ir_seq(a);
+    }
+    kg_irstmt *in = kg_ir_seq(a);
+    for (int e = 0; e < 4; e++)
+      kg_ir_seq_push(a, in, kg_ir_store(a, acc, kg_ir_int(a, e), kg_ir_load(a, n->out_buf, n->mma_cix[e])));
+    kg_ir_seq_push(a, in, loop);
+    for (int e = 0; e < 4; e++)
+      kg_ir_seq_push(a, in, kg_ir_store(a, n->out_buf, n->mma_cix[e], kg_ir_load(a, acc, kg_ir_int(a, e))));
+    loop = kg_ir_alloc(a, acc, in);
+    for (int e = 0; e < 4; e++) n->mma_cix[e] = NULL;
+  }
   if (!init) return loop;
   kg_irstmt *seq = kg_ir_seq(a);
   kg_ir_seq_push(a, seq, init);
@@ -896,7 +929,16 @@ static kg_irstmt *build_mma(lctx *L, nest *n, int k) {
   if (n->out_buf->dtype != KG_DT_F32)
     fail(L, "lower: tensorize: stage %s: its accumulators are %s; they must be f32", st->name,
          kg_dtype_names[n->out_buf->dtype]);
-  kg_ir_seq_push(a, seq, kg_ir_mma(a, fa, fb, n->out_buf, cix, p.dtype, st->name));
+  if (n->mma_acc) {
+    kg_irexpr *ai[4];
+    for (int e = 0; e < 4; e++) {
+      n->mma_cix[e] = cix[e];
+      ai[e] = kg_ir_int(a, e);
+    }
+    kg_ir_seq_push(a, seq, kg_ir_mma(a, fa, fb, n->mma_acc, ai, p.dtype, st->name));
+  } else {
+    kg_ir_seq_push(a, seq, kg_ir_mma(a, fa, fb, n->out_buf, cix, p.dtype, st->name));
+  }
   return kg_ir_alloc(a, fa, kg_ir_alloc(a, fb, seq));
 }
 

@@ -60,6 +60,9 @@ static void check_one(const char *t, const char *sizes, const char *sched, const
   if (printed) {
     CHECKF(strstr(prog.source, "kg_mma_m16n8k16(kg_rc, kg_ra, kg_rb, ") != NULL, "%s: no mma step:\n%s", what,
            prog.source);
+    /* k.o right outside the tensorized loops: the accumulators in registers across it */
+    CHECKF(strstr(prog.source, "kg_rc[0] = vkg_mma_c[0];") != NULL, "%s: accumulators not in registers:\n%s", what,
+           prog.source);
     kg_kernel_work wk;
     CHECK(kg_lower_kernel_work(lw, 0, &wk) == 0);
     int64_t m = w.p->outputs[0]->shape[0], n = w.p->outputs[0]->shape[1], k = w.p->inputs[0]->shape[1];

@@ -81,8 +81,10 @@ for f in bench/cuda-schedules/*.sched; do
     softmax) sizes="-D N=7 -D D=1030" ;;
     *) echo "FAIL: $f: no small sizes for workload '$w'"; fail=1; continue ;;
   esac
+  # the element type the bench line gives (--dtype bf16: a schedule of the retyped program's stages)
+  dt=$(sed -n 's/^# bench: .*\(--dtype [a-z0-9]*\).*/\1/p' "$f" | head -1)
   # shellcheck disable=SC2086
-  expect 0 "$f on the emulator" -- $K run "$w" $sizes --emulate --schedule "$f"
+  expect 0 "$f on the emulator" -- $K run "$w" $sizes $dt --emulate --schedule "$f"
   has out "^verify: ok" "$f verified"
 done
 expect 2 "--dump report on C" -- $K lower matmul -D M=8 -D N=8 -D K=8 --target c --dump report
