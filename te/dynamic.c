@@ -37,6 +37,11 @@ static kg_program *reload(const kg_program *p, int k, int64_t v, kg_diag *d, kg_
   }
   kg_program *q = kg_program_load(p->src.name, p->src.text, p->src.len, p->def->name, b, p->nsizes, d, da);
   free(b);
+  /* the same program: retyped as p was (--dtype) */
+  if (q && p->io_retyped && kg_program_set_io_dtype(q, p->io_dtype, d, da) != 0) {
+    kg_program_free(q);
+    q = NULL;
+  }
   return q;
 }
 
@@ -230,10 +235,6 @@ out:
 kg_program *kg_program_rebind(const kg_program *p, int k, int64_t value, kg_diag *diag, kg_arena *diag_arena) {
   kg_program *q = reload(p, k, value, diag, diag_arena);
   if (!q) return NULL;
-  if (p->io_retyped && kg_program_set_io_dtype(q, p->io_dtype, diag, diag_arena) != 0) {
-    kg_program_free(q);
-    return NULL;
-  }
   kg_dynamic_size dyn[64];
   int n = 0;
   for (int i = 0; i < p->nsizes && n < 64; i++)

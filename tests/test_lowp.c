@@ -318,9 +318,12 @@ static void test_language(void) {
     CHECK(strcmp(w0.hash, w1.hash) != 0 && w0.io_dtype == 0 && w1.io_dtype == 1 + KG_DT_BF16);
     CHECK(r->nstages == 2 && r->inputs[0]->dtype == KG_DT_BF16 && r->outputs[0]->dtype == KG_DT_BF16);
     CHECK(kg_program_bytes(r) == 2 * (8 * 6 + 6 * 4 + 8 * 4) && kg_program_bytes(q) == 4 * (8 * 6 + 6 * 4 + 8 * 4));
-    /* rebinding keeps the types */
+    /* a dynamic size on a retyped program (checked against the program reloaded, retyped too), and rebinding
+     * keeps the types */
+    kg_dynamic_size dm = {"M", 0, 0};
+    CHECKF(kg_program_set_dynamic(r, &dm, 1, &d, &da) == 0, "%s", d.msg ? d.msg : "?");
     kg_program *rb = kg_program_rebind(r, 0, 16, &d, &da);
-    CHECK(rb && rb->inputs[0]->dtype == KG_DT_BF16 && rb->io_retyped);
+    CHECK(rb && rb->inputs[0]->dtype == KG_DT_BF16 && rb->io_retyped && rb->sizes[0].dynamic);
     kg_program_free(rb);
     /* the log keeps the retyping; a reader gets it back */
     kg_tlog_record rec;
