@@ -34,6 +34,7 @@ refused "bad size binding 'M' \(want -D NAME=VALUE\)" "check lower $MEASURING" -
 refused "bad size binding 'M=x' \(want -D NAME=VALUE\)" "check lower $MEASURING" -DM=x
 refused "bad --dynamic 'M=5\.\.2' \(want NAME or NAME=LO\.\.HI\)" "check lower run tune" --dynamic M=5..2
 refused "bad --dynamic 'M=1,5' \(want NAME or NAME=LO\.\.HI\)" "check lower run tune" --dynamic M=1,5
+refused "bad --dtype 'f64' \(want f32, f16 or bf16\)" "check lower run tune" --dtype f64
 for v in 0 -1 x 1e7; do
   refused "bad --timeout '$v' \(want a number over 0, at most 1e\+06\)" "$MEASURING" --timeout $v
   refused "bad --min-repeat-ms '$v' \(want a number over 0, at most 1e\+06\)" "$MEASURING" --min-repeat-ms $v
@@ -64,11 +65,11 @@ for c in $MEASURING; do
 done
 
 # --help: exactly the options of the table's rows for the command, each of them taken
-want_check="-D --def --dynamic --target --dump --help"
-want_lower="-D --def --dynamic --schedule --random-schedule --random-steps --target --arch --dump --help"
-want_run="-D --def --dynamic --schedule --random-schedule --random-steps --target --emulate --arch --measure --flush-l2
+want_check="-D --def --dynamic --dtype --target --dump --help"
+want_lower="-D --def --dynamic --dtype --schedule --random-schedule --random-steps --target --arch --dump --help"
+want_run="-D --def --dynamic --dtype --schedule --random-schedule --random-steps --target --emulate --arch --measure --flush-l2
   --timeout --min-repeat-ms --seed --rtol --save --load --help"
-want_tune="-D --def --dynamic --shapes --buckets --exchange --target --emulate --arch --timeout --min-repeat-ms --seed
+want_tune="-D --def --dynamic --dtype --shapes --buckets --exchange --target --emulate --arch --timeout --min-repeat-ms --seed
   --trials --log --model --population --generations --per-round --best-out --no-fuse --quiet --rank0-idle
   --worker-timeout --help"
 want_show="--best --help"
@@ -77,7 +78,7 @@ want_export="--target --arch --lib --out --workload --prefix --allow-emulated --
 # a value each option takes (flags: none)
 value() {
   case $1 in
-    -D) echo "M=2" ;; --dynamic) echo "M=1..8" ;; --shapes) echo "M=1,2" ;; --target) echo "c" ;; --arch) echo "sm_86" ;;
+    -D) echo "M=2" ;; --dynamic) echo "M=1..8" ;; --dtype) echo "bf16" ;; --shapes) echo "M=1,2" ;; --target) echo "c" ;; --arch) echo "sm_86" ;;
     --dump) echo "ast" ;; --model) echo "random" ;; --rtol) echo "0.1" ;;
     --buckets|--exchange|--random-schedule|--random-steps|--timeout|--min-repeat-ms|--seed|--trials|--population|\
     --generations|--per-round|--worker-timeout) echo "2" ;;
