@@ -214,7 +214,8 @@ int kg_gpu_mma_shape(const kg_sstage *st, int *row, int *col, int *batch) {
          st->roots[st->nax]->extent % 16 == 0;
 }
 
-void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, int row, int col, int batch, int64_t wy, int64_t nt, int unroll) {
+void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, int row, int col, int batch, int64_t wy, int64_t nt, int unroll,
+                      int staged) {
   kg_iter *r16, *r8, *c8, *c2, *kin, *tmp;
   kg_iter *ro = kg_builder_split(b, st, st->roots[row], 16 * wy, &tmp);
   kg_iter *rw = kg_builder_split(b, st, tmp, 16, &r16);
@@ -227,7 +228,9 @@ void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, int row, int col, int batch,
   kg_iter *order[12];
   int n = 0;
   if (batch >= 0) order[n++] = st->roots[batch];
-  kg_iter *rest[] = {ro, co, rw, r8, cg, cn, ko, rh, c2, kin};
+  /* staged: the k step outside the warp's tiles, which share its shared-memory tiles; else the k loop right
+   * outside one tile, whose accumulators lowering then keeps in registers across it */
+  kg_iter *rest[] = {ro, co, rw, r8, cg, staged ? ko : cn, staged ? cn : ko, rh, c2, kin};
   for (size_t q = 0; q < sizeof rest / sizeof *rest; q++) order[n++] = rest[q];
   kg_builder_reorder(b, st, order, n);
   kg_iter *lane = kg_builder_fuse(b, st, r8, cg);
@@ -240,4 +243,14 @@ void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, int row, int col, int batch,
   if (b->failed) return;
   const char *names[3] = {rh->name, c2->name, kin->name};
   kg_builder_step(b, KG_STEP_TENSORIZE, st->name, names, 3, 0, 0, 0);
+  if (!staged || b->failed) return;
+  /* both operands' tiles of the k step in shared memory, fetched by the block's 32 x wy threads */
+  const kg_tensor *ops[2] = {st->body->op.a->read.tensor, st->body->op.b->read.tensor};
+  for (int q = 0; q < 2 && !b->failed; q++) {
+    if (q == 1 && ops[1] == ops[0]) break;
+    kg_sstage *sh = kg_builder_cache(b, KG_STEP_CACHE_READ, ops[q]->name, "shared", st);
+    if (!sh) return;
+    kg_builder_compute_at(b, sh, st, ko);
+    kg_gpu_cooperative_fetch(b, sh, 32, wy, 4);
+  }
 }

@@ -23,8 +23,11 @@ void kg_gpu_cooperative_fetch(kg_builder *b, kg_sstage *sh, int64_t tx, int64_t 
 int kg_gpu_mma_shape(const kg_sstage *st, int *row, int *col, int *batch);
 /* The structure on such a stage: blocks of wy warps (threadIdx.y) over 16 wy rows and 8 nt columns (blockIdx.y,
  * .x; the batch on .z), each warp nt instruction tiles along the columns (unrolled when unroll), the lanes of
- * threadIdx.x, k in steps of 16, then the `tensorize` step. */
-void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, int row, int col, int batch, int64_t wy, int64_t nt, int unroll);
+ * threadIdx.x, k in steps of 16, then the `tensorize` step. staged: the k loop outside the tiles, both operands'
+ * tiles of each k step in shared memory (a cooperative fetch by the block); else the k loop inside the tiles'
+ * loop, right outside one tile (its accumulators then stay in registers). */
+void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, int row, int col, int batch, int64_t wy, int64_t nt, int unroll,
+                      int staged);
 
 /* What a launch may use. Register arrays are counted in floats: each one at most local_array, all of a kernel's
  * together at most local_total; with regs_per_block > 0 also (local_total_used + reg_overhead) x threads at most

@@ -518,7 +518,8 @@ static int tensor_cores(gctx *g, kg_sstage *st) {
   int64_t M = st->roots[row]->extent, N = st->roots[col]->extent, wy = 1, nt = 1;
   for (int c = below(g->r, 3); c > 0 && M % (32 * wy) == 0; c--) wy *= 2;
   for (int c = below(g->r, 3); c > 0 && N % (16 * nt) == 0; c--) nt *= 2;
-  kg_gpu_mma_build(&g->b, st, row, col, batch, wy, nt, nt > 1 && chance(g->r, 50));
+  int unroll = nt > 1 && chance(g->r, 50);
+  kg_gpu_mma_build(&g->b, st, row, col, batch, wy, nt, unroll, chance(g->r, 50));
   return 1;
 }
 

@@ -753,8 +753,8 @@ static int realizable(const kg_space *sp, int k) {
 }
 
 /* gpu/mma: every stage shaped for the tensor cores (kg_gpu_mma_shape) gets their structure, its knobs the warps
- * per block (1, 2, 4), the instruction tiles per warp (1, 2, 4) and whether their loop is unrolled; the other
- * stages the naive mapping (kg_schedule_gpu_default). */
+ * per block (1, 2, 4), the instruction tiles per warp (1, 2, 4), whether their loop is unrolled and whether the
+ * operands are staged in shared memory; the other stages the naive mapping (kg_schedule_gpu_default). */
 static int realize_mma(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char *err, size_t errlen) {
   kg_builder b;
   kg_builder_init(&b, s);
@@ -765,7 +765,8 @@ static int realize_mma(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, 
     if (st->attach != KG_ATTACH_ROOT || !kg_gpu_mma_shape(st, &row, &col, &batch)) continue;
     kg_gpu_mma_build(&b, st, row, col, batch, kg_point_knob(sk, pt, st->name, "mma_warps", 1),
                      kg_point_knob(sk, pt, st->name, "mma_tiles", 1),
-                     (int)kg_point_knob(sk, pt, st->name, "mma_unroll", 0));
+                     (int)kg_point_knob(sk, pt, st->name, "mma_unroll", 0),
+                     (int)kg_point_knob(sk, pt, st->name, "mma_staged", 0));
   }
   if (b.failed) {
     snprintf(err, errlen, "%s", b.err[0] ? b.err : "a step of the sketch does not apply");
@@ -796,6 +797,7 @@ static void sketch_mma(kg_space *sp, const kg_schedule *sc) {
     knob(sk, &full, KG_KNOB_CHOICE, name, "mma_warps", counts, 3);
     knob(sk, &full, KG_KNOB_CHOICE, name, "mma_tiles", counts, 3);
     knob(sk, &full, KG_KNOB_CHOICE, name, "mma_unroll", onoff, 2);
+    knob(sk, &full, KG_KNOB_CHOICE, name, "mma_staged", onoff, 2);
   }
   if (full || !realizable(sp, sp->nsketches - 1)) sp->nsketches--;
 }

@@ -218,7 +218,7 @@ static void test_random(void) {
   static const struct {
     const char *name, *sizes;
   } w[] = {{"matmul", "M=64 N=32 K=48"}, {"batch_matmul", "L=2 M=32 N=16 K=32"}};
-  int tensorized = 0, total = 0;
+  int tensorized = 0, staged = 0, total = 0;
   for (size_t i = 0; i < sizeof w / sizeof *w; i++)
     for (int t = KG_DT_F16; t <= KG_DT_BF16; t++) {
       kg_binding b[8];
@@ -238,7 +238,13 @@ static void test_random(void) {
         kg_test_cuda_draw x;
         memset(&x, 0, sizeof x);
         kg_schedule *s = kg_test_cuda_draw_make(&x, wl.p, 50 + (int)i * 2 + t, k);
-        for (int q = 0; q < s->nstages; q++) tensorized += s->stages[q]->mma[0] != NULL;
+        int mma = 0, shared = 0;
+        for (int q = 0; q < s->nstages; q++) {
+          mma += s->stages[q]->mma[0] != NULL;
+          shared += s->stages[q]->scope == KG_SCOPE_SHARED;
+        }
+        tensorized += mma > 0;
+        staged += mma > 0 && shared > 0;
         kg_schedule_free(s);
         char again[256];
         snprintf(again, sizeof again, "kgen run %s -D %s --dtype %s --emulate --random-schedule %llu", w[i].name,
@@ -258,8 +264,9 @@ static void test_random(void) {
       }
       kg_test_workload_free(&wl);
     }
-  printf("random CUDA schedules: %d verified, %d of them tensorized\n", total, tensorized);
-  CHECKF(tensorized > 0, "no random schedule used the tensor cores");
+  printf("random CUDA schedules: %d verified, %d of them tensorized, %d of those with shared staging\n", total,
+         tensorized, staged);
+  CHECKF(tensorized > 0 && staged > 0 && staged < tensorized, "tensorized %d, staged %d", tensorized, staged);
 }
 
 /* The gpu/mma sketch: in the space of an f16/bf16 GEMM and not of an f32 one; its points realize, tensorized, and
