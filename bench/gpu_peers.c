@@ -177,6 +177,24 @@ static int sgemm_op(void *p, char *err, size_t errlen) {
   return s ? cublas_fail(err, errlen, "cublasSgemm_v2", s) : 0;
 }
 
+/* 256 sampled entries of C = A B (row-major) against double dot products, each error relative to the entry's
+ * sum |a||b|: the largest (NaN sticks). */
+static double sampled_error(const float *a, const float *b, const float *c, int m, int n, int k, uint64_t seed) {
+  double max_err = 0;
+  for (int s = 0; s < 256; s++) {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    size_t i = (size_t)((seed >> 33) % (uint64_t)m), j = (size_t)((seed >> 13) % (uint64_t)n);
+    double ref = 0, mag = 0;
+    for (int p = 0; p < k; p++) {
+      ref += (double)a[i * k + p] * b[(size_t)p * n + j];
+      mag += fabs((double)a[i * k + p] * b[(size_t)p * n + j]);
+    }
+    double e = fabs(c[i * n + j] - ref) / (mag > 0 ? mag : 1);
+    if (!(e <= max_err)) max_err = e;
+  }
+  return max_err;
+}
+
 static int cublas_handle_get(cublas_handle *out, char *err, size_t errlen);
 
 /* bf16 A and B, f32 C, f32 accumulation: the tensor cores' GEMM (what kgen's tensorized bf16 GEMM computes). */
@@ -221,19 +239,7 @@ static int run_bgemm(int m, int n, int k, double min_ms, char *err, size_t errle
     goto out;
   if (bgemm_op(&g, err, errlen) || kg_cudrv_sync(err, errlen) || kg_cudrv_dtoh(c, g.c, nc * 4, err, errlen))
     goto out;
-  double max_err = 0;
-  uint64_t seed = 77;
-  for (int s = 0; s < 256; s++) {
-    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-    size_t i = (size_t)((seed >> 33) % (uint64_t)m), j = (size_t)((seed >> 13) % (uint64_t)n);
-    double ref = 0, mag = 0;
-    for (int p = 0; p < k; p++) {
-      ref += (double)a[i * k + p] * b[(size_t)p * n + j];
-      mag += fabs((double)a[i * k + p] * b[(size_t)p * n + j]);
-    }
-    double e = fabs(c[i * n + j] - ref) / (mag > 0 ? mag : 1);
-    if (!(e <= max_err)) max_err = e;
-  }
+  double max_err = sampled_error(a, b, c, m, n, k, 77);
   /* exact bf16 products accumulated in f32 */
   if (!(max_err <= 1e-5)) {
     snprintf(err, errlen, "wrong result: max relative error %.3g", max_err);
@@ -297,20 +303,7 @@ static int run_sgemm(int m, int n, int k, double min_ms, char *err, size_t errle
     goto out;
   if (sgemm_op(&g, err, errlen) || kg_cudrv_sync(err, errlen) || kg_cudrv_dtoh(c, g.c, nc * 4, err, errlen))
     goto out;
-  /* Sampled entries against double dot products; the error is relative to sum |a||b| of the entry. */
-  double max_err = 0;
-  uint64_t seed = 99;
-  for (int s = 0; s < 256; s++) {
-    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-    size_t i = (size_t)((seed >> 33) % (uint64_t)m), j = (size_t)((seed >> 13) % (uint64_t)n);
-    double ref = 0, mag = 0;
-    for (int p = 0; p < k; p++) {
-      ref += (double)a[i * k + p] * b[(size_t)p * n + j];
-      mag += fabs((double)a[i * k + p] * b[(size_t)p * n + j]);
-    }
-    double e = fabs(c[i * n + j] - ref) / (mag > 0 ? mag : 1);
-    if (!(e <= max_err)) max_err = e; /* NaN sticks */
-  }
+  double max_err = sampled_error(a, b, c, m, n, k, 99);
   /* FP32 accumulation stays far below 4e-6 of sum |ab|; TF32 inputs (10-bit mantissa) do not at large K. */
   if (!(max_err <= 4e-6)) {
     snprintf(err, errlen, "wrong result: max relative error %.3g (TF32 in use?)", max_err);
