@@ -455,8 +455,7 @@ static const char *const arches[3] = {"sm_80", "sm_86", "sm_90"};
 
 static void test_random(int per) {
   char *files[KG_TEST_MAX_WORKLOADS];
-  int nlib = 0;
-  kg_test_list_workloads(files, KG_TEST_MAX_WORKLOADS, &nlib);
+  int nlib = 0, nfiles = kg_test_list_workloads(files, KG_TEST_MAX_WORKLOADS, &nlib);
   CHECKF(nlib >= 14, "only %d workloads in te/lib", nlib);
   kg_gpu_limits lim[3];
   for (int a = 0; a < 3; a++) CHECK(kg_gpu_limits_for_arch(arches[a], &lim[a]) == 0);
@@ -524,7 +523,7 @@ static void test_random(int per) {
          "verified on the emulator, %d narrow shared stages\n", c_ok, c_n, g_ok, g_n, narrow_shared);
   CHECKF(g_n >= nlib, "only %d CUDA schedules printed", g_n);
   CHECKF(narrow_shared > 0, "no random CUDA schedule staged an f16/bf16 tensor in shared memory");
-  kg_test_free_workloads(files, nlib);
+  kg_test_free_workloads(files, nfiles);
 }
 
 int main(void) {
