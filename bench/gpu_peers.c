@@ -195,8 +195,6 @@ static double sampled_error(const float *a, const float *b, const float *c, int 
   return max_err;
 }
 
-static int cublas_handle_get(cublas_handle *out, char *err, size_t errlen);
-
 /* bf16 A and B, f32 C, f32 accumulation: the tensor cores' GEMM (what kgen's tensorized bf16 GEMM computes). */
 static int bgemm_op(void *p, char *err, size_t errlen) {
   sgemm_ctx *g = p;
@@ -218,49 +216,6 @@ static float from_bf16(uint16_t h) {
   float f;
   memcpy(&f, &u, 4);
   return f;
-}
-
-static int run_bgemm(int m, int n, int k, double min_ms, char *err, size_t errlen) {
-  sgemm_ctx g = {0, m, n, k, 0, 0, 0};
-  if (cublas_handle_get(&g.h, err, errlen) != 0) return -1;
-  size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
-  float *a = random_floats(na, 11), *b = random_floats(nb, 12), *c = malloc(nc * sizeof(float));
-  uint16_t *ah = malloc(na * 2), *bh = malloc(nb * 2);
-  int rc = -1;
-  if (!a || !b || !c || !ah || !bh) {
-    snprintf(err, errlen, "out of host memory");
-    goto out;
-  }
-  for (size_t i = 0; i < na; i++) a[i] = from_bf16(ah[i] = to_bf16(a[i]));
-  for (size_t i = 0; i < nb; i++) b[i] = from_bf16(bh[i] = to_bf16(b[i]));
-  if (kg_cudrv_alloc(&g.a, na * 2, err, errlen) || kg_cudrv_alloc(&g.b, nb * 2, err, errlen) ||
-      kg_cudrv_alloc(&g.c, nc * 4, err, errlen) || kg_cudrv_htod(g.a, ah, na * 2, err, errlen) ||
-      kg_cudrv_htod(g.b, bh, nb * 2, err, errlen) || kg_cudrv_memset32(g.c, 0x7fc00000u, nc, err, errlen))
-    goto out;
-  if (bgemm_op(&g, err, errlen) || kg_cudrv_sync(err, errlen) || kg_cudrv_dtoh(c, g.c, nc * 4, err, errlen))
-    goto out;
-  double max_err = sampled_error(a, b, c, m, n, k, 77);
-  /* exact bf16 products accumulated in f32 */
-  if (!(max_err <= 1e-5)) {
-    snprintf(err, errlen, "wrong result: max relative error %.3g", max_err);
-    goto out;
-  }
-  timing t;
-  if (measure(bgemm_op, &g, min_ms, &t, err, errlen)) goto out;
-  printf("cublas_bgemm M=%d N=%d K=%d median_ms=%.4f gflops=%.1f min_ms=%.4f max_ms=%.4f repeats=%d max_err=%.2g\n",
-         m, n, k, t.median_ms, 2.0 * m * n * k / (t.median_ms * 1e-3) * 1e-9, t.min_ms, t.max_ms, t.repeats,
-         max_err);
-  rc = 0;
-out:
-  kg_cudrv_free(g.a);
-  kg_cudrv_free(g.b);
-  kg_cudrv_free(g.c);
-  free(a);
-  free(b);
-  free(c);
-  free(ah);
-  free(bh);
-  return rc;
 }
 
 static int cublas_handle_get(cublas_handle *out, char *err, size_t errlen) {
@@ -286,34 +241,41 @@ static int cublas_handle_get(cublas_handle *out, char *err, size_t errlen) {
   return 0;
 }
 
-static int run_sgemm(int m, int n, int k, double min_ms, char *err, size_t errlen) {
+/* cuBLAS's GEMM on random operands: f32 (SGEMM), or bf16 (GemmEx, f32 accumulation; the operands rounded to bf16
+ * first, so that the check's double products are the exact ones). Checked on sampled entries, then timed. */
+static int run_gemm(int bf16, int m, int n, int k, double min_ms, char *err, size_t errlen) {
   cublas_handle handle;
   if (cublas_handle_get(&handle, err, errlen) != 0) return -1;
   sgemm_ctx g = {handle, m, n, k, 0, 0, 0};
-  size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
+  size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n, es = bf16 ? 2 : 4;
   float *a = random_floats(na, 11), *b = random_floats(nb, 12), *c = malloc(nc * sizeof(float));
+  uint16_t *ah = bf16 ? malloc(na * 2) : NULL, *bh = bf16 ? malloc(nb * 2) : NULL;
   int rc = -1;
-  if (!a || !b || !c) {
+  if (!a || !b || !c || (bf16 && (!ah || !bh))) {
     snprintf(err, errlen, "out of host memory");
     goto out;
   }
-  if (kg_cudrv_alloc(&g.a, na * 4, err, errlen) || kg_cudrv_alloc(&g.b, nb * 4, err, errlen) ||
-      kg_cudrv_alloc(&g.c, nc * 4, err, errlen) || kg_cudrv_htod(g.a, a, na * 4, err, errlen) ||
-      kg_cudrv_htod(g.b, b, nb * 4, err, errlen) || kg_cudrv_memset32(g.c, 0x7fc00000u, nc, err, errlen))
+  for (size_t i = 0; bf16 && i < na; i++) a[i] = from_bf16(ah[i] = to_bf16(a[i]));
+  for (size_t i = 0; bf16 && i < nb; i++) b[i] = from_bf16(bh[i] = to_bf16(b[i]));
+  const void *ha = bf16 ? (const void *)ah : a, *hb = bf16 ? (const void *)bh : b;
+  op_fn op = bf16 ? bgemm_op : sgemm_op;
+  if (kg_cudrv_alloc(&g.a, na * es, err, errlen) || kg_cudrv_alloc(&g.b, nb * es, err, errlen) ||
+      kg_cudrv_alloc(&g.c, nc * 4, err, errlen) || kg_cudrv_htod(g.a, ha, na * es, err, errlen) ||
+      kg_cudrv_htod(g.b, hb, nb * es, err, errlen) || kg_cudrv_memset32(g.c, 0x7fc00000u, nc, err, errlen))
     goto out;
-  if (sgemm_op(&g, err, errlen) || kg_cudrv_sync(err, errlen) || kg_cudrv_dtoh(c, g.c, nc * 4, err, errlen))
-    goto out;
-  double max_err = sampled_error(a, b, c, m, n, k, 99);
-  /* FP32 accumulation stays far below 4e-6 of sum |ab|; TF32 inputs (10-bit mantissa) do not at large K. */
-  if (!(max_err <= 4e-6)) {
-    snprintf(err, errlen, "wrong result: max relative error %.3g (TF32 in use?)", max_err);
+  if (op(&g, err, errlen) || kg_cudrv_sync(err, errlen) || kg_cudrv_dtoh(c, g.c, nc * 4, err, errlen)) goto out;
+  double max_err = sampled_error(a, b, c, m, n, k, bf16 ? 77 : 99);
+  /* FP32 accumulation stays far below 4e-6 of sum |ab| (bf16: exact products accumulated in f32, 1e-5); TF32 inputs
+   * (10-bit mantissa) do not at large K. */
+  if (!(max_err <= (bf16 ? 1e-5 : 4e-6))) {
+    snprintf(err, errlen, "wrong result: max relative error %.3g%s", max_err, bf16 ? "" : " (TF32 in use?)");
     goto out;
   }
   timing t;
-  if (measure(sgemm_op, &g, min_ms, &t, err, errlen)) goto out;
-  printf("cublas_sgemm M=%d N=%d K=%d median_ms=%.4f gflops=%.1f min_ms=%.4f max_ms=%.4f repeats=%d max_err=%.2g\n",
-         m, n, k, t.median_ms, 2.0 * m * n * k / (t.median_ms * 1e-3) * 1e-9, t.min_ms, t.max_ms, t.repeats,
-         max_err);
+  if (measure(op, &g, min_ms, &t, err, errlen)) goto out;
+  printf("cublas_%s M=%d N=%d K=%d median_ms=%.4f gflops=%.1f min_ms=%.4f max_ms=%.4f repeats=%d max_err=%.2g\n",
+         bf16 ? "bgemm" : "sgemm", m, n, k, t.median_ms, 2.0 * m * n * k / (t.median_ms * 1e-3) * 1e-9, t.min_ms,
+         t.max_ms, t.repeats, max_err);
   rc = 0;
 out:
   kg_cudrv_free(g.a);
@@ -322,6 +284,8 @@ out:
   free(a);
   free(b);
   free(c);
+  free(ah);
+  free(bh);
   return rc;
 }
 
@@ -436,8 +400,7 @@ int main(int argc, char **argv) {
   int status = 0;
   for (int i = 0; i < nops; i++) {
     if (ops[i].kind == 0 || ops[i].kind == 2) {
-      int (*run)(int, int, int, double, char *, size_t) = ops[i].kind == 0 ? run_sgemm : run_bgemm;
-      if (run((int)ops[i].a, (int)ops[i].b, (int)ops[i].c, min_ms, err, sizeof err) != 0) {
+      if (run_gemm(ops[i].kind == 2, (int)ops[i].a, (int)ops[i].b, (int)ops[i].c, min_ms, err, sizeof err) != 0) {
         printf("cublas_%s M=%lld N=%lld K=%lld error: %s\n", ops[i].kind == 0 ? "sgemm" : "bgemm", ops[i].a, ops[i].b,
                ops[i].c, err);
         status = 1;

@@ -64,11 +64,8 @@ fail:
 int kg_program_set_io_dtype(kg_program *p, kg_dtype t, kg_diag *diag, kg_arena *diag_arena) {
   for (int i = 0; i < p->ninputs + p->noutputs; i++) (i < p->ninputs ? p->inputs[i] : p->outputs[i - p->ninputs])->dtype = t;
   /* the extracted reductions' tensors go: the stages are made again from the checked statements */
+  kg_tensor **ts = KG_NEW_ARRAY(&p->arena, kg_tensor *, p->ntensors + 1);
   int n = 0;
-  for (int i = 0; i < p->ntensors; i++)
-    if (!(p->tensors[i]->kind == KG_TENSOR_TEMP && !p->tensors[i]->stmt)) n++;
-  kg_tensor **ts = KG_NEW_ARRAY(&p->arena, kg_tensor *, n + 1);
-  n = 0;
   for (int i = 0; i < p->ntensors; i++)
     if (!(p->tensors[i]->kind == KG_TENSOR_TEMP && !p->tensors[i]->stmt)) ts[n++] = p->tensors[i];
   p->tensors = ts;

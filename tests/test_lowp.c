@@ -423,34 +423,6 @@ static void test_tolerance(void) {
 
 /* ---- every library workload, retyped, under random schedules ---- */
 
-static int load_typed(kg_test_workload *w, const char *path, kg_dtype t) {
-  memset(w, 0, sizeof *w);
-  size_t len = 0;
-  char *text = kg_test_read_file(path, &len);
-  if (!text) return -1;
-  kg_binding b[KG_TEST_MAX_BIND];
-  char names[KG_TEST_MAX_BIND][32];
-  int nb = kg_test_parse_sizes(text, b, names, 1);
-  kg_arena da;
-  kg_arena_init(&da);
-  kg_diag diag = {0};
-  w->p = kg_program_load(path, text, len, NULL, b, nb < 0 ? 0 : nb, &diag, &da);
-  int ok = w->p && kg_program_set_io_dtype(w->p, t, &diag, &da) == 0;
-  CHECKF(ok, "%s as %s: %s", path, kg_dtype_names[t], diag.msg ? diag.msg : "?");
-  kg_arena_free(&da);
-  free(text);
-  if (!ok) {
-    kg_program_free(w->p);
-    w->p = NULL;
-    return -1;
-  }
-  for (int k = 0, n = 0; k < nb && (size_t)n < sizeof w->sizes; k++)
-    n += snprintf(w->sizes + n, sizeof w->sizes - (size_t)n, " -D %s=%lld", b[k].name, (long long)b[k].value);
-  kg_data_init(&w->d, w->p, KG_TEST_DATA_SEED);
-  kg_data_reference(&w->d, w->p, KG_TEST_DATA_SEED);
-  return 0;
-}
-
 static const char *const arches[3] = {"sm_80", "sm_86", "sm_90"};
 
 static void test_random(int per) {
@@ -463,7 +435,7 @@ static void test_random(int per) {
   for (int w = 0; w < nlib; w++)
     for (int t = KG_DT_F16; t <= KG_DT_BF16; t++) {
       kg_test_workload wl;
-      if (load_typed(&wl, files[w], (kg_dtype)t) != 0) continue;
+      if (kg_test_workload_load_typed(&wl, files[w], t) != 0) continue;
       for (int i = 0; i < per; i++) {
         uint64_t seed = (uint64_t)(w * 1000 + t * 100 + i + 1);
         /* C */

@@ -145,8 +145,14 @@ typedef struct kg_test_workload {
   char sizes[512]; /* " -D A=1 -D B=2": the sizes for the reproduce lines */
 } kg_test_workload;
 
+/* As kg_test_workload_load, with every input and output made type io_dtype (a kg_dtype; -1: as declared). */
+static inline int kg_test_workload_load_typed(kg_test_workload *w, const char *path, int io_dtype);
 /* Returns 0, or -1 after a failed CHECK (unreadable, no sizes line, does not load). */
 static inline int kg_test_workload_load(kg_test_workload *w, const char *path) {
+  return kg_test_workload_load_typed(w, path, -1);
+}
+
+static inline int kg_test_workload_load_typed(kg_test_workload *w, const char *path, int io_dtype) {
   memset(w, 0, sizeof *w);
   size_t len = 0;
   char *text = kg_test_read_file(path, &len);
@@ -161,6 +167,11 @@ static inline int kg_test_workload_load(kg_test_workload *w, const char *path) {
   kg_diag diag = {0};
   w->p = kg_program_load(path, text, len, NULL, b, nb < 0 ? 0 : nb, &diag, &da);
   CHECKF(w->p != NULL, "%s: %s", path, diag.msg ? diag.msg : "?");
+  if (w->p && io_dtype >= 0 && kg_program_set_io_dtype(w->p, (kg_dtype)io_dtype, &diag, &da) != 0) {
+    CHECKF(0, "%s as %s: %s", path, kg_dtype_names[io_dtype], diag.msg ? diag.msg : "?");
+    kg_program_free(w->p);
+    w->p = NULL;
+  }
   kg_arena_free(&da);
   free(text);
   if (!w->p) return -1;
