@@ -248,11 +248,32 @@ static int draw_step(draw_ctx *c, kg_step_kind kind, kg_step *step) {
     st = cand[rng_below(r, n)];
     break;
   }
+  case KG_STEP_WIDEN: {
+    kg_sstage *cand[64];
+    int n = 0;
+    for (int i = 0; i < s->nstages && n < 64; i++)
+      if (s->stages[i]->origin == KG_ORIGIN_CACHE_READ && s->stages[i]->out->dtype != KG_DT_F32) cand[n++] = s->stages[i];
+    if (!n) return 0;
+    st = cand[rng_below(r, n)];
+    break;
+  }
   default:
     return 0;
   }
   step->stage = st->name;
   return 1;
+}
+
+/* Does some stage read an f16 or bf16 tensor? */
+static int reads_narrow(const kg_schedule *s) {
+  for (int i = 0; i < s->nstages; i++) {
+    kg_tensor *reads[16];
+    int n = 0;
+    collect_reads(s->stages[i]->body, reads, &n, 16);
+    for (int k = 0; k < n; k++)
+      if (reads[k]->dtype != KG_DT_F32) return 1;
+  }
+  return 0;
 }
 
 void kg_schedule_random(kg_schedule *s, uint64_t seed, kg_target_kind target, int nsteps) {
@@ -271,6 +292,8 @@ void kg_schedule_random(kg_schedule *s, uint64_t seed, kg_target_kind target, in
       [KG_STEP_COMPUTE_AT] = 10,   [KG_STEP_COMPUTE_INLINE] = 7, [KG_STEP_COMPUTE_ROOT] = 2,
       [KG_STEP_CACHE_READ] = 3,    [KG_STEP_CACHE_WRITE] = 2,    [KG_STEP_RFACTOR] = 2,
       [KG_STEP_STREAM] = target == KG_TARGET_CUDA ? 0 : 2,
+      /* only where a copy of an f16/bf16 tensor can exist: the draws of an f32 program stay what they were */
+      [KG_STEP_WIDEN] = reads_narrow(s) ? 3 : 0,
   };
   int max_attempts = 20 * (nsteps > 0 ? nsteps : 0) + 20;
   char err[512];

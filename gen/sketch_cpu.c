@@ -338,12 +338,16 @@ static kg_sstage *epilogue_of(const kg_schedule *s, const kg_sstage *h, int sp_u
 }
 
 /* Operand t of heavy stage h copied (cache_read local) at o's loop l, its innermost axis vectorized: a packed
- * block that the register tiles read contiguously, without the set conflicts of rows a power-of-two apart. */
+ * block that the register tiles read contiguously, without the set conflicts of rows a power-of-two apart. An
+ * f16/bf16 operand's block is stored as f32 (`widen`): converted once per block rather than at every use in the
+ * register tile, which then runs the f32 tile's inner loop (the C target multiplies on the f32 units; a narrow
+ * block would only save memory, which the tile sizes already bound). */
 static void pack_operand(kg_rz *z, kg_sstage *h, kg_sstage *o, const kg_tensor *t, kg_iter *l) {
   if (!t || z->b.failed) return;
   kg_sstage *pk = kg_builder_cache(&z->b, KG_STEP_CACHE_READ, t->name, "local", h);
   if (!pk) return;
   kg_builder_compute_at(&z->b, pk, o, l);
+  if (pk->out->dtype != KG_DT_F32 && !z->b.failed) kg_builder_step(&z->b, KG_STEP_WIDEN, pk->name, NULL, 0, 0, 0, 0);
   if (!z->b.failed) kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, pk, pk->leaves[pk->nleaves - 1], KG_THREAD_NONE);
 }
 
@@ -480,10 +484,11 @@ static void tile_heavy(kg_rz *z, kg_sstage *h, sketch_kind kind) {
     kg_builder_annotate(&z->b, KG_STEP_PARALLEL, o, p, KG_THREAD_NONE);
   }
   if (kind == SK_TILE_RK) {
+    /* packa 2 (a narrow row operand): its rows of one register tile, converted once for all its columns */
+    int64_t pa = kg_rz_knob(z, h->name, "packa", 0);
     if (kg_rz_knob(z, h->name, "pack", 0) && row >= 0)
       pack_operand(z, h, o, vector_operand(h->body, h->ax[row], h->ax[last]), go ? lo : ko);
-    if (kg_rz_knob(z, h->name, "packa", 0) && row >= 0)
-      pack_operand(z, h, o, row_operand(h->body, h->ax[row], h->ax[last]), ko);
+    if (pa && row >= 0) pack_operand(z, h, o, row_operand(h->body, h->ax[row], h->ax[last]), pa == 2 ? lio : ko);
     if (rii && kg_rz_knob(z, h->name, "unroll", 1) > 1) kg_builder_annotate(&z->b, KG_STEP_UNROLL, o, rii, KG_THREAD_NONE);
     kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, o, lii, KG_THREAD_NONE);
     return;
@@ -690,9 +695,12 @@ static void add_heavy_knobs(kg_sketch *sk, const kg_schedule *s, const kg_sstage
     n = pow2_values(h->roots[nax]->extent, 8, 1024, v);
     add_knob(sk, KG_KNOB_TILE, h->name, "kb", v, n);
     add_knob(sk, KG_KNOB_CHOICE, h->name, "pack", (const int64_t[]){0, 1}, 2);
+    /* an f16/bf16 row operand may also be packed per register tile (packa 2) */
+    const kg_tensor *ra = nax >= 2 ? row_operand(h->body, h->ax[nax - 2], h->ax[last]) : NULL;
+    int narrow_a = ra && ra->dtype != KG_DT_F32;
     if (nax >= 2) {
       add_knob(sk, KG_KNOB_CHOICE, h->name, "order", (const int64_t[]){0, 1}, 2);
-      add_knob(sk, KG_KNOB_CHOICE, h->name, "packa", (const int64_t[]){0, 1}, 2);
+      add_knob(sk, KG_KNOB_CHOICE, h->name, "packa", (const int64_t[]){0, 1, 2}, narrow_a ? 3 : 2);
       if (epilogue_of(s, h, sk->space->unfused))
         add_knob(sk, KG_KNOB_CHOICE, h->name, "epi", (const int64_t[]){0, 1}, 2);
     }

@@ -344,6 +344,20 @@ static int prim_pad(kg_sstage *p, const kg_step *step, char *err, size_t errlen)
   return 0;
 }
 
+/* widen P: P is a cache_read copy of an f16/bf16 tensor; it stores its elements as f32 instead. Widening is exact,
+ * so what is computed does not change: the copy converts each element once, and the readers, which compute in f32
+ * anyway, load f32. On a CPU without bf16/f16 arithmetic this takes the conversions out of a register tile's inner
+ * loop (a packed operand is converted once per tile and reused by every row or column of it), at twice the copy's
+ * memory; on CUDA a widened shared copy takes twice the shared memory and is no asynchronous copy (cp.async moves
+ * bytes, it does not convert), and the tensor cores need the narrow operands (tensorize refuses widened ones). */
+static int prim_widen(kg_sstage *p, char *err, size_t errlen) {
+  if (p->origin != KG_ORIGIN_CACHE_READ)
+    FAIL("widen: stage %s: is not a cache_read copy (widening another stage would change the values it stores)", p->name);
+  if (p->out->dtype == KG_DT_F32) FAIL("widen: stage %s: is already f32", p->name);
+  p->out->dtype = KG_DT_F32;
+  return 0;
+}
+
 /* launch_bounds P N: P at root (on CUDA a kernel of its own), 1 <= N <= KG_SCHED_MAX_MIN_BLOCKS, not yet bounded. A
  * hint to the CUDA compiler, which then keeps each thread's registers within what N blocks leave it (spilling if
  * need be): what is computed does not change. */
@@ -421,6 +435,7 @@ int kg_schedule_apply(kg_schedule *s, const kg_step *step, char *err, size_t err
     case KG_STEP_LAUNCH_BOUNDS: rc = prim_launch_bounds(st, step, err, errlen); break;
     case KG_STEP_PIPELINE: rc = prim_pipeline(s, st, step, err, errlen); break;
     case KG_STEP_TENSORIZE: rc = kg_sched_tensorize(s, st, step, err, errlen); break;
+    case KG_STEP_WIDEN: rc = prim_widen(st, err, errlen); break;
     default: rc = kg_sched_fail(err, errlen, "%s: unsupported", prim); break;
     }
   }

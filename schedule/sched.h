@@ -139,7 +139,8 @@ typedef struct kg_sstage {
  *   pipeline STAGE LOOP DEPTH           names = {LOOP}, ints = {DEPTH}: the shared stages computed at LOOP fill a
  *                                       ring of DEPTH buffers ahead of the step that reads them (kg_iter.pipeline)
  *   tensorize STAGE ROWS COLS K         names = {ROWS, COLS, K}: the warp's 32 threads compute those loops of STAGE
- *                                       with one mma.sync.m16n8k16 (kg_sstage.mma, kg_sched_mma_plan) */
+ *                                       with one mma.sync.m16n8k16 (kg_sstage.mma, kg_sched_mma_plan)
+ *   widen STAGE                         STAGE, a cache_read copy of an f16/bf16 tensor, stores f32 (exact) */
 /* name, text, then the step's form: how many names (min, max) and how many integers follow the stage. */
 #define KG_STEPS(X)                                                                                         \
   X(SPLIT, "split", 1, 1, 1) X(TILE, "tile", 2, 2, 2) X(REORDER, "reorder", 2, KG_STEP_MAX_NAMES, 0)          \
@@ -149,7 +150,7 @@ typedef struct kg_sstage {
   X(CACHE_READ, "cache_read", 2, KG_STEP_MAX_NAMES, 0) X(CACHE_WRITE, "cache_write", 1, 1, 0)                 \
   X(RFACTOR, "rfactor", 1, 1, 1) X(REORDER_STORAGE, "reorder_storage", 1, KG_STEP_MAX_NAMES, 0)               \
   X(STREAM, "stream", 0, 0, 0) X(PAD, "pad", 0, 0, 1) X(LAUNCH_BOUNDS, "launch_bounds", 0, 0, 1) \
-  X(PIPELINE, "pipeline", 1, 1, 1) X(TENSORIZE, "tensorize", 3, 3, 0)
+  X(PIPELINE, "pipeline", 1, 1, 1) X(TENSORIZE, "tensorize", 3, 3, 0) X(WIDEN, "widen", 0, 0, 0)
 #define KG_SCHED_MAX_PIPELINE 4 /* ring buffers a `pipeline` step may ask for: past 4, shared memory runs out first */
 #define KG_SCHED_MAX_PAD 32 /* floats a `pad` step may add to each row: a bank period (32 words) at most */
 #define KG_SCHED_MAX_MIN_BLOCKS 32 /* resident blocks a `launch_bounds` step may ask for: every arch's maximum */

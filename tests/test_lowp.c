@@ -195,44 +195,63 @@ static void test_cuda_prelude(void) {
 
 /* The pipelined SGEMM example on bf16 and f16 operands: 64-bit (ushort4) fetches copied by cp.async, the f32
  * accumulator, verified on the emulator. */
-static void test_vector_fetch(void) {
+/* The pipelined example schedule (examples/schedules/matmul_pipelined.sched, then the steps of extra) of
+ * C = A * B with A and B of type t and an f32 C, M=128 N=128 K=64: w loaded with data from seed, prog printed for
+ * CUDA. 1 when printed (each failure CHECKed); w is to be freed either way, prog when printed. */
+static int pipelined_matmul(kg_dtype t, const char *extra, uint64_t seed, kg_test_workload *w, kg_cuda_program *prog) {
+  memset(w, 0, sizeof *w);
+  memset(prog, 0, sizeof *prog);
   size_t len;
   char *trace = kg_test_read_file("examples/schedules/matmul_pipelined.sched", &len);
   CHECK(trace != NULL);
-  if (!trace) return;
-  for (int t = KG_DT_F16; t <= KG_DT_BF16; t++) {
-    char text[256];
-    snprintf(text, sizeof text, "def matmul(A: %s[M, K], B: %s[K, N]) -> (C: f32[M, N]) {\n"
-             "  C[i, j] = sum[k](A[i, k] * B[k, j])\n}\n", kg_dtype_names[t], kg_dtype_names[t]);
-    kg_test_workload w;
-    memset(&w, 0, sizeof w);
-    kg_arena da;
-    kg_arena_init(&da);
-    kg_diag d = {0};
-    w.p = load(text, "M=128 N=128 K=64", &d, &da);
-    kg_arena_free(&da);
-    CHECK(w.p != NULL);
-    if (!w.p) continue;
-    kg_data_init(&w.d, w.p, 3);
-    kg_data_reference(&w.d, w.p, 3);
-    kg_schedule *s = kg_schedule_new(w.p);
+  if (!trace) return 0;
+  char text[256];
+  snprintf(text, sizeof text, "def matmul(A: %s[M, K], B: %s[K, N]) -> (C: f32[M, N]) {\n"
+           "  C[i, j] = sum[k](A[i, k] * B[k, j])\n}\n", kg_dtype_names[t], kg_dtype_names[t]);
+  kg_arena da;
+  kg_arena_init(&da);
+  kg_diag d = {0};
+  w->p = load(text, "M=128 N=128 K=64", &d, &da);
+  kg_arena_free(&da);
+  CHECK(w->p != NULL);
+  int printed = 0;
+  if (w->p) {
+    kg_data_init(&w->d, w->p, seed);
+    kg_data_reference(&w->d, w->p, seed);
+    kg_schedule *s = kg_schedule_new(w->p);
     char err[1024];
     CHECKF(kg_test_apply_text(s, trace, err, sizeof err) == 0, "%s", err);
+    CHECKF(kg_test_apply_text(s, extra, err, sizeof err) == 0, "%s", err);
     kg_arena la;
     kg_arena_init(&la);
     kg_lowered *lw = kg_lower(s, KG_TARGET_CUDA, &la, err, sizeof err);
-    kg_cuda_program prog;
-    memset(&prog, 0, sizeof prog);
-    int printed = lw && kg_codegen_cuda(lw, "kgen", &prog, err, sizeof err) == 0;
+    printed = lw && kg_codegen_cuda(lw, "kgen", prog, err, sizeof err) == 0;
     CHECKF(printed, "%s", err);
-    if (printed) {
+    kg_arena_free(&la);
+    kg_schedule_free(s);
+  }
+  free(trace);
+  return printed;
+}
+
+/* prog built for the emulator and verified against w's reference. */
+static void emu_check(const kg_cuda_program *prog, kg_test_workload *w) {
+  kg_emu_module em;
+  char err[1024];
+  CHECK(kg_emu_build(prog, &em) == 0);
+  CHECKF(kg_test_emu_verify(&em, prog, w, err, sizeof err), "%s", err);
+  kg_emu_module_free(&em);
+}
+
+static void test_vector_fetch(void) {
+  for (int t = KG_DT_F16; t <= KG_DT_BF16; t++) {
+    kg_test_workload w;
+    kg_cuda_program prog;
+    if (pipelined_matmul((kg_dtype)t, "", 3, &w, &prog)) {
       CHECKF(strstr(prog.source, "vectorized as ushort4") && strstr(prog.source, "kg_cp_async8(A_shared"),
              "no 64-bit fetch of a narrow operand:\n%s", prog.source);
       CHECK(strstr(prog.source, "unsigned short A_shared[") || strstr(prog.source, "unsigned short *const A_shared"));
-      kg_emu_module em;
-      CHECK(kg_emu_build(&prog, &em) == 0);
-      CHECKF(kg_test_emu_verify(&em, &prog, &w, err, sizeof err), "%s", err);
-      kg_emu_module_free(&em);
+      emu_check(&prog, &w);
       kg_cubin cb;
       memset(&cb, 0, sizeof cb);
       CHECKF(kg_nvrtc_compile(&prog, "sm_80", &cb) == 0 && cb.ptx && strstr(cb.ptx, "cp.async.ca.shared.global"),
@@ -240,11 +259,84 @@ static void test_vector_fetch(void) {
       kg_cubin_free(&cb);
       kg_cuda_program_free(&prog);
     }
-    kg_arena_free(&la);
-    kg_schedule_free(s);
     kg_test_workload_free(&w);
   }
-  free(trace);
+}
+
+/* ---- widen: packed copies stored as f32 ---- */
+
+/* The packed operands of a bf16 GEMM widened: the same bits as without (widening is exact, and the readers compute
+ * in f32 either way), f32 storage in the printed C, and no conversion left in the register tile's loop. On CUDA a
+ * widened shared copy verifies on the emulator and is not copied with cp.async (which moves bytes unconverted). */
+static const char widen_trace[] =
+    "split C.r0 i 4\nsplit C.r0 j 16\nsplit C.r0 k 8\nreorder C.r0 i.o j.o k.o k.i i.i j.i\n"
+    "cache_read B local C.r0\ncompute_at B.local C.r0 k.o\ncache_read A local C.r0\ncompute_at A.local C.r0 j.o\n"
+    "vectorize C.r0 j.i\nunroll C.r0 i.i\n";
+
+static void test_widen(void) {
+  kg_test_workload w;
+  if (kg_test_workload_load_typed(&w, "te/lib/matmul.te", KG_DT_BF16) != 0) return;
+  int64_t nw = kg_data_words(w.p->outputs[0]);
+  float *plain = calloc((size_t)nw, sizeof *plain);
+  char err[1024], text[1024], *src[2] = {NULL, NULL};
+  for (int wide = 0; wide < 2; wide++) {
+    snprintf(text, sizeof text, "%s%s", widen_trace, wide ? "widen B.local\nwiden A.local\n" : "");
+    kg_schedule *s = kg_schedule_new(w.p);
+    CHECKF(kg_test_apply_text(s, text, err, sizeof err) == 0, "%s", err);
+    kg_pipeline pl;
+    int ok = kg_pipeline_build(s, KG_TARGET_C, &pl, err, sizeof err) == 0;
+    CHECKF(ok, "%s", err);
+    if (ok) {
+      kg_verify_result v = kg_pipeline_verify(&pl, w.p, &w.d, 0);
+      CHECKF(v.ok, "widen %d: %s", wide, v.msg);
+      if (!wide) memcpy(plain, w.d.outputs[0], sizeof *plain * (size_t)nw);
+      else CHECKF(!memcmp(plain, w.d.outputs[0], sizeof *plain * (size_t)nw), "widened copies change the result");
+      kg_pipeline_free(&pl);
+    }
+    kg_arena la;
+    kg_arena_init(&la);
+    kg_lowered *lw = kg_lower(s, KG_TARGET_C, &la, err, sizeof err);
+    CHECKF(lw != NULL, "%s", err);
+    if (lw && kg_codegen_c(lw, "kgen", &src[wide], err, sizeof err) != 0) src[wide] = NULL;
+    CHECKF(src[wide] != NULL, "%s", err);
+    kg_arena_free(&la);
+    kg_schedule_free(s);
+  }
+  if (src[0] && src[1]) {
+    CHECKF(strstr(src[0], "uint16_t B_local[") && strstr(src[0], "kg_ld_bf16(B_local["), "%s", src[0]);
+    CHECKF(strstr(src[1], "float B_local[") && strstr(src[1], "float A_local[") && !strstr(src[1], "kg_ld_bf16(B_local[") &&
+           !strstr(src[1], "kg_ld_bf16(A_local["), "%s", src[1]);
+  }
+  free(src[0]);
+  free(src[1]);
+  free(plain);
+  /* what widen refuses, and tensorize of a widened operand */
+  static const char *const bad[][2] = {
+      {"widen C.r0\n", "widen: stage C.r0: is not a cache_read copy"},
+      {"widen A\n", "widen: stage A: no such stage"},
+      {"cache_read A local C.r0\nwiden A.local\nwiden A.local\n", "widen: stage A.local: is already f32"},
+  };
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    kg_schedule *s = kg_schedule_new(w.p);
+    CHECKF(kg_test_apply_text(s, bad[k][0], err, sizeof err) != 0 && strstr(err, bad[k][1]), "%s: %s", bad[k][0], err);
+    kg_schedule_free(s);
+  }
+  kg_test_workload_free(&w);
+  /* CUDA: the pipelined example with both shared copies widened; tensorize then refuses them */
+  kg_cuda_program prog;
+  if (pipelined_matmul(KG_DT_BF16, "widen A.shared\nwiden B.shared\n", 4, &w, &prog)) {
+    CHECKF(strstr(prog.source, "float A_shared[") && !strstr(prog.source, "kg_cp_async8(A_shared") &&
+           !strstr(prog.source, "kg_cp_async16(A_shared"), "%s", prog.source);
+    emu_check(&prog, &w);
+    kg_cuda_program_free(&prog);
+  }
+  if (w.p) {
+    kg_schedule *s = kg_schedule_new(w.p);
+    CHECKF(kg_test_apply_text(s, "cache_read A shared C\nwiden A.shared\ntensorize C i j k\n", err, sizeof err) != 0 &&
+           strstr(err, "two f16 or two bf16"), "tensorize took a widened operand: %s", err);
+    kg_schedule_free(s);
+  }
+  kg_test_workload_free(&w);
 }
 
 /* ---- the language ---- */
@@ -431,7 +523,7 @@ static void test_random(int per) {
   CHECKF(nlib >= 14, "only %d workloads in te/lib", nlib);
   kg_gpu_limits lim[3];
   for (int a = 0; a < 3; a++) CHECK(kg_gpu_limits_for_arch(arches[a], &lim[a]) == 0);
-  int c_ok = 0, c_n = 0, g_ok = 0, g_n = 0, narrow_shared = 0;
+  int c_ok = 0, c_n = 0, g_ok = 0, g_n = 0, narrow_shared = 0, widened = 0;
   for (int w = 0; w < nlib; w++)
     for (int t = KG_DT_F16; t <= KG_DT_BF16; t++) {
       kg_test_workload wl;
@@ -441,6 +533,7 @@ static void test_random(int per) {
         /* C */
         kg_schedule *s = kg_schedule_new(wl.p);
         kg_schedule_random(s, seed, KG_TARGET_C, 10);
+        for (int k = 0; k < s->trace.nsteps; k++) widened += s->trace.steps[k].kind == KG_STEP_WIDEN;
         char what[600];
         snprintf(what, sizeof what, "kgen run %s%s --dtype %s --target c --random-schedule %llu", files[w], wl.sizes,
                  kg_dtype_names[t], (unsigned long long)seed);
@@ -492,7 +585,9 @@ static void test_random(int per) {
       kg_test_workload_free(&wl);
     }
   printf("f16/bf16: %d/%d random C schedules verified, %d/%d random CUDA schedules compiled for sm_80/86/90 and "
-         "verified on the emulator, %d narrow shared stages\n", c_ok, c_n, g_ok, g_n, narrow_shared);
+         "verified on the emulator, %d narrow shared stages, %d widened copies in the C schedules\n", c_ok, c_n, g_ok, g_n,
+         narrow_shared, widened);
+  CHECKF(widened > 0 || per < 3, "no random C schedule widened a copy");
   CHECKF(g_n >= nlib, "only %d CUDA schedules printed", g_n);
   CHECKF(narrow_shared > 0, "no random CUDA schedule staged an f16/bf16 tensor in shared memory");
   kg_test_free_workloads(files, nfiles);
@@ -507,6 +602,7 @@ int main(void) {
   test_language();
   test_npy();
   test_tolerance();
+  test_widen();
   int per = 3;
   const char *env = getenv("KGEN_LOWP_SCHEDULES");
   if (env) per = atoi(env);
