@@ -194,47 +194,85 @@ int kg_gpu_launchable(const kg_schedule *sc, const kg_gpu_budget *budget, char *
   return ok ? 0 : -1;
 }
 
-int kg_gpu_mma_shape(const kg_sstage *st, int *row, int *col, int *batch) {
+int kg_gpu_mma_shape(const kg_sstage *st, kg_gpu_mma_axes *ax) {
   const kg_expr *e = st->body;
-  *row = *col = *batch = -1;
-  if (st->red != KG_RED_SUM || st->nrax != 1 || st->nax < 2 || st->nax > 3 || e->kind != KG_EXPR_BINARY ||
-      e->op.op != KG_OP_MUL || e->op.a->kind != KG_EXPR_READ || e->op.b->kind != KG_EXPR_READ)
+  memset(ax, 0, sizeof *ax);
+  ax->k = -1;
+  if (st->red != KG_RED_SUM || st->nrax < 1 || st->nax < 2 || st->nax > KG_GPU_MMA_MAX_AXES ||
+      e->kind != KG_EXPR_BINARY || e->op.op != KG_OP_MUL || e->op.a->kind != KG_EXPR_READ ||
+      e->op.b->kind != KG_EXPR_READ)
     return 0;
   kg_dtype t = e->op.a->read.tensor->dtype;
   if (t == KG_DT_F32 || t != e->op.b->read.tensor->dtype) return 0;
+  int64_t z = 1;
+  ax->m = ax->n = 1;
   for (int d = 0; d < st->nax; d++) {
     int ua = kg_expr_uses_ivar(e->op.a, st->ax[d]), ub = kg_expr_uses_ivar(e->op.b, st->ax[d]);
-    if (ua && !ub && *row < 0) *row = d;
-    else if (ub && !ua && *col < 0) *col = d;
-    else if (*batch < 0) *batch = d;
-    else return 0;
+    int64_t x = st->roots[d]->extent;
+    if (ua && !ub) {
+      ax->rows[ax->nrows++] = d;
+      ax->m *= x;
+    } else if (ub && !ua) {
+      ax->cols[ax->ncols++] = d;
+      ax->n *= x;
+    } else {
+      ax->batch[ax->nbatch++] = d;
+      z *= x;
+    }
   }
-  if (*row < 0 || *col < 0 || (st->nax == 3) != (*batch >= 0)) return 0;
-  return st->roots[*row]->extent % 16 == 0 && st->roots[*col]->extent % 8 == 0 &&
-         st->roots[st->nax]->extent % 16 == 0;
+  for (int r = 0; r < st->nrax; r++) {
+    int64_t x = st->roots[st->nax + r]->extent;
+    if (x % 16 == 0 && (ax->k < 0 || x > st->roots[ax->k]->extent)) ax->k = st->nax + r;
+  }
+  return ax->nrows > 0 && ax->ncols > 0 && ax->k >= 0 && ax->m % 16 == 0 && ax->n % 8 == 0 && z <= 65535;
 }
 
-void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, int row, int col, int batch, int64_t wy, int64_t nt, int unroll,
+/* The loops of axes idx[0..n) fused in that order (they are adjacent, outermost first), or the one loop. */
+static kg_iter *fuse_axes(kg_builder *b, kg_sstage *st, const int *idx, int n) {
+  kg_iter *f = st->roots[idx[0]];
+  for (int i = 1; i < n && !b->failed; i++) f = kg_builder_fuse(b, st, f, st->roots[idx[i]]);
+  return b->failed ? NULL : f;
+}
+
+void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, const kg_gpu_mma_axes *ax, int64_t wy, int64_t nt, int unroll,
                       int staged) {
+  /* batch, rows, columns, reductions: then each set's loops are adjacent, to be fused */
+  kg_iter *order[2 * KG_GPU_MMA_MAX_AXES + 16];
+  int n = 0;
+  for (int i = 0; i < ax->nbatch; i++) order[n++] = st->roots[ax->batch[i]];
+  for (int i = 0; i < ax->nrows; i++) order[n++] = st->roots[ax->rows[i]];
+  for (int i = 0; i < ax->ncols; i++) order[n++] = st->roots[ax->cols[i]];
+  for (int r = 0; r < st->nrax; r++) order[n++] = st->roots[st->nax + r];
+  if (n != st->nleaves) {
+    kg_builder_fail(b, "tensor cores: stage %s is not untransformed", st->name);
+    return;
+  }
+  kg_builder_reorder(b, st, order, n);
+  kg_iter *bt = ax->nbatch ? fuse_axes(b, st, ax->batch, ax->nbatch) : NULL;
+  kg_iter *rows = fuse_axes(b, st, ax->rows, ax->nrows), *cols = fuse_axes(b, st, ax->cols, ax->ncols);
+  if (b->failed) return;
   kg_iter *r16, *r8, *c8, *c2, *kin, *tmp;
-  kg_iter *ro = kg_builder_split(b, st, st->roots[row], 16 * wy, &tmp);
+  kg_iter *ro = kg_builder_split(b, st, rows, 16 * wy, &tmp);
   kg_iter *rw = kg_builder_split(b, st, tmp, 16, &r16);
   kg_iter *rh = kg_builder_split(b, st, r16, 8, &r8);
-  kg_iter *co = kg_builder_split(b, st, st->roots[col], 8 * nt, &tmp);
+  kg_iter *co = kg_builder_split(b, st, cols, 8 * nt, &tmp);
   kg_iter *cn = kg_builder_split(b, st, tmp, 8, &c8);
   kg_iter *cg = kg_builder_split(b, st, c8, 2, &c2);
-  kg_iter *ko = kg_builder_split(b, st, st->roots[st->nax], 16, &kin);
+  kg_iter *ko = kg_builder_split(b, st, st->roots[ax->k], 16, &kin);
   if (b->failed) return;
-  kg_iter *order[12];
-  int n = 0;
-  if (batch >= 0) order[n++] = st->roots[batch];
+  n = 0;
+  if (bt) order[n++] = bt;
+  order[n++] = ro;
+  order[n++] = co;
+  for (int r = 0; r < st->nrax; r++)
+    if (st->nax + r != ax->k) order[n++] = st->roots[st->nax + r];
   /* staged: the k step outside the warp's tiles, which share its shared-memory tiles; else the k loop right
    * outside one tile, whose accumulators lowering then keeps in registers across it */
-  kg_iter *rest[] = {ro, co, rw, r8, cg, staged ? ko : cn, staged ? cn : ko, rh, c2, kin};
+  kg_iter *rest[] = {rw, r8, cg, staged ? ko : cn, staged ? cn : ko, rh, c2, kin};
   for (size_t q = 0; q < sizeof rest / sizeof *rest; q++) order[n++] = rest[q];
   kg_builder_reorder(b, st, order, n);
   kg_iter *lane = kg_builder_fuse(b, st, r8, cg);
-  if (batch >= 0) kg_builder_annotate(b, KG_STEP_BIND, st, st->roots[batch], KG_THREAD_BLOCK_Z);
+  if (bt) kg_builder_annotate(b, KG_STEP_BIND, st, bt, KG_THREAD_BLOCK_Z);
   kg_builder_annotate(b, KG_STEP_BIND, st, ro, KG_THREAD_BLOCK_Y);
   kg_builder_annotate(b, KG_STEP_BIND, st, co, KG_THREAD_BLOCK_X);
   kg_builder_annotate(b, KG_STEP_BIND, st, rw, KG_THREAD_THREAD_Y);

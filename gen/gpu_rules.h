@@ -16,17 +16,29 @@ int kg_gpu_has_reuse(const kg_sstage *st);
  * stay contiguous (and aligned when the row length allows) in the printed index. */
 void kg_gpu_cooperative_fetch(kg_builder *b, kg_sstage *sh, int64_t tx, int64_t ty, int64_t vec);
 
-/* Tensor cores (`tensorize`, schedule/sched.h kg_mma_plan): whether st sums products of two f16 (or two bf16) reads,
- * over one reduction axis of a multiple of 16, with a row axis (a multiple of 16) only the first read uses, a
- * column axis (a multiple of 8) only the second uses, and at most one more spatial axis (a batch, which both may
- * use); *row, *col, *batch (-1: none) are the axes. The tiles must divide: the instruction computes whole ones. */
-int kg_gpu_mma_shape(const kg_sstage *st, int *row, int *col, int *batch);
+/* Tensor cores (`tensorize`, schedule/sched.h kg_mma_plan): whether st sums products of two f16 (or two bf16) reads
+ * shaped as a GEMM, and its axes. The rows are the spatial axes only the first read uses, the columns those only
+ * the second uses, the batch the others (both or neither use them); each set is fused into one loop (a
+ * convolution's rows: its batch and output pixels, an implicit GEMM). The instruction sums over one reduction
+ * axis whose extent is a multiple of 16 (the longest such); any other reduction axes are loops around it. The
+ * tiles must divide (the instruction computes whole ones): the rows' product a multiple of 16, the columns' of 8;
+ * the batch's product must fit a grid's z extent. */
+#define KG_GPU_MMA_MAX_AXES 8
+typedef struct kg_gpu_mma_axes {
+  int rows[KG_GPU_MMA_MAX_AXES], nrows; /* axis indices, outermost first */
+  int cols[KG_GPU_MMA_MAX_AXES], ncols;
+  int batch[KG_GPU_MMA_MAX_AXES], nbatch;
+  int k;                                /* the reduction axis (an index among all axes: nax + r) */
+  int64_t m, n;                         /* the rows' and the columns' extents */
+} kg_gpu_mma_axes;
+int kg_gpu_mma_shape(const kg_sstage *st, kg_gpu_mma_axes *ax);
 /* The structure on such a stage: blocks of wy warps (threadIdx.y) over 16 wy rows and 8 nt columns (blockIdx.y,
  * .x; the batch on .z), each warp nt instruction tiles along the columns (unrolled when unroll), the lanes of
  * threadIdx.x, k in steps of 16, then the `tensorize` step. staged: the k loop outside the tiles, both operands'
  * tiles of each k step in shared memory (a cooperative fetch by the block); else the k loop inside the tiles'
- * loop, right outside one tile (its accumulators then stay in registers). */
-void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, int row, int col, int batch, int64_t wy, int64_t nt, int unroll,
+ * loop, right outside one tile (its accumulators then stay in registers when k is the only reduction). Other
+ * reduction axes run outside the warps' tiles. */
+void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, const kg_gpu_mma_axes *ax, int64_t wy, int64_t nt, int unroll,
                       int staged);
 
 /* What a launch may use. Register arrays are counted in floats: each one at most local_array, all of a kernel's

@@ -513,13 +513,13 @@ static void rfactor_reduction(gctx *g, kg_sstage *st, int two_kernels) {
  * drawn 40% of the time; 0 when nothing was drawn. The draw happens only for such stages, so that the draws of
  * every other stage stay what they were before this existed. */
 static int tensor_cores(gctx *g, kg_sstage *st) {
-  int row, col, batch;
-  if (!kg_gpu_mma_shape(st, &row, &col, &batch) || !chance(g->r, 40)) return 0;
-  int64_t M = st->roots[row]->extent, N = st->roots[col]->extent, wy = 1, nt = 1;
+  kg_gpu_mma_axes ax;
+  if (!kg_gpu_mma_shape(st, &ax) || !chance(g->r, 40)) return 0;
+  int64_t M = ax.m, N = ax.n, wy = 1, nt = 1;
   for (int c = below(g->r, 3); c > 0 && M % (32 * wy) == 0; c--) wy *= 2;
   for (int c = below(g->r, 3); c > 0 && N % (16 * nt) == 0; c--) nt *= 2;
   int unroll = nt > 1 && chance(g->r, 50);
-  kg_gpu_mma_build(&g->b, st, row, col, batch, wy, nt, unroll, chance(g->r, 50));
+  kg_gpu_mma_build(&g->b, st, &ax, wy, nt, unroll, chance(g->r, 50));
   return 1;
 }
 

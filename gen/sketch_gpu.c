@@ -761,9 +761,9 @@ static int realize_mma(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, 
   int n = s->nstages;
   for (int i = 0; i < n && !b.failed; i++) {
     kg_sstage *st = s->stages[i];
-    int row, col, batch;
-    if (st->attach != KG_ATTACH_ROOT || !kg_gpu_mma_shape(st, &row, &col, &batch)) continue;
-    kg_gpu_mma_build(&b, st, row, col, batch, kg_point_knob(sk, pt, st->name, "mma_warps", 1),
+    kg_gpu_mma_axes ax;
+    if (st->attach != KG_ATTACH_ROOT || !kg_gpu_mma_shape(st, &ax)) continue;
+    kg_gpu_mma_build(&b, st, &ax, kg_point_knob(sk, pt, st->name, "mma_warps", 1),
                      kg_point_knob(sk, pt, st->name, "mma_tiles", 1),
                      (int)kg_point_knob(sk, pt, st->name, "mma_unroll", 0),
                      (int)kg_point_knob(sk, pt, st->name, "mma_staged", 0));
@@ -781,8 +781,8 @@ static int realize_mma(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, 
 static void sketch_mma(kg_space *sp, const kg_schedule *sc) {
   int any = 0;
   for (int i = 0; i < sc->nstages && !any; i++) {
-    int row, col, batch;
-    any = kg_gpu_mma_shape(sc->stages[i], &row, &col, &batch);
+    kg_gpu_mma_axes ax;
+    any = kg_gpu_mma_shape(sc->stages[i], &ax);
   }
   if (!any) return;
   kg_sketch *sk = kg_space_add_sketch(sp, "gpu/mma", realize_mma, NULL);
@@ -790,9 +790,9 @@ static void sketch_mma(kg_space *sp, const kg_schedule *sc) {
   static const int64_t counts[] = {1, 2, 4}, onoff[] = {0, 1};
   int full = 0;
   for (int i = 0; i < sc->nstages; i++) {
-    int row, col, batch;
+    kg_gpu_mma_axes ax;
     const kg_sstage *st = sc->stages[i];
-    if (!kg_gpu_mma_shape(st, &row, &col, &batch)) continue;
+    if (!kg_gpu_mma_shape(st, &ax)) continue;
     const char *name = kg_arena_strdup(&sp->arena, st->name);
     knob(sk, &full, KG_KNOB_CHOICE, name, "mma_warps", counts, 3);
     knob(sk, &full, KG_KNOB_CHOICE, name, "mma_tiles", counts, 3);

@@ -286,6 +286,10 @@ static int prim_compute_inline(kg_schedule *s, kg_sstage *p, const kg_step *step
   int read = 0;
   for (int i = 0; i < s->nstages && !read; i++) read = kg_sched_expr_reads(s->stages[i]->body, p->out);
   if (!read) FAIL("compute_inline: stage %s: no stage reads it", p->name);
+  for (int i = 0; i < s->nstages; i++)
+    if (s->stages[i]->mma[0] && kg_sched_expr_reads(s->stages[i]->body, p->out))
+      FAIL("compute_inline: stage %s: its reader %s is tensorized (the tensor cores load their operands from memory)",
+           p->name, s->stages[i]->name);
   kg_sched_hyp h = {p, 1};
   const kg_sstage *broken = kg_sched_broken_attachment(s, &h);
   if (broken)

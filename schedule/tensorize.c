@@ -2,19 +2,28 @@
  * operands, f32 accumulation). What the step requires is in sched.h (kg_mma_plan); the plan is checked twice, by
  * the step and again by lowering (lower/lower.c), since later steps may move loops around it. The step marks the
  * loops so that no later split, fuse or annotation can change them. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include "sched_impl.h"
 
 #define FAIL(...) return kg_sched_fail(err, errlen, __VA_ARGS__)
 
-/* The root iter it descends from through splits only (NULL: through a fuse). */
-static const kg_iter *split_root(const kg_iter *it) {
-  while (it && it->origin != KG_ITER_ROOT) {
-    if (it->origin == KG_ITER_FUSED) return NULL;
-    it = it->split_parent;
+/* The stage's axes (bit r: root r) loop it is made of, through splits and fuses. */
+static uint64_t root_mask(const kg_iter *it) {
+  if (!it) return 0;
+  switch (it->origin) {
+    case KG_ITER_ROOT: return it->root_axis < 64 ? 1ull << it->root_axis : 0;
+    case KG_ITER_FUSED: return root_mask(it->fuse_outer) | root_mask(it->fuse_inner);
+    default: return root_mask(it->split_parent);
   }
-  return it;
+}
+
+/* Does e use any of the axes in mask? */
+static int uses_any(const kg_sstage *st, const kg_expr *e, uint64_t mask) {
+  for (int r = 0; r < st->nax + st->nrax && r < 64; r++)
+    if ((mask >> r & 1) && kg_expr_uses_ivar(e, kg_sstage_axis(st, r))) return 1;
+  return 0;
 }
 
 static int usable_kind(const kg_iter *it) {
@@ -74,20 +83,20 @@ int kg_sched_mma_plan(const kg_sstage *st, kg_mma_plan *p, char *err, size_t err
       F->kind != KG_LOOP_BOUND || F->tag != KG_THREAD_THREAD_X || F->extent != 32)
     FAIL("tensorize: stage %s: loops %s (8) and %s (4) must be fused, %s outer, into one loop of 32 bound to "
          "threadIdx.x (the lane: 4 * row group + thread in group)", n, G->name, T->name, G->name);
-  const kg_iter *ri = split_root(I), *rj = split_root(J), *rk = split_root(K);
-  if (!ri || !rj || !rk || ri == rj)
-    FAIL("tensorize: stage %s: the rows, the columns and the reduction must each come from one axis of their own "
-         "(split, never fused)", n);
-  const kg_ivar *row_axis = kg_sstage_axis(st, ri->root_axis), *col_axis = kg_sstage_axis(st, rj->root_axis);
+  /* rows and columns may each be made of several axes (an implicit GEMM's rows: a convolution's batch and output
+   * pixels fused), the reduction of several reduction axes; the three sets are disjoint, since a loop is made of
+   * spatial or of reduction axes, never both, and a fuse or split consumes its loops */
+  uint64_t mi = root_mask(I), mj = root_mask(J);
   const kg_expr *x = e->op.a, *y = e->op.b;
-  if (kg_expr_uses_ivar(x, col_axis) || kg_expr_uses_ivar(y, row_axis)) {
+  if (uses_any(st, x, mj) || uses_any(st, y, mi)) {
     const kg_expr *t = x;
     x = y;
     y = t;
   }
-  if (kg_expr_uses_ivar(x, col_axis) || kg_expr_uses_ivar(y, row_axis))
-    FAIL("tensorize: stage %s: one operand must not depend on the columns (%s) and the other not on the rows (%s)", n,
-         col_axis->name, row_axis->name);
+  if (!mi || !mj || (mi & mj)) FAIL("tensorize: stage %s: the rows and the columns share an axis", n);
+  if (uses_any(st, x, mj) || uses_any(st, y, mi))
+    FAIL("tensorize: stage %s: one operand must not depend on the columns (loop %s) and the other not on the rows "
+         "(loop %s)", n, J->name, I->name);
   p->rows = I;
   p->cols = J;
   p->k = K;

@@ -61,8 +61,46 @@ fail:
   return NULL;
 }
 
+/* Is every value e takes exactly representable in t? (Reads of t tensors, constants of t, a conversion to t, and
+ * what selects, negates or picks among such values: data movement, no arithmetic.) */
+static int exact_in(const kg_expr *e, kg_dtype t) {
+  switch (e->kind) {
+    case KG_EXPR_READ: return e->read.tensor && e->read.tensor->dtype == t;
+    case KG_EXPR_NUM: {
+      double v = e->num.is_int ? (double)e->num.i : e->num.f;
+      return kg_dtype_round(t, v) == v;
+    }
+    case KG_EXPR_UNARY: return e->op.op == KG_OP_NEG && exact_in(e->op.a, t);
+    case KG_EXPR_CALL:
+      switch (e->call.fn) {
+        case KG_FN_F16: return t == KG_DT_F16;
+        case KG_FN_BF16: return t == KG_DT_BF16;
+        case KG_FN_ABS:
+        case KG_FN_F32: return exact_in(e->call.args[0], t);
+        case KG_FN_MAX:
+        case KG_FN_MIN: return exact_in(e->call.args[0], t) && exact_in(e->call.args[1], t);
+        case KG_FN_SELECT: return exact_in(e->call.args[1], t) && exact_in(e->call.args[2], t);
+        default: return 0;
+      }
+    default: return 0;
+  }
+}
+
 int kg_program_set_io_dtype(kg_program *p, kg_dtype t, kg_diag *diag, kg_arena *diag_arena) {
   for (int i = 0; i < p->ninputs + p->noutputs; i++) (i < p->ninputs ? p->inputs[i] : p->outputs[i - p->ninputs])->dtype = t;
+  /* An intermediate that only moves the retyped data (a convolution's padded input) holds values of t: stored as t
+   * it computes the same, whatever type it was declared with, in half the memory, and stays an operand the tensor
+   * cores take. Repeated until nothing changes, so that a chain of such copies is retyped whatever its order. */
+  for (int changed = t != KG_DT_F32; changed;) {
+    changed = 0;
+    for (int i = 0; i < p->ntensors; i++) {
+      kg_tensor *x = p->tensors[i];
+      if (x->kind == KG_TENSOR_TEMP && x->stmt && x->dtype != t && exact_in(x->stmt->rhs, t)) {
+        x->dtype = t;
+        changed = 1;
+      }
+    }
+  }
   /* the extracted reductions' tensors go: the stages are made again from the checked statements */
   kg_tensor **ts = KG_NEW_ARRAY(&p->arena, kg_tensor *, p->ntensors + 1);
   int n = 0;

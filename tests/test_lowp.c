@@ -441,6 +441,23 @@ static void test_language(void) {
   }
   kg_program_free(q);
   kg_program_free(r);
+  /* --dtype retypes the intermediates that only move the retyped data (selects, negations, max/min, constants of
+   * the type, reads of copies), whatever their declaration, and no other: values and results stay the same */
+  kg_program *c = load("def f(X: f32[N], Y: f32[N]) -> (Z: f32[N]) {\n"
+                       "  P[i] : f32[N + 2] = select(i >= 1 && i <= N, X[i - 1], 0.5)\n"
+                       "  Q[i] = max(-P[i + 1], Y[i])\n  E[i] = P[i] * 2\n  G[i] = select(i > 0, Q[i], 0.1)\n"
+                       "  Z[i] = Q[i] + E[i] + G[i]\n}\n", "N=8", &d, &da);
+  CHECK(c != NULL);
+  if (c) {
+    CHECK(kg_program_set_io_dtype(c, KG_DT_BF16, &d, &da) == 0);
+    static const char *const nm[] = {"P", "Q", "E", "G"};
+    static const kg_dtype want[] = {KG_DT_BF16, KG_DT_BF16, KG_DT_F32, KG_DT_F32}; /* 0.1 is no bf16 */
+    for (int k = 0; k < 4; k++) {
+      const kg_tensor *t = kg_program_find_tensor(c, nm[k]);
+      CHECKF(t && t->dtype == want[k], "%s is %s", nm[k], t ? kg_dtype_names[t->dtype] : "missing");
+    }
+    kg_program_free(c);
+  }
   kg_arena_free(&da);
 }
 

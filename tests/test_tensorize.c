@@ -212,28 +212,50 @@ static void test_illegal(void) {
   expect_lower_error("bf16", "M=24 N=16 K=32", ONE_WARP, "its tile needs a guard");
 }
 
-/* Random CUDA schedules of the library's GEMM-like workloads made f16 and bf16, at sizes the instruction tiles
- * divide: some draw the tensor cores; every draw verifies on the emulator. */
+/* Attention whose weights e are declared bf16: its second product then has two bf16 operands too (rounding the
+ * weights is the program's choice, as flash attention's kernels make it). */
+static const char ATTN_BF16_WEIGHTS[] =
+    "def attention(Q: bf16[B, S, D], K: bf16[B, T, D], V: bf16[B, T, E]) -> (O: bf16[B, S, E]) {\n"
+    "  s[b, i, j] = sum[d](Q[b, i, d] * K[b, j, d]) * rsqrt(D)\n  m[b, i] = max[j](s[b, i, j])\n"
+    "  e[b, i, j] : bf16[B, S, T] = exp(s[b, i, j] - m[b, i])\n"
+    "  O[b, i, c] = sum[j](e[b, i, j] * V[b, j, c]) / sum[j2](e[b, i, j2])\n}\n";
+
+/* w: library workload name (or, name NULL, the program text) at sizes, every input and output made type t, with
+ * data from seed and its reference. 0, or -1 after a failed CHECK. */
+static int load_typed(kg_test_workload *w, const char *name, const char *text, const char *sizes, kg_dtype t,
+                      uint64_t seed) {
+  kg_binding b[8];
+  char names[8][32];
+  int nb = kg_test_parse_bindings(sizes, b, names, 1);
+  memset(w, 0, sizeof *w);
+  w->p = name ? kg_test_load_lib(name, b, nb) : kg_test_load(text, b, nb);
+  kg_arena da;
+  kg_arena_init(&da);
+  kg_diag d = {0};
+  int ok = w->p && kg_program_set_io_dtype(w->p, t, &d, &da) == 0;
+  CHECKF(ok, "%s at %s: %s", name ? name : "program", sizes, d.msg ? d.msg : "does not load");
+  kg_arena_free(&da);
+  ok = ok && kg_data_init(&w->d, w->p, seed) == 0 && kg_data_reference(&w->d, w->p, seed) == 0;
+  CHECK(ok || !w->p);
+  if (!ok) kg_test_workload_free(w);
+  return ok ? 0 : -1;
+}
+
+/* Random CUDA schedules of the library's GEMM-like workloads made f16 and bf16 (a convolution: an implicit GEMM
+ * over its batch and output pixels; attention: its first product, and with bf16 weights its second), at sizes the
+ * instruction tiles divide: some draw the tensor cores on each workload; every draw verifies on the emulator. */
 static void test_random(void) {
   static const struct {
     const char *name, *sizes;
-  } w[] = {{"matmul", "M=64 N=32 K=48"}, {"batch_matmul", "L=2 M=32 N=16 K=32"}};
-  int tensorized = 0, staged = 0, total = 0;
-  for (size_t i = 0; i < sizeof w / sizeof *w; i++)
+  } w[] = {{"matmul", "M=64 N=32 K=48"}, {"batch_matmul", "L=2 M=32 N=16 K=32"}, {"conv2d", "N=2 C=16 H=8 W=8 F=8"},
+           {"attention", "B=2 S=32 T=16 D=16 E=8"}, {NULL, "B=2 S=32 T=16 D=16 E=8"}};
+  int tensorized = 0, staged = 0, total = 0, second = 0;
+  for (size_t i = 0; i < sizeof w / sizeof *w; i++) {
+    int here = 0;
     for (int t = KG_DT_F16; t <= KG_DT_BF16; t++) {
-      kg_binding b[8];
-      char names[8][32];
-      int nb = kg_test_parse_bindings(w[i].sizes, b, names, 1);
+      if (!w[i].name && t == KG_DT_F16) continue;
       kg_test_workload wl;
-      memset(&wl, 0, sizeof wl);
-      wl.p = kg_test_load_lib(w[i].name, b, nb);
-      kg_arena da;
-      kg_arena_init(&da);
-      kg_diag d = {0};
-      CHECK(wl.p && kg_program_set_io_dtype(wl.p, (kg_dtype)t, &d, &da) == 0);
-      kg_arena_free(&da);
-      if (!wl.p) continue;
-      CHECK(kg_data_init(&wl.d, wl.p, 4) == 0 && kg_data_reference(&wl.d, wl.p, 4) == 0);
+      if (load_typed(&wl, w[i].name, ATTN_BF16_WEIGHTS, w[i].sizes, (kg_dtype)t, 4) != 0) continue;
       for (int k = 0; k < 8; k++) {
         kg_test_cuda_draw x;
         memset(&x, 0, sizeof x);
@@ -244,12 +266,18 @@ static void test_random(void) {
           shared += s->stages[q]->scope == KG_SCOPE_SHARED;
         }
         tensorized += mma > 0;
+        here += mma > 0;
         staged += mma > 0 && shared > 0;
+        if (!w[i].name) {
+          kg_sstage *o = kg_schedule_find_stage(s, "O.r0");
+          second += o && o->mma[0] != NULL;
+        }
         kg_schedule_free(s);
         char again[256];
-        snprintf(again, sizeof again, "kgen run %s -D %s --dtype %s --emulate --random-schedule %llu", w[i].name,
-                 w[i].sizes, kg_dtype_names[t], (unsigned long long)x.seed);
-        if (kg_test_cuda_draw_check(&x, w[i].name, again)) {
+        snprintf(again, sizeof again, "kgen run %s -D %s --dtype %s --emulate --random-schedule %llu",
+                 w[i].name ? w[i].name : "(attention with bf16 weights)", w[i].sizes, kg_dtype_names[t],
+                 (unsigned long long)x.seed);
+        if (kg_test_cuda_draw_check(&x, w[i].name ? w[i].name : "attention", again)) {
           kg_emu_module em;
           char err[1024];
           int rc = kg_emu_build(&x.prog, &em);
@@ -264,13 +292,115 @@ static void test_random(void) {
       }
       kg_test_workload_free(&wl);
     }
-  printf("random CUDA schedules: %d verified, %d of them tensorized, %d of those with shared staging\n", total,
-         tensorized, staged);
+    CHECKF(here > 0, "no random CUDA schedule of %s is tensorized", w[i].name ? w[i].name : "attention (bf16 e)");
+  }
+  printf("random CUDA schedules: %d verified, %d of them tensorized, %d of those with shared staging, %d with "
+         "attention's second product tensorized\n", total, tensorized, staged, second);
   CHECKF(tensorized > 0 && staged > 0 && staged < tensorized, "tensorized %d, staged %d", tensorized, staged);
+  CHECKF(second > 0, "attention's second product is never tensorized");
 }
 
-/* The gpu/mma sketch: in the space of an f16/bf16 GEMM and not of an f32 one; its points realize, tensorized, and
- * verify on the emulator. */
+/* The implicit GEMM of a convolution by hand: the batch and the output pixels fused into the rows, the filters the
+ * columns, 16 input channels a step, the kernel's window loops around; the padded input is bf16 under --dtype (a
+ * copy of X: kg_program_set_io_dtype retypes it), so it is an operand, and inlining it is refused afterwards. */
+static void test_conv(void) {
+  /* Y is a bf16 output: its reduction is the f32 stage Y.r0 */
+  static const char text[] =
+      "reorder Y.r0 n y x f c r s\nfuse Y.r0 n y\nfuse Y.r0 n*y x\nsplit Y.r0 n*y*x 16\nsplit Y.r0 n*y*x.i 8\n"
+      "split Y.r0 f 8\nsplit Y.r0 f.i 2\nsplit Y.r0 c 16\n"
+      "reorder Y.r0 n*y*x.o f.o r s c.o n*y*x.i.i f.i.o n*y*x.i.o f.i.i c.i\nfuse Y.r0 n*y*x.i.i f.i.o\n"
+      "bind Y.r0 n*y*x.o blockIdx.y\nbind Y.r0 f.o blockIdx.x\nbind Y.r0 n*y*x.i.i*f.i.o threadIdx.x\n"
+      "tensorize Y.r0 n*y*x.i.o f.i.i c.i\n";
+  kg_test_workload wl;
+  if (load_typed(&wl, "conv2d", NULL, "N=1 C=32 H=16 W=14 F=16", KG_DT_BF16, 6) != 0) return;
+  const kg_tensor *P = kg_program_find_tensor(wl.p, "P");
+  CHECKF(P && P->dtype == KG_DT_BF16, "the padded input is not bf16");
+  /* rows: 1 x 8 x 7 = 56 output pixels, not a multiple of 16: refused at lowering; 8 x 8 with W=16 */
+  kg_schedule *s = kg_schedule_new(wl.p);
+  char err[1024];
+  CHECKF(kg_test_apply_text(s, text, err, sizeof err) == 0, "%s", err);
+  CHECKF(kg_test_apply_text(s, "compute_inline P\n", err, sizeof err) != 0 && strstr(err, "its reader Y.r0 is tensorized"),
+         "inlining the operand: %s", err);
+  kg_arena la;
+  kg_arena_init(&la);
+  kg_lowered *lw = kg_lower(s, KG_TARGET_CUDA, &la, err, sizeof err);
+  kg_cuda_program prog;
+  memset(&prog, 0, sizeof prog);
+  int printed = lw && kg_codegen_cuda(lw, "kgen", &prog, err, sizeof err) == 0;
+  CHECKF(!printed && strstr(err, "needs a guard"), "56 rows in tiles of 16: %s", printed ? "printed" : err);
+  if (printed) kg_cuda_program_free(&prog);
+  kg_arena_free(&la);
+  kg_schedule_free(s);
+  kg_test_workload_free(&wl);
+  if (load_typed(&wl, "conv2d", NULL, "N=1 C=32 H=16 W=16 F=16", KG_DT_BF16, 6) != 0) return;
+  s = kg_schedule_new(wl.p);
+  CHECKF(kg_test_apply_text(s, text, err, sizeof err) == 0, "%s", err);
+  kg_arena_init(&la);
+  lw = kg_lower(s, KG_TARGET_CUDA, &la, err, sizeof err);
+  printed = lw && kg_codegen_cuda(lw, "kgen", &prog, err, sizeof err) == 0;
+  CHECKF(printed, "%s", err);
+  if (printed) {
+    CHECK(strstr(prog.source, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") != NULL);
+    kg_emu_module em;
+    CHECK(kg_emu_build(&prog, &em) == 0);
+    CHECKF(kg_test_emu_verify(&em, &prog, &wl, err, sizeof err), "%s", err);
+    kg_emu_module_free(&em);
+    for (int a = 0; a < 3; a++) {
+      static const char *const arch[3] = {"sm_80", "sm_86", "sm_90"};
+      kg_cubin cb;
+      memset(&cb, 0, sizeof cb);
+      CHECKF(kg_nvrtc_compile(&prog, arch[a], &cb) == 0 && cb.ptx && strstr(cb.ptx, "mma.sync"), "%s: %s", arch[a],
+             cb.log ? cb.log : "no mma in the PTX");
+      kg_cubin_free(&cb);
+    }
+    kg_cuda_program_free(&prog);
+  }
+  kg_arena_free(&la);
+  kg_schedule_free(s);
+  kg_test_workload_free(&wl);
+}
+
+/* The points of sp's gpu/mma sketch (which must exist) realize, tensorized, and verify on the emulator. */
+static void check_mma_sketch(kg_test_workload *w, const kg_gpu_limits *lim, const char *what) {
+  kg_space *sp = kg_space_new(w->p, KG_TARGET_CUDA, lim);
+  int k = sp ? kg_space_find_sketch(sp, "gpu/mma") : -1;
+  CHECKF(k >= 0, "no gpu/mma sketch for %s", what);
+  uint64_t rng = 11;
+  int verified = 0;
+  for (int t = 0; k >= 0 && t < 4; t++) {
+    kg_point pt;
+    kg_space_sample(sp, k, &rng, &pt);
+    char err[1024];
+    kg_schedule *s = kg_space_realize(sp, &pt, err, sizeof err);
+    CHECKF(s != NULL, "%s: gpu/mma point: %s", what, err);
+    if (!s) continue;
+    int mma = 0;
+    for (int q = 0; q < s->nstages; q++) mma += s->stages[q]->mma[0] != NULL;
+    CHECKF(mma > 0, "%s: a gpu/mma point without tensor cores", what);
+    kg_arena la;
+    kg_arena_init(&la);
+    kg_lowered *lw = kg_lower(s, KG_TARGET_CUDA, &la, err, sizeof err);
+    kg_cuda_program prog;
+    memset(&prog, 0, sizeof prog);
+    kg_emu_module em;
+    if (lw && kg_codegen_cuda(lw, "kgen", &prog, err, sizeof err) == 0 && kg_emu_build(&prog, &em) == 0) {
+      int ok = kg_test_emu_verify(&em, &prog, w, err, sizeof err);
+      CHECKF(ok, "%s: gpu/mma point: %s", what, err);
+      verified += ok;
+      kg_emu_module_free(&em);
+    } else {
+      CHECKF(0, "%s: gpu/mma point: %s", what, err);
+    }
+    kg_cuda_program_free(&prog);
+    kg_arena_free(&la);
+    kg_schedule_free(s);
+  }
+  CHECKF(verified == 4, "%s: %d of 4 gpu/mma points verified", what, verified);
+  kg_space_free(sp);
+}
+
+/* The gpu/mma sketch: in the space of an f16/bf16 GEMM and not of an f32 one; in a bf16 convolution's (its padded
+ * input retyped with it); their points realize, tensorized, and verify on the emulator. */
 static void test_sketch(void) {
   kg_gpu_limits lim;
   CHECK(kg_gpu_limits_for_arch("sm_86", &lim) == 0);
@@ -280,43 +410,14 @@ static void test_sketch(void) {
   kg_space_free(sp);
   kg_program_free(f);
   kg_test_workload w;
-  memset(&w, 0, sizeof w);
-  w.p = load_gemm("bf16", "M=64 N=32 K=32");
-  if (!w.p) return;
-  CHECK(kg_data_init(&w.d, w.p, 2) == 0 && kg_data_reference(&w.d, w.p, 2) == 0);
-  sp = kg_space_new(w.p, KG_TARGET_CUDA, &lim);
-  int k = sp ? kg_space_find_sketch(sp, "gpu/mma") : -1;
-  CHECKF(k >= 0, "no gpu/mma sketch for a bf16 GEMM");
-  uint64_t rng = 11;
-  int verified = 0;
-  for (int t = 0; k >= 0 && t < 4; t++) {
-    kg_point pt;
-    kg_space_sample(sp, k, &rng, &pt);
-    char err[1024];
-    kg_schedule *s = kg_space_realize(sp, &pt, err, sizeof err);
-    CHECKF(s != NULL, "gpu/mma point: %s", err);
-    if (!s) continue;
-    CHECK(s->stages[s->nstages - 1]->mma[0] != NULL || s->stages[0]->mma[0] != NULL);
-    kg_arena la;
-    kg_arena_init(&la);
-    kg_lowered *lw = kg_lower(s, KG_TARGET_CUDA, &la, err, sizeof err);
-    kg_cuda_program prog;
-    memset(&prog, 0, sizeof prog);
-    kg_emu_module em;
-    if (lw && kg_codegen_cuda(lw, "kgen", &prog, err, sizeof err) == 0 && kg_emu_build(&prog, &em) == 0) {
-      int ok = kg_test_emu_verify(&em, &prog, &w, err, sizeof err);
-      CHECKF(ok, "gpu/mma point: %s", err);
-      verified += ok;
-      kg_emu_module_free(&em);
-    } else {
-      CHECKF(0, "gpu/mma point: %s", err);
-    }
-    kg_cuda_program_free(&prog);
-    kg_arena_free(&la);
-    kg_schedule_free(s);
+  if (load_typed(&w, NULL, "def matmul(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {\n"
+                 "  C[i, j] = sum[k](A[i, k] * B[k, j])\n}\n", "M=64 N=32 K=32", KG_DT_BF16, 2) == 0) {
+    check_mma_sketch(&w, &lim, "bf16 GEMM");
+    kg_test_workload_free(&w);
   }
-  CHECK(verified == 4);
-  kg_space_free(sp);
+  if (load_typed(&w, "conv2d", NULL, "N=1 C=32 H=16 W=16 F=16", KG_DT_BF16, 2) == 0) {
+    check_mma_sketch(&w, &lim, "bf16 conv2d");
+  }
   kg_test_workload_free(&w);
 }
 
@@ -326,6 +427,7 @@ int main(void) {
   test_legal();
   test_illegal();
   test_random();
+  test_conv();
   test_sketch();
   TEST_END();
 }
