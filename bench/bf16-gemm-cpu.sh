@@ -63,6 +63,7 @@ cpu=$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)
 vendor=$(sed -n 's/^vendor_id\s*: //p' /proc/cpuinfo | head -1)
 case "$vendor" in GenuineIntel) tag=intel ;; AuthenticAMD) tag=amd ;; *) tag=cpu ;; esac
 widened=$(grep -c '^ *widen ' "$LOGDIR/replay-bf16-1.txt" || true)
+dots=$(grep -c '^ *bfdot ' "$LOGDIR/replay-bf16-1.txt" || true)
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2fx", b / a; else print "?" }'; }
 out="$RESULTS/bf16-gemm-cpu-$(date '+%Y-%m-%d')-$tag.md"
 {
@@ -77,9 +78,9 @@ out="$RESULTS/bf16-gemm-cpu-$(date '+%Y-%m-%d')-$tag.md"
   echo "| bf16 | $kb | $te | $tc | $(ratio "$kb" "$te") |"
   echo "| f32 | $kf | $fe | $fc | $(ratio "$kf" "$fe") |"
   echo
-  echo "A ratio above 1x: kgen faster. kgen's bf16 schedule widens $widened of its packed copies to f32 (\`widen\`); its"
-  echo "multiplications run on the f32 FMA units. PyTorch's bf16 matmul (oneDNN) uses the CPU's bf16 dot-product"
-  echo "instructions where it has them."
+  if [ "$dots" -gt 0 ]; then how="multiplies with bf16 pair dot products (\`bfdot\`)"; else how="multiplies on the f32 FMA units"; fi
+  echo "A ratio above 1x: kgen faster. kgen's bf16 schedule widens $widened of its packed copies to f32 (\`widen\`) and"
+  echo "$how. PyTorch's bf16 matmul (oneDNN) uses the CPU's bf16 dot-product instructions where it has them."
   echo
   echo "| round | kgen bf16 | eager bf16 | compile bf16 | kgen f32 | eager f32 | compile f32 |"
   echo "|---|---|---|---|---|---|---|"

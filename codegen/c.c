@@ -377,6 +377,71 @@ static void put_loop_plain(cgen *g, const kg_irstmt *s, int ind) {
   }
 }
 
+/* bf16 pair dot products (KG_IRS_BFDOT): the rows x cols / 16 accumulator vectors held in variables (registers)
+ * across the k loop, which per pair of k interleaves the column operand's two rows into 16 pairs per vector once
+ * and reuses them for every row, whose pair of the row operand is broadcast. The prelude's kg_bf_* helpers are
+ * vdpbf16ps where the compiler targets AVX-512 BF16, the same sums in f32 elsewhere. */
+static void put_bfdot(cgen *g, const kg_irstmt *s, int ind) {
+  kg_strbuf *b = &g->b;
+  int64_t R = s->bfdot.rows, V = s->bfdot.cols / 16;
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_printf(b, "{ /* %s: %lld x %lld x %lld, bf16 pair dot products */\n",
+                   s->bfdot.stage_name ? s->bfdot.stage_name : "?", (long long)R, (long long)s->bfdot.cols,
+                   (long long)s->bfdot.k);
+  const struct {
+    const char *name, *type;
+    const kg_buffer *buf;
+    const kg_irexpr *index;
+  } at[3] = {{"kg_bfc", "float", s->bfdot.c, s->bfdot.c_index},
+             {"kg_bfa", "const uint16_t", s->bfdot.a, s->bfdot.a_index},
+             {"kg_bfb", "const uint16_t", s->bfdot.b, s->bfdot.b_index}};
+  for (int q = 0; q < 3; q++) {
+    kg_strbuf_indent(b, ind + 1);
+    kg_strbuf_printf(b, "%s *const %s = %s + (", at[q].type, at[q].name, at[q].buf->name);
+    put_expr(g, at[q].index);
+    kg_strbuf_puts(b, ");\n");
+  }
+  for (int64_t r = 0; r < R; r++)
+    for (int64_t v = 0; v < V; v++) {
+      kg_strbuf_indent(b, ind + 1);
+      kg_strbuf_printf(b, "kg_bf_acc kg_bf%lld_%lld = kg_bf_load(kg_bfc + %lld);\n", (long long)r, (long long)v,
+                       (long long)(r * s->bfdot.c_row + 16 * v));
+    }
+  kg_strbuf_indent(b, ind + 1);
+  kg_strbuf_printf(b, "for (int64_t kg_kp = 0; kg_kp < %lld; kg_kp++) {\n", (long long)(s->bfdot.k / 2));
+  kg_strbuf_indent(b, ind + 2);
+  kg_strbuf_printf(b, "const uint16_t *const kg_bk = kg_bfb + kg_kp * %lld;\n", (long long)(2 * s->bfdot.b_k));
+  for (int64_t v = 0; v < V; v++) {
+    kg_strbuf_indent(b, ind + 2);
+    kg_strbuf_printf(b, "const kg_bf_pairs kg_bp%lld = kg_bf_interleave(kg_bk + %lld, kg_bk + %lld);\n", (long long)v,
+                     (long long)(16 * v), (long long)(s->bfdot.b_k + 16 * v));
+  }
+  for (int64_t r = 0; r < R; r++) {
+    kg_strbuf_indent(b, ind + 2);
+    kg_strbuf_puts(b, "{\n");
+    kg_strbuf_indent(b, ind + 3);
+    kg_strbuf_printf(b, "const uint32_t kg_ap = kg_bf_pair(kg_bfa + %lld + kg_kp * %lld, %lld);\n",
+                     (long long)(r * s->bfdot.a_row), (long long)(2 * s->bfdot.a_k), (long long)s->bfdot.a_k);
+    for (int64_t v = 0; v < V; v++) {
+      kg_strbuf_indent(b, ind + 3);
+      kg_strbuf_printf(b, "kg_bf%lld_%lld = kg_bf_dot(kg_bf%lld_%lld, kg_ap, kg_bp%lld);\n", (long long)r, (long long)v,
+                       (long long)r, (long long)v, (long long)v);
+    }
+    kg_strbuf_indent(b, ind + 2);
+    kg_strbuf_puts(b, "}\n");
+  }
+  kg_strbuf_indent(b, ind + 1);
+  kg_strbuf_puts(b, "}\n");
+  for (int64_t r = 0; r < R; r++)
+    for (int64_t v = 0; v < V; v++) {
+      kg_strbuf_indent(b, ind + 1);
+      kg_strbuf_printf(b, "kg_bf_store(kg_bfc + %lld, kg_bf%lld_%lld);\n", (long long)(r * s->bfdot.c_row + 16 * v),
+                       (long long)r, (long long)v);
+    }
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_puts(b, "}\n");
+}
+
 static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
   kg_strbuf *b = &g->b;
   if (g->failed) return;
@@ -498,6 +563,7 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
     case KG_IRS_MMA:
       cfail(g, "codegen c: stage %s: tensor cores (tensorize) are CUDA's", s->mma.stage_name ? s->mma.stage_name : "?");
       return;
+    case KG_IRS_BFDOT: put_bfdot(g, s, ind); break;
   }
 }
 
@@ -708,6 +774,47 @@ static const char prelude[] =
     "static inline float kg_cvt_f32(float x) { return x; }\n"
     "static inline float kg_cvt_f16(float x) { return kg_ld_f16(kg_st_f16(x)); }\n"
     "static inline float kg_cvt_bf16(float x) { return kg_ld_bf16(kg_st_bf16(x)); }\n"
+    "/* bf16 pair dot products (`bfdot`): per f32 lane i of an accumulator vector, acc += a_hi b[2i + 1] + a_lo b[2i],\n"
+    " * with a a pair of bf16 (low half: the even k) and b 16 pairs: vdpbf16ps where the compiler targets AVX-512\n"
+    " * BF16 (denormal inputs and results flush to zero, each product rounded once), the same sums in f32 elsewhere. */\n"
+    "static inline uint32_t kg_bf_pair(const uint16_t *p, int64_t step) { return (uint32_t)p[0] | (uint32_t)p[step] << 16; }\n"
+    "#if defined(__AVX512BF16__) && defined(__AVX512BW__) && !defined(__CUDACC__) && !defined(KG_NO_BFDOT)\n"
+    "typedef __m512 kg_bf_acc;\n"
+    "typedef __m512i kg_bf_pairs;\n"
+    "static inline kg_bf_acc kg_bf_load(const float *p) { return _mm512_loadu_ps(p); }\n"
+    "static inline void kg_bf_store(float *p, kg_bf_acc v) { _mm512_storeu_ps(p, v); }\n"
+    "static inline kg_bf_pairs kg_bf_interleave(const uint16_t *k0, const uint16_t *k1) {\n"
+    "  const __m512i lanes = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6,\n"
+    "                                         37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);\n"
+    "  return _mm512_permutex2var_epi16(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)k0)),\n"
+    "                                   lanes, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)k1)));\n"
+    "}\n"
+    "static inline kg_bf_acc kg_bf_dot(kg_bf_acc acc, uint32_t a, kg_bf_pairs b) {\n"
+    "  return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi32((int)a), (__m512bh)b);\n"
+    "}\n"
+    "#else\n"
+    "typedef struct { float v[16]; } kg_bf_acc;\n"
+    "typedef struct { uint16_t v[32]; } kg_bf_pairs;\n"
+    "static inline kg_bf_acc kg_bf_load(const float *p) {\n"
+    "  kg_bf_acc x;\n"
+    "  memcpy(x.v, p, sizeof x.v);\n"
+    "  return x;\n"
+    "}\n"
+    "static inline void kg_bf_store(float *p, kg_bf_acc x) { memcpy(p, x.v, sizeof x.v); }\n"
+    "static inline kg_bf_pairs kg_bf_interleave(const uint16_t *k0, const uint16_t *k1) {\n"
+    "  kg_bf_pairs x;\n"
+    "  for (int i = 0; i < 16; i++) {\n"
+    "    x.v[2 * i] = k0[i];\n"
+    "    x.v[2 * i + 1] = k1[i];\n"
+    "  }\n"
+    "  return x;\n"
+    "}\n"
+    "static inline kg_bf_acc kg_bf_dot(kg_bf_acc acc, uint32_t a, kg_bf_pairs b) {\n"
+    "  float lo = kg_ld_bf16((uint16_t)(a & 0xffffu)), hi = kg_ld_bf16((uint16_t)(a >> 16));\n"
+    "  for (int i = 0; i < 16; i++) acc.v[i] = (acc.v[i] + hi * kg_ld_bf16(b.v[2 * i + 1])) + lo * kg_ld_bf16(b.v[2 * i]);\n"
+    "  return acc;\n"
+    "}\n"
+    "#endif\n"
     "#if defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__\n"
     "/* -ffinite-math-only (-ffast-math, -Ofast) lets the compiler fold isunordered to false: the bits cannot lie */\n"
     "static inline uint32_t kg_nan_mask(float a, float b) {\n"

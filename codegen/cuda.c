@@ -1066,6 +1066,9 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       kg_strbuf_printf(b, "kg_cp_async_wait(%d);\n", s->async_wait.pending);
       break;
     case KG_IRS_MMA: put_mma(g, s, ind); break;
+    case KG_IRS_BFDOT:
+      cfail(g, "codegen cuda: stage %s: bf16 pair dot products (bfdot) are the C target's", nm(s->bfdot.stage_name));
+      return;
   }
 }
 

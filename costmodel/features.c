@@ -533,9 +533,10 @@ static void walk(walker *w, const kg_irstmt *s) {
     case KG_IRS_COMMENT:
     case KG_IRS_ASYNC_COMMIT:
     case KG_IRS_ASYNC_WAIT: return;
-    /* a tensor-core step is no store: its kernel's features are its fragments' copies and its loops (the model
-     * learns what such a kernel costs from those, as for any other) */
-    case KG_IRS_MMA: return;
+    /* a tensor-core step or a bf16 dot-product block is no store: its kernel's features are its fragments' copies
+     * and the loops around it (the model learns what such a kernel costs from those, as for any other) */
+    case KG_IRS_MMA:
+    case KG_IRS_BFDOT: return;
   }
 }
 

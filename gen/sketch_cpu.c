@@ -339,15 +339,15 @@ static kg_sstage *epilogue_of(const kg_schedule *s, const kg_sstage *h, int sp_u
 
 /* Operand t of heavy stage h copied (cache_read local) at o's loop l, its innermost axis vectorized: a packed
  * block that the register tiles read contiguously, without the set conflicts of rows a power-of-two apart. An
- * f16/bf16 operand's block is stored as f32 (`widen`): converted once per block rather than at every use in the
- * register tile, which then runs the f32 tile's inner loop (the C target multiplies on the f32 units; a narrow
- * block would only save memory, which the tile sizes already bound). */
-static void pack_operand(kg_rz *z, kg_sstage *h, kg_sstage *o, const kg_tensor *t, kg_iter *l) {
+ * f16/bf16 operand's block is stored as f32 (`widen`) when wide: converted once per block rather than at every use
+ * in the register tile, which then runs the f32 tile's inner loop (a narrow block would only save memory, which the
+ * tile sizes already bound); bf16 dot products read it narrow. */
+static void pack_operand(kg_rz *z, kg_sstage *h, kg_sstage *o, const kg_tensor *t, kg_iter *l, int wide) {
   if (!t || z->b.failed) return;
   kg_sstage *pk = kg_builder_cache(&z->b, KG_STEP_CACHE_READ, t->name, "local", h);
   if (!pk) return;
   kg_builder_compute_at(&z->b, pk, o, l);
-  if (pk->out->dtype != KG_DT_F32 && !z->b.failed) kg_builder_step(&z->b, KG_STEP_WIDEN, pk->name, NULL, 0, 0, 0, 0);
+  if (wide && pk->out->dtype != KG_DT_F32 && !z->b.failed) kg_builder_step(&z->b, KG_STEP_WIDEN, pk->name, NULL, 0, 0, 0, 0);
   if (!z->b.failed) kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, pk, pk->leaves[pk->nleaves - 1], KG_THREAD_NONE);
 }
 
@@ -463,12 +463,18 @@ static void tile_heavy(kg_rz *z, kg_sstage *h, sketch_kind kind) {
   if (kind == SK_TILE_RK && !go) ord[n++] = ko;
   if (rio) ord[n++] = rio;
   ord[n++] = lio;
-  if (kind == SK_TILE_RK) {
+  /* dot (two bf16 operands): the register tile's rows, columns and k pairs as bf16 pair dot products (`bfdot`),
+   * k innermost; where the tile has their shape (whole 16-lane column vectors, at most 16 rows and 28
+   * accumulators, k in pairs), else the knob is moot */
+  int dot = kind == SK_TILE_RK && rii && o->nrax == 1 && kg_rz_knob(z, h->name, "dot", 0) && ri <= KG_BFDOT_MAX_ROWS &&
+            rj % 16 == 0 && rj <= KG_BFDOT_MAX_COLS && ri * (rj / 16) <= KG_BFDOT_MAX_ACC && ki && ki->extent % 2 == 0;
+  if (kind == SK_TILE_RK && !dot) {
     ord[n++] = ki;
     for (int r = 1; r < o->nrax; r++) ord[n++] = o->roots[o->nax + r];
   }
   if (rii) ord[n++] = rii;
   ord[n++] = lii;
+  if (dot) ord[n++] = ki;
   if (n != o->nleaves || n > KG_STEP_MAX_NAMES) {
     kg_builder_fail(&z->b, "stage %s: unexpected loops", o->name);
     return;
@@ -487,8 +493,13 @@ static void tile_heavy(kg_rz *z, kg_sstage *h, sketch_kind kind) {
     /* packa 2 (a narrow row operand): its rows of one register tile, converted once for all its columns */
     int64_t pa = kg_rz_knob(z, h->name, "packa", 0);
     if (kg_rz_knob(z, h->name, "pack", 0) && row >= 0)
-      pack_operand(z, h, o, vector_operand(h->body, h->ax[row], h->ax[last]), go ? lo : ko);
-    if (pa && row >= 0) pack_operand(z, h, o, row_operand(h->body, h->ax[row], h->ax[last]), pa == 2 ? lio : ko);
+      pack_operand(z, h, o, vector_operand(h->body, h->ax[row], h->ax[last]), go ? lo : ko, !dot);
+    if (pa && row >= 0) pack_operand(z, h, o, row_operand(h->body, h->ax[row], h->ax[last]), pa == 2 ? lio : ko, !dot);
+    if (dot) {
+      const char *names[3] = {rii->name, lii->name, ki->name};
+      kg_builder_step(&z->b, KG_STEP_BFDOT, o->name, names, 3, 0, 0, 0);
+      return;
+    }
     if (rii && kg_rz_knob(z, h->name, "unroll", 1) > 1) kg_builder_annotate(&z->b, KG_STEP_UNROLL, o, rii, KG_THREAD_NONE);
     kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, o, lii, KG_THREAD_NONE);
     return;
@@ -695,9 +706,13 @@ static void add_heavy_knobs(kg_sketch *sk, const kg_schedule *s, const kg_sstage
     n = pow2_values(h->roots[nax]->extent, 8, 1024, v);
     add_knob(sk, KG_KNOB_TILE, h->name, "kb", v, n);
     add_knob(sk, KG_KNOB_CHOICE, h->name, "pack", (const int64_t[]){0, 1}, 2);
-    /* an f16/bf16 row operand may also be packed per register tile (packa 2) */
+    /* an f16/bf16 row operand may also be packed per register tile (packa 2); two bf16 operands may be multiplied
+     * with bf16 pair dot products (dot) */
     const kg_tensor *ra = nax >= 2 ? row_operand(h->body, h->ax[nax - 2], h->ax[last]) : NULL;
+    const kg_tensor *va = nax >= 2 ? vector_operand(h->body, h->ax[nax - 2], h->ax[last]) : NULL;
     int narrow_a = ra && ra->dtype != KG_DT_F32;
+    if (ra && va && ra->dtype == KG_DT_BF16 && va->dtype == KG_DT_BF16 && h->nrax == 1)
+      add_knob(sk, KG_KNOB_CHOICE, h->name, "dot", (const int64_t[]){0, 1}, 2);
     if (nax >= 2) {
       add_knob(sk, KG_KNOB_CHOICE, h->name, "order", (const int64_t[]){0, 1}, 2);
       add_knob(sk, KG_KNOB_CHOICE, h->name, "packa", (const int64_t[]){0, 1, 2}, narrow_a ? 3 : 2);

@@ -345,6 +345,12 @@ kg_irstmt *kg_ir_mma(kg_arena *a, kg_buffer *fa, kg_buffer *fb, kg_buffer *c, kg
   return s;
 }
 
+kg_irstmt *kg_ir_bfdot(kg_arena *a, const kg_irstmt *fields) {
+  kg_irstmt *s = new_stmt(a, KG_IRS_BFDOT);
+  s->bfdot = fields->bfdot;
+  return s;
+}
+
 kg_irstmt *kg_ir_comment(kg_arena *a, const char *text) {
   kg_irstmt *s = new_stmt(a, KG_IRS_COMMENT);
   s->text = kg_arena_strdup(a, text);
@@ -521,6 +527,19 @@ static void print_stmt(kg_strbuf *b, const kg_irstmt *s, int ind) {
       }
       kg_strbuf_printf(b, "] += %s x %s  # %s\n", s->mma.a->name, s->mma.b->name,
                        s->mma.stage_name ? s->mma.stage_name : "?");
+      break;
+    case KG_IRS_BFDOT:
+      kg_strbuf_indent(b, ind);
+      kg_strbuf_printf(b, "bfdot %lld x %lld x %lld: %s[", (long long)s->bfdot.rows, (long long)s->bfdot.cols,
+                       (long long)s->bfdot.k, s->bfdot.c->name);
+      print_expr(b, s->bfdot.c_index);
+      kg_strbuf_printf(b, " + r %lld + c] += %s[", (long long)s->bfdot.c_row, s->bfdot.a->name);
+      print_expr(b, s->bfdot.a_index);
+      kg_strbuf_printf(b, " + r %lld + k %lld] x %s[", (long long)s->bfdot.a_row, (long long)s->bfdot.a_k,
+                       s->bfdot.b->name);
+      print_expr(b, s->bfdot.b_index);
+      kg_strbuf_printf(b, " + k %lld + c]  # %s\n", (long long)s->bfdot.b_k,
+                       s->bfdot.stage_name ? s->bfdot.stage_name : "?");
       break;
   }
 }

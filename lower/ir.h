@@ -115,6 +115,10 @@ typedef enum {
                           accumulators at mma.c[mma.c_index[0..3]] (f32); each accumulator then has the sum over the
                           16 k of its row of A times its column of B added. Which elements a lane holds is the PTX
                           ISA's layout (schedule/sched.h, kg_mma_plan), lane = threadIdx.x */
+  KG_IRS_BFDOT,        /* bf16 pair dot products (`bfdot`, C target): for r < rows, c < cols (a multiple of 16),
+                          bfdot.c[c_index + r c_row + c] (f32) += the sum over k < bfdot.k (even) of
+                          a[a_index + r a_row + k a_k] * b[b_index + k b_k + c] (bf16 buffers), computed a pair of k
+                          at a time: the instruction (x86 vdpbf16ps) adds both products of a pair to each lane */
 } kg_irstmt_kind;
 
 struct kg_irstmt {
@@ -177,6 +181,13 @@ struct kg_irstmt {
       kg_dtype dtype;
       const char *stage_name; /* for messages and comments */
     } mma;
+    struct {
+      kg_buffer *a, *b, *c;
+      kg_irexpr *a_index, *b_index, *c_index; /* the elements at row 0, column 0, k 0 */
+      int64_t a_row, a_k, b_k, c_row;         /* strides (along the columns b and c are contiguous) */
+      int64_t rows, cols, k;
+      const char *stage_name;
+    } bfdot;
   };
 };
 
@@ -260,6 +271,8 @@ kg_irstmt *kg_ir_async_commit(kg_arena *a);
 kg_irstmt *kg_ir_async_wait(kg_arena *a, int pending);
 kg_irstmt *kg_ir_mma(kg_arena *a, kg_buffer *fa, kg_buffer *fb, kg_buffer *c, kg_irexpr *const c_index[4], kg_dtype t,
                      const char *stage_name);
+/* A KG_IRS_BFDOT with the fields of the struct (stage_name and the index expressions kept as given). */
+kg_irstmt *kg_ir_bfdot(kg_arena *a, const kg_irstmt *fields);
 int kg_ir_is_const(const kg_irexpr *e, int64_t *v);
 /* Whether s holds a loop (through sequences, both branches of an IF and allocation bodies). */
 int kg_ir_contains_loop(const kg_irstmt *s);

@@ -79,6 +79,7 @@ typedef struct nest {
    * accumulates into mma_acc (LOCAL, 4 floats: registers) across R's iterations, loaded from the stage's buffer
    * before R and stored after; mma_cix are the four accumulators' indices there (build_mma fills them) */
   kg_buffer *mma_acc;
+  int plain;           /* build the bfdot step's loops as plain loops (the partial tiles' version) */
   kg_irexpr *mma_cix[4];
 } nest;
 
@@ -740,6 +741,7 @@ static kg_irstmt *build_body(lctx *L, nest *n, int k) {
 }
 
 static kg_irstmt *build_mma(lctx *L, nest *n, int k);
+static kg_irstmt *build_bfdot(lctx *L, nest *n, int k);
 
 static kg_irstmt *build_from(lctx *L, nest *n, int k) {
   kg_arena *a = L->a;
@@ -752,6 +754,7 @@ static kg_irstmt *build_from(lctx *L, nest *n, int k) {
   }
   if (k == n->R && n->X >= 0) return build_cross_thread(L, n);
   if (st->mma[0] && k == st->nleaves - 3) return build_mma(L, n, k);
+  if (st->bfdot[0] && k == st->nleaves - 3 && !n->plain) return build_bfdot(L, n, k);
   kg_iter *it = st->leaves[k];
   kg_irstmt *init = k == n->R && !n->red_buf ? build_init(L, n) : NULL;
   int saved = L->in_parallel;
@@ -821,15 +824,29 @@ static void env_clear(lctx *L, nest *n) {
   for (int r = 0; r < n->nroot; r++) L->env[kg_sstage_axis(n->st, r)->id] = NULL;
 }
 
-/* The element of read e (a load of an f16/bf16 buffer) at the leaves' values lv. */
-static kg_irexpr *mma_operand(lctx *L, nest *n, kg_irexpr **lv, const kg_expr *e, kg_dtype t) {
+/* The element of read e (a load of an f16/bf16 buffer) at the leaves' values lv; prim names the step for the
+ * message. */
+static kg_irexpr *mma_operand(lctx *L, nest *n, kg_irexpr **lv, const kg_expr *e, kg_dtype t, const char *prim) {
   env_at(L, n, lv);
   kg_irexpr *x = lower_expr(L, e);
   env_clear(L, n);
   if (x->kind != KG_IRE_LOAD || x->load.buf->dtype != t)
-    fail(L, "lower: tensorize: stage %s: operand %s is not read from a %s buffer (an inlined producer?)", n->st->name,
+    fail(L, "lower: %s: stage %s: operand %s is not read from a %s buffer (an inlined producer?)", prim, n->st->name,
          e->read.name ? e->read.name : "?", kg_dtype_names[t]);
   return x;
+}
+
+/* Is a stage computed at one of loops[0..3) of st? Fails L naming prim when so. */
+static int attached_at_any(lctx *L, const kg_sstage *st, kg_iter *const *loops, const char *prim) {
+  for (int i = 0; i < L->s->nstages; i++) {
+    const kg_sstage *x = L->s->stages[i];
+    if (x->attach == KG_ATTACH_AT && x->attach_stage == st &&
+        (x->attach_iter == loops[0] || x->attach_iter == loops[1] || x->attach_iter == loops[2])) {
+      fail(L, "lower: %s: stage %s: stage %s is computed at the loop %s", prim, st->name, x->name, x->attach_iter->name);
+      return 1;
+    }
+  }
+  return 0;
 }
 
 /* Replaces leaves k.. (the three tensorized loops) of n by the fragments' copies and one KG_IRS_MMA: each thread
@@ -863,15 +880,8 @@ static kg_irstmt *build_mma(lctx *L, nest *n, int k) {
          st->name);
     return kg_ir_seq(a);
   }
-  for (int i = 0; i < L->s->nstages; i++) {
-    const kg_sstage *x = L->s->stages[i];
-    if (x->attach == KG_ATTACH_AT && x->attach_stage == st &&
-        (x->attach_iter == p.rows || x->attach_iter == p.cols || x->attach_iter == p.k)) {
-      fail(L, "lower: tensorize: stage %s: stage %s is computed at the tensorized loop %s", st->name, x->name,
-           x->attach_iter->name);
-      return kg_ir_seq(a);
-    }
-  }
+  kg_iter *const mloops[3] = {p.rows, p.cols, p.k};
+  if (attached_at_any(L, st, mloops, "tensorize")) return kg_ir_seq(a);
   kg_irexpr **base = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
   for (int j = 0; j < st->nleaves; j++) base[st->leaves[j]->id] = kg_ir_var(a, n->leafvar[j]);
   kg_irexpr **lv = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
@@ -899,7 +909,7 @@ static kg_irstmt *build_mma(lctx *L, nest *n, int k) {
     lv[p.rows->id] = kg_ir_int(a, (e >> 1) & 1);
     lv[p.cols->id] = kg_ir_int(a, 0);
     lv[p.k->id] = KAT((e & 1) + 8 * (e >> 2));
-    kg_ir_seq_push(a, seq, kg_ir_store(a, fa, kg_ir_int(a, e), mma_operand(L, n, lv, p.a, p.dtype)));
+    kg_ir_seq_push(a, seq, kg_ir_store(a, fa, kg_ir_int(a, e), mma_operand(L, n, lv, p.a, p.dtype, "tensorize")));
   }
   for (int e = 0; e < 4; e++) {
     memcpy(lv, base, sizeof(kg_irexpr *) * (size_t)(st->nall + 1));
@@ -907,7 +917,7 @@ static kg_irstmt *build_mma(lctx *L, nest *n, int k) {
     lv[p.lane->id] = kg_ir_binary(a, KG_OP_DIV, lane, kg_ir_int(a, 8)); /* thread in group = g / 2 */
     lv[p.cols->id] = kg_ir_binary(a, KG_OP_MOD, grp, kg_ir_int(a, 2));
     lv[p.k->id] = KAT((e & 1) + 8 * (e >> 1));
-    kg_ir_seq_push(a, seq, kg_ir_store(a, fb, kg_ir_int(a, e), mma_operand(L, n, lv, p.b, p.dtype)));
+    kg_ir_seq_push(a, seq, kg_ir_store(a, fb, kg_ir_int(a, e), mma_operand(L, n, lv, p.b, p.dtype, "tensorize")));
   }
 #undef KAT
   kg_irexpr *cix[4];
@@ -940,6 +950,121 @@ static kg_irstmt *build_mma(lctx *L, nest *n, int k) {
     kg_ir_seq_push(a, seq, kg_ir_mma(a, fa, fb, n->out_buf, cix, p.dtype, st->name));
   }
   return kg_ir_alloc(a, fa, kg_ir_alloc(a, fb, seq));
+}
+
+/* ---- bfdot: bf16 pair dot products in place of the three innermost loops (C target) ---- */
+
+/* The flat index of n's output element at the leaves' values lv (*guard: the condition the point needs, or NULL). */
+static kg_irexpr *out_index_at(lctx *L, nest *n, kg_irexpr **lv, kg_irexpr **guard) {
+  kg_sstage *st = n->st;
+  kg_irexpr **val = env_at(L, n, lv);
+  kg_irexpr *idx[KG_MAX_DIMS];
+  for (int d = 0; d < st->nax && d < KG_MAX_DIMS; d++) idx[d] = L->env[st->ax[d]->id];
+  kg_irexpr *ix = n->out_region ? flat_index(L, idx, st->nax, n->out_region->store, n->out_region->min, NULL)
+                                : flat_index(L, idx, st->nax, st->out->shape, NULL, st->out);
+  *guard = build_guard(L, n, val);
+  env_clear(L, n);
+  return ix;
+}
+
+/* to - from as a constant (0 and *ok cleared when it is not one) */
+static int64_t const_stride(lctx *L, kg_irexpr *from, kg_irexpr *to, int *ok) {
+  int64_t v = 0;
+  if (!kg_ir_is_const(kg_bounds_simplify(L->a, kg_ir_binary(L->a, KG_OP_SUB, to, from), NULL, 0), &v)) *ok = 0;
+  return v;
+}
+
+/* Replaces leaves k.. (the rows, columns and reduction loops of a `bfdot` step) by one KG_IRS_BFDOT: the elements
+ * at row 0, column 0, k 0 and the constant strides, read off the loops' own index expressions at neighbouring
+ * points (lowering's indices are affine in the loop values). A tile that may be partial (a split that does not
+ * divide, a region past its tensor's edge) is versioned: where its first and last points are inside (the indices
+ * are monotone in the loop values, so then all are), the dot products; elsewhere the plain loops. */
+static kg_irstmt *build_bfdot(lctx *L, nest *n, int k) {
+  kg_arena *a = L->a;
+  kg_sstage *st = n->st;
+  char err[512];
+  kg_bfdot_plan p;
+  (void)k;
+  if (L->target != KG_TARGET_C) {
+    fail(L, "lower: bfdot: stage %s: bf16 dot products are the C target's (a CPU's)", st->name);
+    return kg_ir_seq(a);
+  }
+  if (kg_sched_bfdot_plan(st, &p, err, sizeof err) != 0) {
+    fail(L, "lower: %s", err);
+    return kg_ir_seq(a);
+  }
+  int64_t R = n->ext[p.rows->id], C = n->ext[p.cols->id], K = n->ext[p.k->id];
+  if (n->sext[p.rows->id] || n->sext[p.cols->id] || n->sext[p.k->id] || C % 16 || K % 2 || R < 1) {
+    fail(L, "lower: bfdot: stage %s: its loops span %lld x %lld x %lld here (a dynamic or clipped extent); the dot "
+         "products need whole 16-column vectors and pairs of k", st->name, (long long)R, (long long)C, (long long)K);
+    return kg_ir_seq(a);
+  }
+  if (n->X >= 0 || n->red_buf || n->R < 0 || n->R >= k) {
+    fail(L, "lower: bfdot: stage %s: the reduction must start outside the dot products' loops", st->name);
+    return kg_ir_seq(a);
+  }
+  kg_iter *const loops[3] = {p.rows, p.cols, p.k};
+  if (attached_at_any(L, st, loops, "bfdot")) return kg_ir_seq(a);
+  if (n->out_buf->dtype != KG_DT_F32) {
+    fail(L, "lower: bfdot: stage %s: its accumulators are %s; they must be f32", st->name,
+         kg_dtype_names[n->out_buf->dtype]);
+    return kg_ir_seq(a);
+  }
+  kg_irexpr **base = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
+  for (int j = 0; j < st->nleaves; j++) base[st->leaves[j]->id] = kg_ir_var(a, n->leafvar[j]);
+  kg_irexpr **lv = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
+  /* points (row, column, k): the origin, a step along each, and the far corner (for the guard) */
+  static const int64_t pts[5][3] = {{0, 0, 0}, {1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {-1, -1, -1}};
+  kg_irexpr *ci[5], *ai[5], *bi[5], *gd[5];
+  kg_buffer *ab = NULL, *bb = NULL;
+  for (int q = 0; q < 5 && !L->failed; q++) {
+    memcpy(lv, base, sizeof(kg_irexpr *) * (size_t)(st->nall + 1));
+    lv[p.rows->id] = kg_ir_int(a, pts[q][0] < 0 ? R - 1 : pts[q][0]);
+    lv[p.cols->id] = kg_ir_int(a, pts[q][1] < 0 ? C - 1 : pts[q][1]);
+    lv[p.k->id] = kg_ir_int(a, pts[q][2] < 0 ? K - 1 : pts[q][2]);
+    ci[q] = out_index_at(L, n, lv, &gd[q]);
+    kg_irexpr *x = mma_operand(L, n, lv, p.a, KG_DT_BF16, "bfdot"), *y = mma_operand(L, n, lv, p.b, KG_DT_BF16, "bfdot");
+    if (L->failed) return kg_ir_seq(a);
+    ab = x->load.buf;
+    bb = y->load.buf;
+    ai[q] = x->load.index;
+    bi[q] = y->load.index;
+  }
+  kg_irexpr *guard = gd[0] && gd[4] ? kg_ir_binary(a, KG_OP_AND, gd[0], gd[4]) : gd[0] ? gd[0] : gd[4];
+  int ok = 1, contiguous = 1;
+  kg_irstmt f;
+  memset(&f, 0, sizeof f);
+  f.bfdot.c_row = const_stride(L, ci[0], ci[1], &ok);
+  contiguous &= const_stride(L, ci[0], ci[2], &ok) == 1;
+  f.bfdot.a_row = const_stride(L, ai[0], ai[1], &ok);
+  f.bfdot.a_k = const_stride(L, ai[0], ai[3], &ok);
+  f.bfdot.b_k = const_stride(L, bi[0], bi[3], &ok);
+  contiguous &= const_stride(L, bi[0], bi[2], &ok) == 1;
+  if (!ok || !contiguous) {
+    fail(L, "lower: bfdot: stage %s: %s", st->name,
+         !ok ? "an index moves by a varying amount along the rows, columns or k (not affine with constant strides)"
+             : "the accumulators and the column operand must be contiguous along the columns");
+    return kg_ir_seq(a);
+  }
+  f.bfdot.a = ab;
+  f.bfdot.b = bb;
+  f.bfdot.c = n->out_buf;
+  f.bfdot.a_index = ai[0];
+  f.bfdot.b_index = bi[0];
+  f.bfdot.c_index = ci[0];
+  f.bfdot.rows = R;
+  f.bfdot.cols = C;
+  f.bfdot.k = K;
+  f.bfdot.stage_name = st->name;
+  kg_irstmt *seq = kg_ir_seq(a);
+  kg_ir_seq_push(a, seq, kg_ir_comment(a, kg_arena_printf(a, "stage %s: loops %s, %s, %s as bf16 pair dot products",
+                                                          st->name, p.rows->name, p.cols->name, p.k->name)));
+  kg_ir_seq_push(a, seq, kg_ir_bfdot(a, &f));
+  if (!guard) return seq;
+  n->plain = 1;
+  kg_irstmt *plain = build_from(L, n, k);
+  n->plain = 0;
+  return kg_ir_if(a, guard, seq, plain);
 }
 
 /* One stage's nest over the domain [dom_min, dom_min + dom_ext) of each root axis; rg: its region buffer when

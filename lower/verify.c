@@ -209,6 +209,7 @@ static void describe(vctx *V, const kg_irstmt *s, char *buf, size_t len) {
     case KG_IRS_ASYNC_COMMIT: snprintf(buf, len, "async commit"); break;
     case KG_IRS_ASYNC_WAIT: snprintf(buf, len, "async wait"); break;
     case KG_IRS_MMA: snprintf(buf, len, "mma of stage %s", nm(s->mma.stage_name)); break;
+    case KG_IRS_BFDOT: snprintf(buf, len, "bfdot of stage %s", nm(s->bfdot.stage_name)); break;
     default: snprintf(buf, len, "statement of unknown kind %d", (int)s->kind); break;
   }
   V->where = buf;
@@ -376,6 +377,20 @@ static void check_stmt(vctx *V, const kg_irstmt *s) {
       if (s->kind == KG_IRS_ASYNC_WAIT && (s->async_wait.pending < 0 || s->async_wait.pending > 7))
         FAIL("waits for %d groups in flight, want 0 to 7", s->async_wait.pending);
       return;
+    case KG_IRS_BFDOT: {
+      if (cuda) FAIL("bf16 dot products on CUDA");
+      const kg_buffer *bb[3] = {s->bfdot.a, s->bfdot.b, s->bfdot.c};
+      const kg_irexpr *bi[3] = {s->bfdot.a_index, s->bfdot.b_index, s->bfdot.c_index};
+      static const char *const role[3] = {"row operand", "column operand", "accumulator"};
+      for (int q = 0; q < 3 && !V->failed; q++) check_index(V, bb[q], bi[q], role[q]);
+      if (V->failed) return;
+      if (s->bfdot.a->dtype != KG_DT_BF16 || s->bfdot.b->dtype != KG_DT_BF16) FAIL("operands that are not bf16");
+      if (s->bfdot.c->dtype != KG_DT_F32 || s->bfdot.c->is_input) FAIL("accumulators in %s", s->bfdot.c->name);
+      if (s->bfdot.rows < 1 || s->bfdot.cols < 16 || s->bfdot.cols % 16 || s->bfdot.k < 2 || s->bfdot.k % 2)
+        FAIL("a %lld x %lld x %lld tile (want whole 16-column vectors and pairs of k)", (long long)s->bfdot.rows,
+             (long long)s->bfdot.cols, (long long)s->bfdot.k);
+      return;
+    }
     case KG_IRS_MMA: {
       if (!cuda) FAIL("a tensor-core step on the C target");
       if (s->mma.dtype != KG_DT_F16 && s->mma.dtype != KG_DT_BF16) FAIL("operands of type %s", kg_dtype_names[s->mma.dtype]);

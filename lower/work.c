@@ -478,6 +478,12 @@ static void stmt(wctx *W, kg_irstmt *s) {
       w->other_insts += factor(W) * 10; /* packing the fragments, the accumulators' moves */
       break;
     }
+    case KG_IRS_BFDOT: {
+      double dots = factor(W) * (double)s->bfdot.rows * (double)(s->bfdot.cols / 16) * (double)(s->bfdot.k / 2);
+      w->flops += dots * 16 * 4;
+      w->other_insts += dots + factor(W) * (double)(s->bfdot.k / 2) * (double)(s->bfdot.rows + 3 * (s->bfdot.cols / 16));
+      break;
+    }
     case KG_IRS_ALLREDUCE: {
       int steps = 0;
       for (int64_t e = 1; e < s->allreduce.extent; e *= 2) steps++;

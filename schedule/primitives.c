@@ -287,8 +287,8 @@ static int prim_compute_inline(kg_schedule *s, kg_sstage *p, const kg_step *step
   for (int i = 0; i < s->nstages && !read; i++) read = kg_sched_expr_reads(s->stages[i]->body, p->out);
   if (!read) FAIL("compute_inline: stage %s: no stage reads it", p->name);
   for (int i = 0; i < s->nstages; i++)
-    if (s->stages[i]->mma[0] && kg_sched_expr_reads(s->stages[i]->body, p->out))
-      FAIL("compute_inline: stage %s: its reader %s is tensorized (the tensor cores load their operands from memory)",
+    if ((s->stages[i]->mma[0] || s->stages[i]->bfdot[0]) && kg_sched_expr_reads(s->stages[i]->body, p->out))
+      FAIL("compute_inline: stage %s: its reader %s is tensorized (tensor instructions load their operands from memory)",
            p->name, s->stages[i]->name);
   kg_sched_hyp h = {p, 1};
   const kg_sstage *broken = kg_sched_broken_attachment(s, &h);
@@ -440,6 +440,7 @@ int kg_schedule_apply(kg_schedule *s, const kg_step *step, char *err, size_t err
     case KG_STEP_PIPELINE: rc = prim_pipeline(s, st, step, err, errlen); break;
     case KG_STEP_TENSORIZE: rc = kg_sched_tensorize(s, st, step, err, errlen); break;
     case KG_STEP_WIDEN: rc = prim_widen(st, err, errlen); break;
+    case KG_STEP_BFDOT: rc = kg_sched_bfdot(s, st, step, err, errlen); break;
     default: rc = kg_sched_fail(err, errlen, "%s: unsupported", prim); break;
     }
   }

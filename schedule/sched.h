@@ -104,6 +104,8 @@ typedef struct kg_sstage {
 
   kg_iter *mma[3];  /* `tensorize`: the per-thread row, column and reduction loops one tensor-core instruction per
                      * warp computes (see kg_sched_mma_plan); NULL: none */
+  kg_iter *bfdot[3]; /* `bfdot`: the row, column and reduction loops computed by bf16 pair dot products (see
+                      * kg_sched_bfdot_plan); NULL: none */
 
   kg_iter **roots;  /* nax + nrax */
   kg_iter **all;    /* every iter made for this stage, in creation order (for lookup by name) */
@@ -140,7 +142,9 @@ typedef struct kg_sstage {
  *                                       ring of DEPTH buffers ahead of the step that reads them (kg_iter.pipeline)
  *   tensorize STAGE ROWS COLS K         names = {ROWS, COLS, K}: the warp's 32 threads compute those loops of STAGE
  *                                       with one mma.sync.m16n8k16 (kg_sstage.mma, kg_sched_mma_plan)
- *   widen STAGE                         STAGE, a cache_read copy of an f16/bf16 tensor, stores f32 (exact) */
+ *   widen STAGE                         STAGE, a cache_read copy of an f16/bf16 tensor, stores f32 (exact)
+ *   bfdot STAGE ROWS COLS K             names = {ROWS, COLS, K}: those loops computed with bf16 pair dot products
+ *                                       (C target; kg_sstage.bfdot, kg_sched_bfdot_plan) */
 /* name, text, then the step's form: how many names (min, max) and how many integers follow the stage. */
 #define KG_STEPS(X)                                                                                         \
   X(SPLIT, "split", 1, 1, 1) X(TILE, "tile", 2, 2, 2) X(REORDER, "reorder", 2, KG_STEP_MAX_NAMES, 0)          \
@@ -150,7 +154,8 @@ typedef struct kg_sstage {
   X(CACHE_READ, "cache_read", 2, KG_STEP_MAX_NAMES, 0) X(CACHE_WRITE, "cache_write", 1, 1, 0)                 \
   X(RFACTOR, "rfactor", 1, 1, 1) X(REORDER_STORAGE, "reorder_storage", 1, KG_STEP_MAX_NAMES, 0)               \
   X(STREAM, "stream", 0, 0, 0) X(PAD, "pad", 0, 0, 1) X(LAUNCH_BOUNDS, "launch_bounds", 0, 0, 1) \
-  X(PIPELINE, "pipeline", 1, 1, 1) X(TENSORIZE, "tensorize", 3, 3, 0) X(WIDEN, "widen", 0, 0, 0)
+  X(PIPELINE, "pipeline", 1, 1, 1) X(TENSORIZE, "tensorize", 3, 3, 0) X(WIDEN, "widen", 0, 0, 0) \
+  X(BFDOT, "bfdot", 3, 3, 0)
 #define KG_SCHED_MAX_PIPELINE 4 /* ring buffers a `pipeline` step may ask for: past 4, shared memory runs out first */
 #define KG_SCHED_MAX_PAD 32 /* floats a `pad` step may add to each row: a bank period (32 words) at most */
 #define KG_SCHED_MAX_MIN_BLOCKS 32 /* resident blocks a `launch_bounds` step may ask for: every arch's maximum */
@@ -252,6 +257,22 @@ typedef struct kg_mma_plan {
 /* Fills p for a stage that `tensorize` marked, checking everything above again (later steps may have changed
  * the loops around it); 0, or -1 with the reason in err ("tensorize: stage S: ..."). */
 int kg_sched_mma_plan(const kg_sstage *st, kg_mma_plan *p, char *err, size_t errlen);
+/* `bfdot S ROWS COLS K` (schedule/tensorize.c) computes S's three innermost loops with bf16 pair dot products
+ * (x86's vdpbf16ps, Arm's BFDOT: per f32 lane, acc += a0 * b0 + a1 * b1 over two bf16 pairs), C target. It
+ * requires: S sums A * B, two reads of bf16 tensors, A not depending on the columns and B not on the rows; ROWS,
+ * COLS and K are its three innermost loops (any order), serial, unrolled or vectorized; K a reduction loop of an
+ * even extent whose first loop is further out (the accumulators are set before), COLS spatial with a multiple of 16
+ * up to 64 (whole 16-lane vectors), ROWS spatial up to 16, and at most 28 accumulator vectors (ROWS x COLS / 16),
+ * which with the operands fill the 32 vector registers. Lowering (lower/lower.c) further needs the tile whole (no
+ * guard), the accumulators and B contiguous along the columns and every stride constant. */
+typedef struct kg_bfdot_plan {
+  kg_iter *rows, *cols, *k;
+  const kg_expr *a, *b; /* a over rows and k, b over k and columns */
+} kg_bfdot_plan;
+#define KG_BFDOT_MAX_ROWS 16
+#define KG_BFDOT_MAX_COLS 64
+#define KG_BFDOT_MAX_ACC 28
+int kg_sched_bfdot_plan(const kg_sstage *st, kg_bfdot_plan *p, char *err, size_t errlen);
 int kg_sstage_leaf_index(const kg_sstage *st, const kg_iter *it);   /* -1 when not a leaf */
 /* Root axis r of st: the spatial axes (0..nax-1), then the reduction axes. */
 kg_ivar *kg_sstage_axis(const kg_sstage *st, int r);

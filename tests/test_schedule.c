@@ -685,16 +685,18 @@ static void test_random(void) {
      * the draws of every seed stay what they were before it existed */
     /* pad, launch_bounds and pipeline: shared memory's and CUDA kernels' (the GPU sketches choose them);
      * tensorize: f16/bf16 GEMM stages' on CUDA (hand-written schedules; tests/test_tensorize.c); widen: copies
-     * of f16/bf16 tensors, which these f32 programs do not have (tests/test_lowp.c draws it) */
+     * of f16/bf16 tensors, which these f32 programs do not have (tests/test_lowp.c draws it); bfdot: bf16 GEMM
+     * stages' on the C target (the cpu/tile-rk sketch; tests/test_bfdot.c) */
     if (k != KG_STEP_BIND && k != KG_STEP_REORDER_STORAGE && k != KG_STEP_PAD && k != KG_STEP_LAUNCH_BOUNDS &&
-        k != KG_STEP_PIPELINE && k != KG_STEP_TENSORIZE && k != KG_STEP_WIDEN)
+        k != KG_STEP_PIPELINE && k != KG_STEP_TENSORIZE && k != KG_STEP_WIDEN && k != KG_STEP_BFDOT)
       CHECKF(seen[0][k] > 0, "C target never drew %s", kg_step_names[k]);
     if (k == KG_STEP_PAD || k == KG_STEP_PIPELINE)
       CHECKF(seen[0][k] == 0, "C target drew %s (shared memory)", kg_step_names[k]);
     /* the GPU generator builds its tiles from split + reorder, has no use for parallel (CPU threads) and
      * leaves stages at root by not moving them; streaming stores are the C target's */
     if (k != KG_STEP_TILE && k != KG_STEP_PARALLEL && k != KG_STEP_COMPUTE_ROOT && k != KG_STEP_STREAM &&
-        k != KG_STEP_REORDER_STORAGE && k != KG_STEP_LAUNCH_BOUNDS && k != KG_STEP_TENSORIZE && k != KG_STEP_WIDEN)
+        k != KG_STEP_REORDER_STORAGE && k != KG_STEP_LAUNCH_BOUNDS && k != KG_STEP_TENSORIZE && k != KG_STEP_WIDEN &&
+        k != KG_STEP_BFDOT)
       CHECKF(seen[1][k] > 0, "CUDA target never drew %s", kg_step_names[k]);
   }
 }

@@ -39,12 +39,10 @@ static kg_program *load_gemm(const char *t, const char *sizes) {
 }
 
 static void check_one(const char *t, const char *sizes, const char *sched, const char *what) {
+  char text[256];
+  snprintf(text, sizeof text, GEMM, t, t);
   kg_test_workload w;
-  memset(&w, 0, sizeof w);
-  w.p = load_gemm(t, sizes);
-  CHECKF(w.p != NULL, "%s: does not load", what);
-  if (!w.p) return;
-  CHECK(kg_data_init(&w.d, w.p, 9) == 0 && kg_data_reference(&w.d, w.p, 9) == 0);
+  if (kg_test_workload_from_text(&w, text, sizes, 9, what) != 0) return;
   kg_schedule *s = kg_schedule_new(w.p);
   char err[2048];
   int ok = kg_test_apply_text(s, sched, err, sizeof err) == 0;
@@ -204,7 +202,7 @@ static void test_illegal(void) {
   snprintf(sched, sizeof sched, "%sunroll C i.i.o\n", ONE_WARP);
   expect_step_error("bf16", sz, sched, "loop i.i.o is tensorized");
   snprintf(sched, sizeof sched, "%stensorize C i.i.o j.i.i k.i\n", ONE_WARP);
-  expect_step_error("bf16", sz, sched, "already tensorized");
+  expect_step_error("bf16", sz, sched, "already computed by tensorize");
   /* a loop moved inside the tensorized ones afterwards: refused at lowering */
   snprintf(sched, sizeof sched, "%sreorder C i.i.o k.o\n", ONE_WARP);
   expect_lower_error("bf16", sz, sched, "is not among the three innermost loops");

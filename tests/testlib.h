@@ -182,6 +182,18 @@ static inline int kg_test_workload_load_typed(kg_test_workload *w, const char *p
   return 0;
 }
 
+/* w: program text loaded at sizes ("M=4 N=8"), with inputs from seed and their reference. 0, or -1 after a failed
+ * CHECK (what names it). */
+static inline int kg_test_workload_from_text(kg_test_workload *w, const char *text, const char *sizes, uint64_t seed,
+                                             const char *what) {
+  memset(w, 0, sizeof *w);
+  w->p = kg_test_load_sizes(text, sizes);
+  CHECKF(w->p != NULL, "%s: does not load", what);
+  if (!w->p) return -1;
+  CHECK(kg_data_init(&w->d, w->p, seed) == 0 && kg_data_reference(&w->d, w->p, seed) == 0);
+  return 0;
+}
+
 static inline void kg_test_workload_free(kg_test_workload *w) {
   if (!w->p) return;
   kg_data_free(&w->d);
