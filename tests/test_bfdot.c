@@ -111,6 +111,11 @@ static void test_legal(void) {
   /* tiles that do not divide (rows 36 = 4 tiles of 8 and one of 4, k 136 = 2 steps of 64 and one of 8): the whole
    * tiles dot products, the partial ones plain loops */
   check_legal("M=36 N=64 K=136", sched, "8 x 32 x 64 with partial tiles");
+  /* computed per tile of C (a region buffer), tiles partial along every axis */
+  check_legal("M=70 N=40 K=34",
+              "split C i 8\nsplit C j 32\nreorder C i.o j.o i.i j.i\nparallel C i.o\ncompute_at C.r0 C j.o\n"
+              "split C.r0 i 8\nsplit C.r0 j 32\nsplit C.r0 k 8\nreorder C.r0 i.o j.o k.o i.i j.i k.i\n"
+              "bfdot C.r0 i.i j.i k.i\n", "8 x 32 x 8 per tile of C, partial tiles");
   check_legal("M=4 N=64 K=32",
               "split C.r0 k 8\nreorder C.r0 k.o i k.i j\nbfdot C.r0 i j k.i\n", "4 x 64 x 8, order k, j");
 }
