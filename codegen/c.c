@@ -401,27 +401,38 @@ static void put_bfdot(cgen *g, const kg_irstmt *s, int ind) {
     put_expr(g, at[q].index);
     kg_strbuf_puts(b, ");\n");
   }
+  /* the strides: constants the compiler folds, or the dynamic sizes' expressions */
+  const struct {
+    const char *name;
+    const kg_irexpr *e;
+  } sd[4] = {{"kg_bsc", s->bfdot.c_row}, {"kg_bsa", s->bfdot.a_row}, {"kg_bka", s->bfdot.a_k}, {"kg_bkb", s->bfdot.b_k}};
+  for (int q = 0; q < 4; q++) {
+    kg_strbuf_indent(b, ind + 1);
+    kg_strbuf_printf(b, "const int64_t %s = (", sd[q].name);
+    put_expr(g, sd[q].e);
+    kg_strbuf_puts(b, ");\n");
+  }
   for (int64_t r = 0; r < R; r++)
     for (int64_t v = 0; v < V; v++) {
       kg_strbuf_indent(b, ind + 1);
-      kg_strbuf_printf(b, "kg_bf_acc kg_bf%lld_%lld = kg_bf_load(kg_bfc + %lld);\n", (long long)r, (long long)v,
-                       (long long)(r * s->bfdot.c_row + 16 * v));
+      kg_strbuf_printf(b, "kg_bf_acc kg_bf%lld_%lld = kg_bf_load(kg_bfc + %lld * kg_bsc + %lld);\n", (long long)r,
+                       (long long)v, (long long)r, (long long)(16 * v));
     }
   kg_strbuf_indent(b, ind + 1);
   kg_strbuf_printf(b, "for (int64_t kg_kp = 0; kg_kp < %lld; kg_kp++) {\n", (long long)(s->bfdot.k / 2));
   kg_strbuf_indent(b, ind + 2);
-  kg_strbuf_printf(b, "const uint16_t *const kg_bk = kg_bfb + kg_kp * %lld;\n", (long long)(2 * s->bfdot.b_k));
+  kg_strbuf_puts(b, "const uint16_t *const kg_bk = kg_bfb + kg_kp * 2 * kg_bkb;\n");
   for (int64_t v = 0; v < V; v++) {
     kg_strbuf_indent(b, ind + 2);
-    kg_strbuf_printf(b, "const kg_bf_pairs kg_bp%lld = kg_bf_interleave(kg_bk + %lld, kg_bk + %lld);\n", (long long)v,
-                     (long long)(16 * v), (long long)(s->bfdot.b_k + 16 * v));
+    kg_strbuf_printf(b, "const kg_bf_pairs kg_bp%lld = kg_bf_interleave(kg_bk + %lld, kg_bk + kg_bkb + %lld);\n",
+                     (long long)v, (long long)(16 * v), (long long)(16 * v));
   }
   for (int64_t r = 0; r < R; r++) {
     kg_strbuf_indent(b, ind + 2);
     kg_strbuf_puts(b, "{\n");
     kg_strbuf_indent(b, ind + 3);
-    kg_strbuf_printf(b, "const uint32_t kg_ap = kg_bf_pair(kg_bfa + %lld + kg_kp * %lld, %lld);\n",
-                     (long long)(r * s->bfdot.a_row), (long long)(2 * s->bfdot.a_k), (long long)s->bfdot.a_k);
+    kg_strbuf_printf(b, "const uint32_t kg_ap = kg_bf_pair(kg_bfa + %lld * kg_bsa + kg_kp * 2 * kg_bka, kg_bka);\n",
+                     (long long)r);
     for (int64_t v = 0; v < V; v++) {
       kg_strbuf_indent(b, ind + 3);
       kg_strbuf_printf(b, "kg_bf%lld_%lld = kg_bf_dot(kg_bf%lld_%lld, kg_ap, kg_bp%lld);\n", (long long)r, (long long)v,
@@ -435,8 +446,8 @@ static void put_bfdot(cgen *g, const kg_irstmt *s, int ind) {
   for (int64_t r = 0; r < R; r++)
     for (int64_t v = 0; v < V; v++) {
       kg_strbuf_indent(b, ind + 1);
-      kg_strbuf_printf(b, "kg_bf_store(kg_bfc + %lld, kg_bf%lld_%lld);\n", (long long)(r * s->bfdot.c_row + 16 * v),
-                       (long long)r, (long long)v);
+      kg_strbuf_printf(b, "kg_bf_store(kg_bfc + %lld * kg_bsc + %lld, kg_bf%lld_%lld);\n", (long long)r,
+                       (long long)(16 * v), (long long)r, (long long)v);
     }
   kg_strbuf_indent(b, ind);
   kg_strbuf_puts(b, "}\n");

@@ -533,13 +533,19 @@ static void print_stmt(kg_strbuf *b, const kg_irstmt *s, int ind) {
       kg_strbuf_printf(b, "bfdot %lld x %lld x %lld: %s[", (long long)s->bfdot.rows, (long long)s->bfdot.cols,
                        (long long)s->bfdot.k, s->bfdot.c->name);
       print_expr(b, s->bfdot.c_index);
-      kg_strbuf_printf(b, " + r %lld + c] += %s[", (long long)s->bfdot.c_row, s->bfdot.a->name);
+      kg_strbuf_puts(b, " + r ");
+      print_expr(b, s->bfdot.c_row);
+      kg_strbuf_printf(b, " + c] += %s[", s->bfdot.a->name);
       print_expr(b, s->bfdot.a_index);
-      kg_strbuf_printf(b, " + r %lld + k %lld] x %s[", (long long)s->bfdot.a_row, (long long)s->bfdot.a_k,
-                       s->bfdot.b->name);
+      kg_strbuf_puts(b, " + r ");
+      print_expr(b, s->bfdot.a_row);
+      kg_strbuf_puts(b, " + k ");
+      print_expr(b, s->bfdot.a_k);
+      kg_strbuf_printf(b, "] x %s[", s->bfdot.b->name);
       print_expr(b, s->bfdot.b_index);
-      kg_strbuf_printf(b, " + k %lld + c]  # %s\n", (long long)s->bfdot.b_k,
-                       s->bfdot.stage_name ? s->bfdot.stage_name : "?");
+      kg_strbuf_puts(b, " + k ");
+      print_expr(b, s->bfdot.b_k);
+      kg_strbuf_printf(b, " + c]  # %s\n", s->bfdot.stage_name ? s->bfdot.stage_name : "?");
       break;
   }
 }

@@ -184,7 +184,8 @@ struct kg_irstmt {
     struct {
       kg_buffer *a, *b, *c;
       kg_irexpr *a_index, *b_index, *c_index; /* the elements at row 0, column 0, k 0 */
-      int64_t a_row, a_k, b_k, c_row;         /* strides (along the columns b and c are contiguous) */
+      kg_irexpr *a_row, *a_k, *b_k, *c_row;   /* strides, INT, invariant (constants, or the dynamic sizes'
+                                                 expressions); along the columns b and c are contiguous */
       int64_t rows, cols, k;
       const char *stage_name;
     } bfdot;

@@ -967,11 +967,46 @@ static kg_irexpr *out_index_at(lctx *L, nest *n, kg_irexpr **lv, kg_irexpr **gua
   return ix;
 }
 
-/* to - from as a constant (0 and *ok cleared when it is not one) */
-static int64_t const_stride(lctx *L, kg_irexpr *from, kg_irexpr *to, int *ok) {
-  int64_t v = 0;
-  if (!kg_ir_is_const(kg_bounds_simplify(L->a, kg_ir_binary(L->a, KG_OP_SUB, to, from), NULL, 0), &v)) *ok = 0;
-  return v;
+/* Does e use a variable other than the dynamic sizes'? */
+static int uses_loop_vars(lctx *L, const kg_irexpr *e) {
+  unsigned char *mark = KG_NEW_ARRAY(L->a, unsigned char, L->nvars + 1);
+  memset(mark, 1, (size_t)L->nvars + 1);
+  for (int i = 0; i < L->s->prog->nsizes; i++)
+    if (L->size_var[i]) mark[L->size_var[i]->id] = 0;
+  return kg_ir_uses_marked(e, mark, L->nvars);
+}
+
+/* Is it made of a root axis by splits only? Then every index is affine in its value, with a coefficient that the
+ * other loops do not change. */
+static int split_only(const kg_iter *it) {
+  while (it && it->origin != KG_ITER_ROOT) {
+    if (it->origin == KG_ITER_FUSED) return 0;
+    it = it->split_parent;
+  }
+  return it != NULL;
+}
+
+/* The stride of an index along one of the tile's loops: to - from, the index one step along it and at its origin,
+ * simplified; invariant when it uses no variable but the dynamic sizes'. The simplifier does not expand products,
+ * so a dynamic stride ((r + 1) K - r K) may keep the other loops' variables: where the loop is affine (split_only)
+ * the same difference with every loop of the nest at 0 (zfrom, zto) is the stride. Else *ok is cleared (an index
+ * not affine in the loop: a fused loop's division). */
+static kg_irexpr *stride_of(lctx *L, kg_irexpr *from, kg_irexpr *to, kg_irexpr *zfrom, kg_irexpr *zto, int affine,
+                            int *ok) {
+  kg_irexpr *d = kg_bounds_simplify(L->a, kg_ir_binary(L->a, KG_OP_SUB, to, from), NULL, 0);
+  if (!uses_loop_vars(L, d)) return d;
+  if (affine) {
+    d = kg_bounds_simplify(L->a, kg_ir_binary(L->a, KG_OP_SUB, zto, zfrom), NULL, 0);
+    if (!uses_loop_vars(L, d)) return d;
+  }
+  *ok = 0;
+  return d;
+}
+
+/* Is e the constant c? */
+static int is_const_value(const kg_irexpr *e, int64_t c) {
+  int64_t v;
+  return kg_ir_is_const(e, &v) && v == c;
 }
 
 /* Replaces leaves k.. (the rows, columns and reduction loops of a `bfdot` step) by one KG_IRS_BFDOT: the elements
@@ -1031,18 +1066,30 @@ static kg_irstmt *build_bfdot(lctx *L, nest *n, int k) {
     bi[q] = y->load.index;
   }
   kg_irexpr *guard = gd[0] && gd[4] ? kg_ir_binary(a, KG_OP_AND, gd[0], gd[4]) : gd[0] ? gd[0] : gd[4];
-  int ok = 1, contiguous = 1;
+  /* the origin and the unit steps again with every loop of the nest at 0 (stride_of) */
+  kg_irexpr *zc[4], *za[4], *zb[4], *zg;
+  for (int q = 0; q < 4 && !L->failed; q++) {
+    for (int j = 0; j < st->nleaves; j++) lv[st->leaves[j]->id] = kg_ir_int(a, 0);
+    lv[p.rows->id] = kg_ir_int(a, pts[q][0]);
+    lv[p.cols->id] = kg_ir_int(a, pts[q][1]);
+    lv[p.k->id] = kg_ir_int(a, pts[q][2]);
+    zc[q] = out_index_at(L, n, lv, &zg);
+    za[q] = mma_operand(L, n, lv, p.a, KG_DT_BF16, "bfdot")->load.index;
+    zb[q] = mma_operand(L, n, lv, p.b, KG_DT_BF16, "bfdot")->load.index;
+  }
+  if (L->failed) return kg_ir_seq(a);
+  int ok = 1, ar = split_only(p.rows), ac = split_only(p.cols), ak = split_only(p.k);
   kg_irstmt f;
   memset(&f, 0, sizeof f);
-  f.bfdot.c_row = const_stride(L, ci[0], ci[1], &ok);
-  contiguous &= const_stride(L, ci[0], ci[2], &ok) == 1;
-  f.bfdot.a_row = const_stride(L, ai[0], ai[1], &ok);
-  f.bfdot.a_k = const_stride(L, ai[0], ai[3], &ok);
-  f.bfdot.b_k = const_stride(L, bi[0], bi[3], &ok);
-  contiguous &= const_stride(L, bi[0], bi[2], &ok) == 1;
+  f.bfdot.c_row = stride_of(L, ci[0], ci[1], zc[0], zc[1], ar, &ok);
+  f.bfdot.a_row = stride_of(L, ai[0], ai[1], za[0], za[1], ar, &ok);
+  f.bfdot.a_k = stride_of(L, ai[0], ai[3], za[0], za[3], ak, &ok);
+  f.bfdot.b_k = stride_of(L, bi[0], bi[3], zb[0], zb[3], ak, &ok);
+  int contiguous = is_const_value(stride_of(L, ci[0], ci[2], zc[0], zc[2], ac, &ok), 1) &&
+                   is_const_value(stride_of(L, bi[0], bi[2], zb[0], zb[2], ac, &ok), 1);
   if (!ok || !contiguous) {
     fail(L, "lower: bfdot: stage %s: %s", st->name,
-         !ok ? "an index moves by a varying amount along the rows, columns or k (not affine with constant strides)"
+         !ok ? "an index moves by a varying amount along the rows, columns or k (not affine in the tile's loops)"
              : "the accumulators and the column operand must be contiguous along the columns");
     return kg_ir_seq(a);
   }

@@ -383,6 +383,11 @@ static void check_stmt(vctx *V, const kg_irstmt *s) {
       const kg_irexpr *bi[3] = {s->bfdot.a_index, s->bfdot.b_index, s->bfdot.c_index};
       static const char *const role[3] = {"row operand", "column operand", "accumulator"};
       for (int q = 0; q < 3 && !V->failed; q++) check_index(V, bb[q], bi[q], role[q]);
+      const kg_irexpr *strides[4] = {s->bfdot.a_row, s->bfdot.a_k, s->bfdot.b_k, s->bfdot.c_row};
+      for (int q = 0; q < 4 && !V->failed; q++) {
+        check_expr(V, strides[q], "stride");
+        if (!V->failed && strides[q]->ty != KG_TY_INT) vfail(V, "a stride that is not INT");
+      }
       if (V->failed) return;
       if (s->bfdot.a->dtype != KG_DT_BF16 || s->bfdot.b->dtype != KG_DT_BF16) FAIL("operands that are not bf16");
       if (s->bfdot.c->dtype != KG_DT_F32 || s->bfdot.c->is_input) FAIL("accumulators in %s", s->bfdot.c->name);

@@ -99,5 +99,12 @@ for f in bench/cpu-schedules/*.sched; do
   expect 0 "$f" -- $K run "$w" $sizes $dt --target c --schedule "$f"
   has out "^verify: ok" "$f verified"
 done
+# bf16 dot products whose strides follow a dynamic size (the row operand's rows K apart, the column operand's and
+# the accumulators' N apart), with partial tiles
+for d in K N; do
+  expect 0 "bfdot with a dynamic $d" -- $K run matmul -D M=70 -D N=80 -D K=98 --dtype bf16 --dynamic $d=1..512 \
+    --target c --schedule bench/cpu-schedules/matmul_bf16_bfdot.sched
+  has out "^verify: ok" "bfdot with a dynamic $d verified"
+done
 
 exit $fail
