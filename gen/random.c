@@ -53,6 +53,9 @@ static int has_leaves1(const kg_sstage *st) { return st->nleaves >= 1; }
 
 static int is_reduction_untransformed(const kg_sstage *st) { return st->nrax > 0 && kg_sched_untransformed(st); }
 
+/* what `widen` takes: a cache_read copy of an f16/bf16 tensor */
+static int is_narrow_copy(const kg_sstage *st) { return st->origin == KG_ORIGIN_CACHE_READ && st->out->dtype != KG_DT_F32; }
+
 /* A serial leaf of st (spatial only when want_spatial), or NULL. */
 static kg_iter *pick_serial_leaf(draw_ctx *c, kg_sstage *st, int want_spatial) {
   kg_iter *cand[64];
@@ -248,15 +251,9 @@ static int draw_step(draw_ctx *c, kg_step_kind kind, kg_step *step) {
     st = cand[rng_below(r, n)];
     break;
   }
-  case KG_STEP_WIDEN: {
-    kg_sstage *cand[64];
-    int n = 0;
-    for (int i = 0; i < s->nstages && n < 64; i++)
-      if (s->stages[i]->origin == KG_ORIGIN_CACHE_READ && s->stages[i]->out->dtype != KG_DT_F32) cand[n++] = s->stages[i];
-    if (!n) return 0;
-    st = cand[rng_below(r, n)];
+  case KG_STEP_WIDEN:
+    if (!(st = pick_stage(c, is_narrow_copy))) return 0;
     break;
-  }
   default:
     return 0;
   }

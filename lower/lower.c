@@ -514,6 +514,16 @@ static kg_irexpr *use_lets(lctx *L, kg_irexpr *e, kg_irvar **letvar, int n) {
  * accumulation into its per-thread partial, or that reduction's result (the partial after the allreduce). */
 typedef enum { STORE_UPDATE, STORE_INIT, STORE_PARTIAL, STORE_RESULT } store_mode;
 
+/* The flat index of n's output element at the axes' values in L->env: into its region buffer when attached, else
+ * into its tensor. */
+static kg_irexpr *out_flat_index(lctx *L, nest *n) {
+  kg_sstage *st = n->st;
+  kg_irexpr *idx[KG_MAX_DIMS];
+  for (int d = 0; d < st->nax && d < KG_MAX_DIMS; d++) idx[d] = L->env[st->ax[d]->id];
+  return n->out_region ? flat_index(L, idx, st->nax, n->out_region->store, n->out_region->min, NULL)
+                       : flat_index(L, idx, st->nax, st->out->shape, NULL, st->out);
+}
+
 /* LETs for the root axes, the guard and the store. leafval gives each leaf's value (reduction leaves NULL for
  * the init and the result). */
 static kg_irstmt *build_store(lctx *L, nest *n, kg_irexpr **leafval, store_mode mode) {
@@ -541,12 +551,8 @@ static kg_irstmt *build_store(lctx *L, nest *n, kg_irexpr **leafval, store_mode 
       L->env[iv->id] = kg_ir_var(a, letvar[r]);
     }
   }
-  kg_irexpr *idx[KG_MAX_DIMS];
-  for (int d = 0; d < st->nax && d < KG_MAX_DIMS; d++) idx[d] = L->env[st->ax[d]->id];
   kg_buffer *buf = n->out_buf;
-  kg_irexpr *ix;
-  if (n->out_region) ix = flat_index(L, idx, st->nax, n->out_region->store, n->out_region->min, NULL);
-  else ix = flat_index(L, idx, st->nax, st->out->shape, NULL, st->out);
+  kg_irexpr *ix = out_flat_index(L, n);
   kg_irexpr *value;
   if (mode == STORE_INIT) {
     value = kg_ir_float(a, kg_reducer_identity(st->red));
@@ -824,6 +830,15 @@ static void env_clear(lctx *L, nest *n) {
   for (int r = 0; r < n->nroot; r++) L->env[kg_sstage_axis(n->st, r)->id] = NULL;
 }
 
+/* The flat index of n's output element at the leaves' values lv (*guard: the condition the point needs, or NULL). */
+static kg_irexpr *out_index_at(lctx *L, nest *n, kg_irexpr **lv, kg_irexpr **guard) {
+  kg_irexpr **val = env_at(L, n, lv);
+  kg_irexpr *ix = out_flat_index(L, n);
+  *guard = build_guard(L, n, val);
+  env_clear(L, n);
+  return ix;
+}
+
 /* The element of read e (a load of an f16/bf16 buffer) at the leaves' values lv; prim names the step for the
  * message. */
 static kg_irexpr *mma_operand(lctx *L, nest *n, kg_irexpr **lv, const kg_expr *e, kg_dtype t, const char *prim) {
@@ -926,15 +941,11 @@ static kg_irstmt *build_mma(lctx *L, nest *n, int k) {
     lv[p.rows->id] = kg_ir_int(a, e >> 1);
     lv[p.cols->id] = kg_ir_int(a, e & 1);
     lv[p.k->id] = kg_ir_int(a, 0);
-    kg_irexpr **val = env_at(L, n, lv);
-    kg_irexpr *idx[KG_MAX_DIMS];
-    for (int d = 0; d < st->nax && d < KG_MAX_DIMS; d++) idx[d] = L->env[st->ax[d]->id];
-    if (n->out_region) cix[e] = flat_index(L, idx, st->nax, n->out_region->store, n->out_region->min, NULL);
-    else cix[e] = flat_index(L, idx, st->nax, st->out->shape, NULL, st->out);
-    if (build_guard(L, n, val))
+    kg_irexpr *guard;
+    cix[e] = out_index_at(L, n, lv, &guard);
+    if (guard)
       fail(L, "lower: tensorize: stage %s: its tile needs a guard (a split that does not divide, or a region past "
            "its tensor's edge); the tensor cores compute whole 16 x 8 x 16 tiles", st->name);
-    env_clear(L, n);
   }
   if (n->out_buf->dtype != KG_DT_F32)
     fail(L, "lower: tensorize: stage %s: its accumulators are %s; they must be f32", st->name,
@@ -954,18 +965,6 @@ static kg_irstmt *build_mma(lctx *L, nest *n, int k) {
 
 /* ---- bfdot: bf16 pair dot products in place of the three innermost loops (C target) ---- */
 
-/* The flat index of n's output element at the leaves' values lv (*guard: the condition the point needs, or NULL). */
-static kg_irexpr *out_index_at(lctx *L, nest *n, kg_irexpr **lv, kg_irexpr **guard) {
-  kg_sstage *st = n->st;
-  kg_irexpr **val = env_at(L, n, lv);
-  kg_irexpr *idx[KG_MAX_DIMS];
-  for (int d = 0; d < st->nax && d < KG_MAX_DIMS; d++) idx[d] = L->env[st->ax[d]->id];
-  kg_irexpr *ix = n->out_region ? flat_index(L, idx, st->nax, n->out_region->store, n->out_region->min, NULL)
-                                : flat_index(L, idx, st->nax, st->out->shape, NULL, st->out);
-  *guard = build_guard(L, n, val);
-  env_clear(L, n);
-  return ix;
-}
 
 /* Does e use a variable other than the dynamic sizes'? */
 static int uses_loop_vars(lctx *L, const kg_irexpr *e) {
@@ -1019,7 +1018,6 @@ static kg_irstmt *build_bfdot(lctx *L, nest *n, int k) {
   kg_sstage *st = n->st;
   char err[512];
   kg_bfdot_plan p;
-  (void)k;
   if (L->target != KG_TARGET_C) {
     fail(L, "lower: bfdot: stage %s: bf16 dot products are the C target's (a CPU's)", st->name);
     return kg_ir_seq(a);

@@ -317,6 +317,12 @@ kg_verify_result kg_verify(const kg_program *p, const kg_data *d, double rtol) {
     snprintf(r.msg, sizeof r.msg, "no reference computed");
     return r;
   }
+  /* An error is relative to the element, or to 1% of the output's largest one where the element is smaller (a result
+   * that cancels). With a narrow intermediate, to the largest one: an intermediate element rounded one step the
+   * other way (the kernel's f32 value near a boundary) moves the result by an ulp of the terms it is combined with,
+   * whatever the cancellation leaves (an attention's bf16 weights, averaging values of both signs, give outputs
+   * near zero off by an ulp of the values). */
+  const double floor_share = narrow_ulp(p, KG_TENSOR_TEMP) > 0 ? 1 : 1e-2;
   for (int i = 0; i < d->noutputs; i++) {
     const kg_tensor *t = p->outputs[i];
     int64_t n = kg_tensor_numel(t);
@@ -326,12 +332,7 @@ kg_verify_result kg_verify(const kg_program *p, const kg_data *d, double rtol) {
     double maxabs = 0;
     for (int64_t k = 0; k < n; k++)
       if (isfinite(ref[k]) && fabs(ref[k]) > maxabs) maxabs = fabs(ref[k]);
-    /* An error is relative to the element, or to 1% of the output's largest one where the element is smaller (a
-     * result that cancels). With a narrow intermediate, to the largest one: an intermediate element rounded one
-     * step the other way (the kernel's f32 value near a boundary) moves the result by an ulp of the terms it is
-     * combined with, whatever the cancellation leaves (an attention's bf16 weights, averaging values of both
-     * signs, give outputs near zero off by an ulp of the values). */
-    double scale = maxabs > 0 ? (narrow_ulp(p, KG_TENSOR_TEMP) > 0 ? maxabs : 1e-2 * maxabs) : 1e-30;
+    double scale = maxabs > 0 ? floor_share * maxabs : 1e-30;
     for (int64_t k = 0; k < n; k++) {
       double err;
       float g = kg_data_get(ty, got, k);

@@ -87,7 +87,8 @@ static int split_operands(const kg_sstage *st, const kg_iter *I, const kg_iter *
   return 0;
 }
 
-/* The step: the three loops named recorded in slots (NULL again when plan refuses them) and frozen. */
+/* The step: the three loops named recorded in slots (NULL again when plan refuses them) and frozen; plan checks
+ * the step's requirements, and once they hold may freeze loops of its own (tensorize's lane loop). */
 static int tensor_step(kg_sstage *st, const kg_step *step, kg_iter **slots, const char *prim,
                        int (*plan)(const kg_sstage *, char *, size_t), char *err, size_t errlen) {
   if (st->mma[0] || st->bfdot[0])

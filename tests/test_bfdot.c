@@ -26,11 +26,9 @@ static const char TILE[] = "split C.r0 i 16\nsplit C.r0 i.i 8\nsplit C.r0 j 32\n
 
 /* The helpers: 4096 dot products of 16 lanes over 8 pairs, with and without the instruction, against double. */
 static void test_helpers(int native) {
-  kg_strbuf b;
-  kg_strbuf_init(&b);
-  if (!native) kg_strbuf_puts(&b, "#define KG_NO_BFDOT 1\n");
-  kg_strbuf_puts(&b, kg_codegen_c_prelude());
-  kg_strbuf_puts(&b, "void dots_args(float **a) {\n"
+  kg_cpu_module m;
+  int rc = kg_test_build_with_prelude(native ? "" : "#define KG_NO_BFDOT 1\n",
+                     "void dots_args(float **a) {\n"
                      "  const uint16_t *x = (const uint16_t *)(const void *)a[0], *y = (const uint16_t *)(const void *)a[1];\n"
                      "  float *out = a[2];\n"
                      "  for (int t = 0; t < 256; t++) {\n"
@@ -41,11 +39,8 @@ static void test_helpers(int native) {
                      "    }\n"
                      "    kg_bf_store(out + 16 * t, acc);\n"
                      "  }\n"
-                     "}\n");
-  kg_strbuf_puts(&b, kg_codegen_c_epilogue());
-  kg_cpu_module m;
-  int rc = kg_cpu_build(b.s, "dots", &m);
-  kg_strbuf_free(&b);
+                     "}\n",
+                     "dots", &m);
   CHECKF(rc == 0, "the bfdot helpers (%s) do not build: %s", native ? "native" : "portable", m.log ? m.log : "?");
   if (rc) return;
   enum { T = 256 };

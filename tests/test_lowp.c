@@ -98,20 +98,15 @@ static int tricky_values(float *v, int max) {
 
 /* The C prelude's kg_st_* / kg_ld_* against base/half.h, bit for bit; float16 0: the bit-level branch. */
 static void test_c_prelude(int float16) {
-  kg_strbuf b;
-  kg_strbuf_init(&b);
-  if (!float16) kg_strbuf_puts(&b, "#define KG_NO_FLOAT16 1\n");
-  kg_strbuf_puts(&b, kg_codegen_c_prelude());
-  kg_strbuf_puts(&b, "void conv_args(float **a) {\n"
+  kg_cpu_module m;
+  int rc = kg_test_build_with_prelude(float16 ? "" : "#define KG_NO_FLOAT16 1\n",
+                     "void conv_args(float **a) {\n"
                      "  const float *x = a[0]; uint16_t *h = (uint16_t *)(void *)a[1], *g = (uint16_t *)(void *)a[2];\n"
                      "  float *back = a[3], *gback = a[4]; const int n = 4096;\n"
                      "  for (int i = 0; i < n; i++) { h[i] = kg_st_f16(x[i]); g[i] = kg_st_bf16(x[i]); }\n"
                      "  for (int i = 0; i < 65536; i++) { back[i] = kg_ld_f16((uint16_t)i); gback[i] = kg_ld_bf16((uint16_t)i); }\n"
-                     "}\n");
-  kg_strbuf_puts(&b, kg_codegen_c_epilogue());
-  kg_cpu_module m;
-  int rc = kg_cpu_build(b.s, "conv", &m);
-  kg_strbuf_free(&b);
+                     "}\n",
+                     "conv", &m);
   CHECKF(rc == 0, "the C prelude's conversions do not build: %s", m.log ? m.log : "?");
   if (rc) return;
   enum { N = 4096 };

@@ -7,11 +7,13 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../base/strbuf.h"
 #include "../te/te.h"
 #include "../schedule/sched.h"
 #include "../gen/random.h"
 #include "../lower/ir.h"
 #include "../codegen/codegen.h"
+#include "../runtime/cpu.h"
 #include "../runtime/emu.h"
 #include "../runtime/verify.h"
 #include "../runtime/pipeline.h"
@@ -199,6 +201,21 @@ static inline void kg_test_workload_free(kg_test_workload *w) {
   kg_data_free(&w->d);
   kg_program_free(w->p);
   w->p = NULL;
+}
+
+/* Builds the generated C's prelude, after the line define (a "#define ..." or ""), with body (functions written
+ * against it; fn_name's runner is fn_name_args) and the epilogue, into m; 0, or the build's failure (m->log). */
+static inline int kg_test_build_with_prelude(const char *define, const char *body, const char *fn_name,
+                                             kg_cpu_module *m) {
+  kg_strbuf b;
+  kg_strbuf_init(&b);
+  kg_strbuf_puts(&b, define);
+  kg_strbuf_puts(&b, kg_codegen_c_prelude());
+  kg_strbuf_puts(&b, body);
+  kg_strbuf_puts(&b, kg_codegen_c_epilogue());
+  int rc = kg_cpu_build(b.s, fn_name, m);
+  kg_strbuf_free(&b);
+  return rc;
 }
 
 /* Applies the steps of a text trace to s; 0, or -1 at the first failure (the message in err). */
