@@ -100,6 +100,8 @@ if [ -x "$B/bench/gpu_peers" ]; then
   run 30 "$B/bench/gpu_peers" sgemm 4096 4096 4096
   # bf16 A and B, f32 accumulation: the peer of the tensorized bf16 GEMM (bench/cuda-schedules/matmul_bf16_mma*)
   run 30 "$B/bench/gpu_peers" bgemm 4096 4096 4096
+  # f32 operands as TF32: the peer of the tensorized TF32 GEMM (bench/cuda-schedules/matmul_tf32_mma.sched, --tf32)
+  run 30 "$B/bench/gpu_peers" tgemm 4096 4096 4096
   run 15 "$B/bench/gpu_peers" copy $((64 * 1024 * 1024))
   # the footprint of the 8192 x 8192 row-wise schedules: 256 MiB read, 256 MiB written
   run 15 "$B/bench/gpu_peers" copy $((256 * 1024 * 1024))

@@ -1,8 +1,9 @@
 /* gpu_peers: times the reference points kgen's GPU kernels are compared with, on the device kgen would use:
- * cuBLAS SGEMM in strict FP32 (no TF32) and a device-to-device copy.
+ * cuBLAS SGEMM in strict FP32 (no TF32), its bf16 GEMM (bgemm: bf16 operands, f32 accumulation), its TF32 GEMM
+ * (tgemm: f32 operands computed as TF32, what `kgen --tf32` allows) and a device-to-device copy.
  *
- *   gpu_peers [--min-ms MS] [sgemm M N K]... [copy BYTES]...     (no operation: sgemm 4096 4096 4096,
- *                                                                  copy 268435456)
+ *   gpu_peers [--min-ms MS] [sgemm|bgemm|tgemm M N K]... [copy BYTES]...   (no operation: sgemm 4096 4096 4096,
+ *                                                                            copy 268435456)
  * prints one line per measurement:
  *   cublas_sgemm M=4096 N=4096 K=4096 median_ms=... gflops=... min_ms=... max_ms=... repeats=... max_err=...
  *   d2d_copy bytes=268435456 median_ms=... gbps=... min_ms=... max_ms=... repeats=...
@@ -29,7 +30,19 @@ typedef int cublas_status; /* CUBLAS_STATUS_SUCCESS == 0 */
 typedef void *cublas_handle;
 enum { CUBLAS_OP_N = 0, CUBLAS_DEFAULT_MATH = 0 };
 /* cublasGemmEx's enumerations (library_types.h, cublas_api.h) */
-enum { KG_CUDA_R_32F = 0, KG_CUDA_R_16BF = 14, KG_CUBLAS_COMPUTE_32F = 68, KG_CUBLAS_GEMM_DEFAULT = -1 };
+enum {
+  KG_CUDA_R_32F = 0,
+  KG_CUDA_R_16BF = 14,
+  KG_CUBLAS_COMPUTE_32F = 68,
+  KG_CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
+  KG_CUBLAS_GEMM_DEFAULT = -1
+};
+/* the GEMMs: strict f32, bf16 operands, f32 operands as TF32 */
+enum { GEMM_F32, GEMM_BF16, GEMM_TF32 };
+static const char *const gemm_names[] = {"sgemm", "bgemm", "tgemm"};
+/* set when a tgemm is asked for: then the TF32 override is not set (SGEMM's default math mode is strict f32
+ * anyway, and its check catches TF32) */
+static int want_tf32;
 
 static struct {
   void *lib;
@@ -45,8 +58,9 @@ static struct {
 
 static int load_cublas(char *err, size_t errlen) {
   static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
-  /* TF32 would make SGEMM a different (less precise) operation; the override wins over any math mode. */
-  setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
+  /* TF32 would make SGEMM a different (less precise) operation; the override wins over any math mode, so it is
+   * set only when no TF32 GEMM is asked for */
+  if (!want_tf32) setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
   char first[512] = "";
   void *h = NULL;
   const char *dirs[3] = {NULL, getenv("CUDA_HOME"), "/usr/local/cuda"};
@@ -177,6 +191,20 @@ static int sgemm_op(void *p, char *err, size_t errlen) {
   return s ? cublas_fail(err, errlen, "cublasSgemm_v2", s) : 0;
 }
 
+/* cublasGemmEx on row-major operands of type ab, f32 C (C^T = B^T A^T in its column-major terms). */
+static int gemm_ex(const sgemm_ctx *g, int ab, int compute, char *err, size_t errlen) {
+  const float one = 1.0f, zero = 0.0f;
+  cublas_status s = cb.gemm_ex(g->h, CUBLAS_OP_N, CUBLAS_OP_N, g->n, g->m, g->k, &one, (const void *)(uintptr_t)g->b,
+                               ab, g->n, (const void *)(uintptr_t)g->a, ab, g->k, &zero, (void *)(uintptr_t)g->c,
+                               KG_CUDA_R_32F, g->n, compute, KG_CUBLAS_GEMM_DEFAULT);
+  return s ? cublas_fail(err, errlen, "cublasGemmEx", s) : 0;
+}
+
+/* f32 operands, f32 C, computed as TF32 (the operands rounded to 10 mantissa bits) with f32 accumulation. */
+static int tgemm_op(void *p, char *err, size_t errlen) {
+  return gemm_ex(p, KG_CUDA_R_32F, KG_CUBLAS_COMPUTE_32F_FAST_TF32, err, errlen);
+}
+
 /* 256 sampled entries of C = A B (row-major) against double dot products, each error relative to the entry's
  * sum |a||b|: the largest (NaN sticks). */
 static double sampled_error(const float *a, const float *b, const float *c, int m, int n, int k, uint64_t seed) {
@@ -197,13 +225,7 @@ static double sampled_error(const float *a, const float *b, const float *c, int 
 
 /* bf16 A and B, f32 C, f32 accumulation: the tensor cores' GEMM (what kgen's tensorized bf16 GEMM computes). */
 static int bgemm_op(void *p, char *err, size_t errlen) {
-  sgemm_ctx *g = p;
-  const float one = 1.0f, zero = 0.0f;
-  cublas_status s = cb.gemm_ex(g->h, CUBLAS_OP_N, CUBLAS_OP_N, g->n, g->m, g->k, &one, (const void *)(uintptr_t)g->b,
-                               KG_CUDA_R_16BF, g->n, (const void *)(uintptr_t)g->a, KG_CUDA_R_16BF, g->k, &zero,
-                               (void *)(uintptr_t)g->c, KG_CUDA_R_32F, g->n, KG_CUBLAS_COMPUTE_32F,
-                               KG_CUBLAS_GEMM_DEFAULT);
-  return s ? cublas_fail(err, errlen, "cublasGemmEx", s) : 0;
+  return gemm_ex(p, KG_CUDA_R_16BF, KG_CUBLAS_COMPUTE_32F, err, errlen);
 }
 
 static uint16_t to_bf16(float f) {
@@ -241,9 +263,11 @@ static int cublas_handle_get(cublas_handle *out, char *err, size_t errlen) {
   return 0;
 }
 
-/* cuBLAS's GEMM on random operands: f32 (SGEMM), or bf16 (GemmEx, f32 accumulation; the operands rounded to bf16
- * first, so that the check's double products are the exact ones). Checked on sampled entries, then timed. */
-static int run_gemm(int bf16, int m, int n, int k, double min_ms, char *err, size_t errlen) {
+/* cuBLAS's GEMM on random operands: f32 (SGEMM), bf16 (GemmEx, f32 accumulation; the operands rounded to bf16
+ * first, so that the check's double products are the exact ones), or TF32 (GemmEx on f32 operands). Checked on
+ * sampled entries, then timed. */
+static int run_gemm(int mode, int m, int n, int k, double min_ms, char *err, size_t errlen) {
+  const int bf16 = mode == GEMM_BF16;
   cublas_handle handle;
   if (cublas_handle_get(&handle, err, errlen) != 0) return -1;
   sgemm_ctx g = {handle, m, n, k, 0, 0, 0};
@@ -258,7 +282,7 @@ static int run_gemm(int bf16, int m, int n, int k, double min_ms, char *err, siz
   for (size_t i = 0; bf16 && i < na; i++) a[i] = from_bf16(ah[i] = to_bf16(a[i]));
   for (size_t i = 0; bf16 && i < nb; i++) b[i] = from_bf16(bh[i] = to_bf16(b[i]));
   const void *ha = bf16 ? (const void *)ah : a, *hb = bf16 ? (const void *)bh : b;
-  op_fn op = bf16 ? bgemm_op : sgemm_op;
+  op_fn op = mode == GEMM_BF16 ? bgemm_op : mode == GEMM_TF32 ? tgemm_op : sgemm_op;
   if (kg_cudrv_alloc(&g.a, na * es, err, errlen) || kg_cudrv_alloc(&g.b, nb * es, err, errlen) ||
       kg_cudrv_alloc(&g.c, nc * 4, err, errlen) || kg_cudrv_htod(g.a, ha, na * es, err, errlen) ||
       kg_cudrv_htod(g.b, hb, nb * es, err, errlen) || kg_cudrv_memset32(g.c, 0x7fc00000u, nc, err, errlen))
@@ -266,15 +290,16 @@ static int run_gemm(int bf16, int m, int n, int k, double min_ms, char *err, siz
   if (op(&g, err, errlen) || kg_cudrv_sync(err, errlen) || kg_cudrv_dtoh(c, g.c, nc * 4, err, errlen)) goto out;
   double max_err = sampled_error(a, b, c, m, n, k, bf16 ? 77 : 99);
   /* FP32 accumulation stays far below 4e-6 of sum |ab| (bf16: exact products accumulated in f32, 1e-5); TF32 inputs
-   * (10-bit mantissa) do not at large K. */
-  if (!(max_err <= (bf16 ? 1e-5 : 4e-6))) {
-    snprintf(err, errlen, "wrong result: max relative error %.3g%s", max_err, bf16 ? "" : " (TF32 in use?)");
+   * (10-bit mantissa) do not at large K, and stay below 2^-10 + the accumulation's share */
+  const double tol = mode == GEMM_BF16 ? 1e-5 : mode == GEMM_TF32 ? 0x1p-10 + 1e-5 : 4e-6;
+  if (!(max_err <= tol)) {
+    snprintf(err, errlen, "wrong result: max relative error %.3g%s", max_err, mode == GEMM_F32 ? " (TF32 in use?)" : "");
     goto out;
   }
   timing t;
   if (measure(op, &g, min_ms, &t, err, errlen)) goto out;
   printf("cublas_%s M=%d N=%d K=%d median_ms=%.4f gflops=%.1f min_ms=%.4f max_ms=%.4f repeats=%d max_err=%.2g\n",
-         bf16 ? "bgemm" : "sgemm", m, n, k, t.median_ms, 2.0 * m * n * k / (t.median_ms * 1e-3) * 1e-9, t.min_ms,
+         gemm_names[mode], m, n, k, t.median_ms, 2.0 * m * n * k / (t.median_ms * 1e-3) * 1e-9, t.min_ms,
          t.max_ms, t.repeats, max_err);
   rc = 0;
 out:
@@ -336,14 +361,14 @@ static int parse_pos(const char *s, long long max, long long *v) {
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: gpu_peers [--min-ms MS] [sgemm M N K]... [bgemm M N K]... [copy BYTES]...\n");
+  fprintf(stderr, "usage: gpu_peers [--min-ms MS] [sgemm M N K]... [bgemm M N K]... [tgemm M N K]... [copy BYTES]...\n");
 }
 
 int main(int argc, char **argv) {
   double min_ms = 100;
   enum { MAXOPS = 64 };
   struct {
-    int kind; /* 0 sgemm, 1 copy, 2 bgemm */
+    int kind; /* a GEMM_ mode, or -1: copy */
     long long a, b, c;
   } ops[MAXOPS];
   int nops = 0;
@@ -355,8 +380,10 @@ int main(int argc, char **argv) {
         usage();
         return 2;
       }
-    } else if ((!strcmp(argv[i], "sgemm") || !strcmp(argv[i], "bgemm")) && i + 3 < argc && nops < MAXOPS) {
-      ops[nops].kind = argv[i][0] == 's' ? 0 : 2;
+    } else if ((!strcmp(argv[i], "sgemm") || !strcmp(argv[i], "bgemm") || !strcmp(argv[i], "tgemm")) && i + 3 < argc &&
+               nops < MAXOPS) {
+      ops[nops].kind = argv[i][0] == 's' ? GEMM_F32 : argv[i][0] == 'b' ? GEMM_BF16 : GEMM_TF32;
+      want_tf32 |= ops[nops].kind == GEMM_TF32;
       if (parse_pos(argv[i + 1], 1 << 20, &ops[nops].a) || parse_pos(argv[i + 2], 1 << 20, &ops[nops].b) ||
           parse_pos(argv[i + 3], 1 << 20, &ops[nops].c)) {
         usage();
@@ -365,7 +392,7 @@ int main(int argc, char **argv) {
       nops++;
       i += 3;
     } else if (!strcmp(argv[i], "copy") && i + 1 < argc && nops < MAXOPS) {
-      ops[nops].kind = 1;
+      ops[nops].kind = -1;
       if (parse_pos(argv[i + 1], 1LL << 40, &ops[nops].a) || ops[nops].a % 4) {
         fprintf(stderr, "gpu_peers: copy BYTES must be a positive multiple of 4\n");
         return 2;
@@ -378,9 +405,9 @@ int main(int argc, char **argv) {
     }
   }
   if (nops == 0) {
-    ops[0].kind = 0;
+    ops[0].kind = GEMM_F32;
     ops[0].a = ops[0].b = ops[0].c = 4096;
-    ops[1].kind = 1;
+    ops[1].kind = -1;
     ops[1].a = 256LL << 20;
     nops = 2;
   }
@@ -399,10 +426,10 @@ int main(int argc, char **argv) {
          dev.driver_version);
   int status = 0;
   for (int i = 0; i < nops; i++) {
-    if (ops[i].kind == 0 || ops[i].kind == 2) {
-      if (run_gemm(ops[i].kind == 2, (int)ops[i].a, (int)ops[i].b, (int)ops[i].c, min_ms, err, sizeof err) != 0) {
-        printf("cublas_%s M=%lld N=%lld K=%lld error: %s\n", ops[i].kind == 0 ? "sgemm" : "bgemm", ops[i].a, ops[i].b,
-               ops[i].c, err);
+    if (ops[i].kind >= 0) {
+      if (run_gemm(ops[i].kind, (int)ops[i].a, (int)ops[i].b, (int)ops[i].c, min_ms, err, sizeof err) != 0) {
+        printf("cublas_%s M=%lld N=%lld K=%lld error: %s\n", gemm_names[ops[i].kind], ops[i].a, ops[i].b, ops[i].c,
+               err);
         status = 1;
       }
     } else if (run_copy((size_t)ops[i].a, min_ms, err, sizeof err) != 0) {

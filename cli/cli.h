@@ -27,6 +27,7 @@ typedef enum {
   CLI_OPT_DEF,
   CLI_OPT_DYNAMIC,
   CLI_OPT_DTYPE,
+  CLI_OPT_TF32,
   CLI_OPT_SHAPES,
   CLI_OPT_BUCKETS,
   CLI_OPT_EXCHANGE,
@@ -102,7 +103,7 @@ int cli_parse_dynamic(const char *s, char name[64], kg_dynamic_size *d, int64_t 
 /* Loads and checks a program, then marks the sizes in dyn dynamic (ndyn may be 0); prints the error and returns
  * NULL on failure. */
 kg_program *cli_load_program(const char *file, const char *def, const kg_binding *b, int nb,
-                             const kg_dynamic_size *dyn, int ndyn, int io_dtype);
+                             const kg_dynamic_size *dyn, int ndyn, int io_dtype, int tf32);
 
 /* Reads a tuning log for command cmd; prints why and returns -1 (log freed) when it is missing or unreadable, or
  * (need_records) holds no record this kgen can use: empty, all garbage, or only records of a newer format. Says on

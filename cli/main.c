@@ -27,6 +27,7 @@ typedef struct options {
   char dyn_names[MAX_BINDINGS][64];
   int ndyn;
   int io_dtype; /* --dtype, or -1 */
+  int tf32;     /* --tf32 */
   int random_schedule, random_steps, random_steps_given;
   uint64_t random_seed, data_seed;
   kg_target_kind target;
@@ -95,6 +96,7 @@ static int parse_args(int argc, char **argv, options *o) {
         break;
       case CLI_OPT_DEF: o->def = r->val; break;
       case CLI_OPT_DTYPE: o->io_dtype = (int)r->u; break;
+      case CLI_OPT_TF32: o->tf32 = 1; break;
       case CLI_OPT_SCHEDULE: o->schedule_file = r->val; break;
       case CLI_OPT_RANDOM_SCHEDULE:
         o->random_seed = r->u;
@@ -204,7 +206,7 @@ static kg_program *load_program(const options *o) {
     free(path);
     exit(rc);
   }
-  return cli_load_program(o->file, o->def, o->bindings, o->nbindings, o->dyn, o->ndyn, o->io_dtype);
+  return cli_load_program(o->file, o->def, o->bindings, o->nbindings, o->dyn, o->ndyn, o->io_dtype, o->tf32);
 }
 
 static void print_shape(const kg_tensor *t) {

@@ -198,6 +198,10 @@ static const cli_option options[] = {
      check_dtype, 0, 0,
      "make every input and output of the program this type, as if its signature\n"
      "said so (intermediates keep theirs): a workload run in f16 or bf16"},
+    {CLI_OPT_TF32, "--tf32", NULL, C(CLI_CMD_CHECK) | C(CLI_CMD_LOWER) | C(CLI_CMD_RUN) | C(CLI_CMD_TUNE), NULL, 0, 0,
+     "allow TF32: a sum of products of two f32 reads may run on the tensor cores\n"
+     "with its operands rounded to TF32 (10 mantissa bits; f32 accumulation). Another\n"
+     "workload than the f32 one: the log records it, verification allows the rounding"},
     {CLI_OPT_SHAPES, "--shapes", "NAME=V1,V2,...", C(CLI_CMD_TUNE), check_shapes, 0, 0,
      "tune size NAME dynamic, one bucket per value listed"},
     {CLI_OPT_BUCKETS, "--buckets", "N", C(CLI_CMD_TUNE), check_count, 1, KG_DYN_MAX_BUCKETS,

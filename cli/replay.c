@@ -100,6 +100,7 @@ static kg_program *find_program(const finder *fd, const kg_tlog_record *r, char 
       }
       kg_arena_free(&da);
     }
+    if (p) p->tf32 = r->workload.tf32; /* tuned with --tf32: the same permission */
     if (p && r->ndyn > 0) {
       /* a dynamic kernel's record: the same sizes kept symbolic over the same ranges */
       kg_dynamic_size dyn[KG_TLOG_MAX_SIZES];
@@ -270,7 +271,7 @@ int cli_replay(int argc, char **argv) {
   int rc = 0;
   if (file && nb > 0) {
     /* one program, as named */
-    kg_program *p = cli_load_program(lib_path(&fd, file), def, b, nb, NULL, 0, -1);
+    kg_program *p = cli_load_program(lib_path(&fd, file), def, b, nb, NULL, 0, -1, 0);
     if (!p) {
       kg_tlog_free(&log);
       return 1;

@@ -87,7 +87,7 @@ static void print_summary(const kg_tune_task *tasks, const kg_tune_report *rep, 
 /* kgen tune ... --dynamic / --shapes: the buckets of one dynamic size (search/dynamic.h). */
 static int tune_range(const char *file, const char *def, const kg_binding *g, int ng, const kg_binding *b, int nb,
                       const kg_dynamic_size *dyn, kg_dyn_tune_opts *dopt, kg_tune_opts *o, const char *log_path,
-                      int quiet, kg_dist *dist, int io_dtype) {
+                      int quiet, kg_dist *dist, int io_dtype, int tf32) {
   kg_binding all[2 * MAX_BINDINGS + 1];
   int n = 0, bound = 0;
   for (int k = 0; k < ng; k++) all[n++] = g[k];
@@ -95,7 +95,7 @@ static int tune_range(const char *file, const char *def, const kg_binding *g, in
   for (int k = 0; k < n; k++) bound |= !strcmp(all[k].name, dyn->name);
   /* the value the program is checked at; each bucket then measures at its own */
   if (!bound) all[n++] = (kg_binding){dyn->name, dyn->hi};
-  kg_program *p = cli_load_program(file, def, all, n, dyn, 1, io_dtype);
+  kg_program *p = cli_load_program(file, def, all, n, dyn, 1, io_dtype, tf32);
   if (!p) return 1;
   const char *tname = o->measure.target == KG_TARGET_CUDA ? (o->measure.emulate ? "emulator" : "cuda") : "c";
   char default_log[512];
@@ -176,7 +176,7 @@ static int tune_main(int argc, char **argv, kg_dist *dist) {
   kg_dynamic_size dyn = {0};
   char dyn_name[64];
   int64_t shapes[KG_DYN_MAX_BUCKETS];
-  int has_dyn = 0, io_dtype = -1;
+  int has_dyn = 0, io_dtype = -1, tf32 = 0;
   cli_arg *args = calloc((size_t)argc, sizeof *args);
   int nargs = 0, prc = args ? cli_parse(CLI_CMD_TUNE, argc, argv, 2, args, &nargs) : 1;
   for (int i = 0; i < nargs && prc == 0; i++) {
@@ -196,6 +196,7 @@ static int tune_main(int argc, char **argv, kg_dist *dist) {
         break;
       case CLI_OPT_TRIALS: o.trials = (int)r->u; break;
       case CLI_OPT_DTYPE: io_dtype = (int)r->u; break;
+      case CLI_OPT_TF32: tf32 = 1; break;
       case CLI_OPT_POPULATION: o.population = (int)r->u; break;
       case CLI_OPT_GENERATIONS: o.generations = (int)r->u; break;
       case CLI_OPT_PER_ROUND: o.per_round = (int)r->u; break;
@@ -284,7 +285,7 @@ static int tune_main(int argc, char **argv, kg_dist *dist) {
     /* a range tuning keeps one best schedule per bucket, not one: kgen export writes them all */
     if (best_out) return tune_usage("%s", "--best-out goes with a tuning of fixed sizes (a range has a best per bucket: use kgen export)");
     return tune_range(wl[0].file, def, global, nglobal, wl[0].b, wl[0].nb, &dyn, &dopt, &o, log_path, quiet,
-                      dist, io_dtype);
+                      dist, io_dtype, tf32);
   }
 
   kg_program *progs[MAX_WORKLOADS] = {0};
@@ -296,7 +297,7 @@ static int tune_main(int argc, char **argv, kg_dist *dist) {
     int n = 0;
     for (int k = 0; k < nglobal; k++) all[n++] = global[k];
     for (int k = 0; k < wl[i].nb; k++) all[n++] = wl[i].b[k];
-    progs[i] = cli_load_program(wl[i].file, def, all, n, NULL, 0, io_dtype);
+    progs[i] = cli_load_program(wl[i].file, def, all, n, NULL, 0, io_dtype, tf32);
     kg_strbuf_init(&labels[i]);
     if (!progs[i]) {
       rc = 1;

@@ -125,7 +125,7 @@ int cli_parse_dynamic(const char *s, char name[64], kg_dynamic_size *d, int64_t 
 }
 
 kg_program *cli_load_program(const char *file, const char *def, const kg_binding *b, int nb,
-                             const kg_dynamic_size *dyn, int ndyn, int io_dtype) {
+                             const kg_dynamic_size *dyn, int ndyn, int io_dtype, int tf32) {
   char *path;
   size_t len;
   char *text = cli_read_program(file, &path, &len);
@@ -140,6 +140,7 @@ kg_program *cli_load_program(const char *file, const char *def, const kg_binding
     kg_program_free(p);
     p = NULL;
   }
+  if (p) p->tf32 = tf32;
   if (p && ndyn > 0 && kg_program_set_dynamic(p, dyn, ndyn, &diag, &diag_arena) != 0) {
     fputs(diag.msg ? diag.msg : "kgen: error: bad --dynamic\n", stderr);
     kg_program_free(p);

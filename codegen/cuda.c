@@ -551,21 +551,25 @@ static void put_mma(cgen *g, const kg_irstmt *s, int ind) {
     return;
   }
   const char *fa = s->mma.a->name, *fb = s->mma.b->name;
+  const int tf32 = s->mma.dtype == KG_DT_F32;
   kg_strbuf_indent(b, ind);
-  kg_strbuf_printf(b, "{ /* %s: mma.m16n8k16 (%s operands, f32 accumulators) */\n", nm(s->mma.stage_name),
-                   kg_dtype_names[s->mma.dtype]);
+  kg_strbuf_printf(b, "{ /* %s: mma.m16n8k%d (%s operands, f32 accumulators) */\n", nm(s->mma.stage_name),
+                   kg_mma_kstep(s->mma.dtype), tf32 ? "tf32" : kg_dtype_names[s->mma.dtype]);
   kg_strbuf_indent(b, ind + 1);
   kg_strbuf_puts(b, "unsigned kg_ra[4], kg_rb[2];\n");
   kg_strbuf_indent(b, ind + 1);
   kg_strbuf_puts(b, "float kg_rc[4];\n");
-  for (int r = 0; r < 4; r++) {
-    kg_strbuf_indent(b, ind + 1);
-    kg_strbuf_printf(b, "kg_ra[%d] = (unsigned)%s[%d] | ((unsigned)%s[%d] << 16);\n", r, fa, 2 * r, fa, 2 * r + 1);
-  }
-  for (int r = 0; r < 2; r++) {
-    kg_strbuf_indent(b, ind + 1);
-    kg_strbuf_printf(b, "kg_rb[%d] = (unsigned)%s[%d] | ((unsigned)%s[%d] << 16);\n", r, fb, 2 * r, fb, 2 * r + 1);
-  }
+  /* a register holds two 16-bit elements, low first, or one f32 rounded to TF32 */
+  for (int q = 0; q < 2; q++)
+    for (int r = 0; r < (q ? 2 : 4); r++) {
+      const char *f = q ? fb : fa;
+      kg_strbuf_indent(b, ind + 1);
+      if (tf32)
+        kg_strbuf_printf(b, "kg_r%c[%d] = kg_tf32(%s[%d]);\n", q ? 'b' : 'a', r, f, r);
+      else
+        kg_strbuf_printf(b, "kg_r%c[%d] = (unsigned)%s[%d] | ((unsigned)%s[%d] << 16);\n", q ? 'b' : 'a', r, f,
+                         2 * r, f, 2 * r + 1);
+    }
   for (int i = 0; i < 4; i++) {
     kg_strbuf_indent(b, ind + 1);
     kg_strbuf_printf(b, "kg_rc[%d] = %s[", i, s->mma.c->name);
@@ -573,7 +577,10 @@ static void put_mma(cgen *g, const kg_irstmt *s, int ind) {
     kg_strbuf_puts(b, "];\n");
   }
   kg_strbuf_indent(b, ind + 1);
-  kg_strbuf_printf(b, "kg_mma_m16n8k16(kg_rc, kg_ra, kg_rb, %d);\n", s->mma.dtype == KG_DT_BF16);
+  if (tf32)
+    kg_strbuf_puts(b, "kg_mma_m16n8k8_tf32(kg_rc, kg_ra, kg_rb);\n");
+  else
+    kg_strbuf_printf(b, "kg_mma_m16n8k16(kg_rc, kg_ra, kg_rb, %d);\n", s->mma.dtype == KG_DT_BF16);
   for (int i = 0; i < 4; i++) {
     kg_strbuf_indent(b, ind + 1);
     kg_strbuf_printf(b, "%s[", s->mma.c->name);
@@ -1156,6 +1163,43 @@ static const char mma_prelude[] =
     "                 : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n"
     "#else\n"
     "  kg_mma_soft(c, a, b, bf16);\n"
+    "#endif\n"
+    "}\n"
+    "/* f32 to TF32 as cvt.rna.tf32.f32: to nearest on 10 mantissa bits, ties away from zero, the 13 low bits zero;\n"
+    " * infinities and NaNs kept (a NaN stays a NaN whatever its payload). */\n"
+    "__device__ __forceinline__ unsigned kg_tf32(float x) {\n"
+    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(KG_EMULATE)\n"
+    "  unsigned r;\n"
+    "  asm(\"cvt.rna.tf32.f32 %0, %1;\\n\" : \"=r\"(r) : \"f\"(x));\n"
+    "  return r;\n"
+    "#else\n"
+    "  const unsigned u = __float_as_uint(x);\n"
+    "  if ((u & 0x7f800000u) == 0x7f800000u) return (u & 0x007fffffu) ? 0x7fffffffu : u;\n"
+    "  return (u + 0x1000u) & 0xffffe000u;\n"
+    "#endif\n"
+    "}\n"
+    "/* mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32: c (4 f32) += A (16 x 8) B (8 x 8), one element a register\n"
+    " * (g = lane / 4, t = lane % 4): a[r] at row g + 8 (r & 1), column t + 4 (r >> 1); b[r] at row t + 4 r, column g;\n"
+    " * c as m16n8k16's. Software elsewhere, the products of the TF32 values (exact in f32) added in k order. */\n"
+    "__device__ __forceinline__ void kg_mma_m16n8k8_tf32(float *c, const unsigned *a, const unsigned *b) {\n"
+    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(KG_EMULATE)\n"
+    "  asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, \"\n"
+    "               \"{%8, %9}, {%0, %1, %2, %3};\\n\"\n"
+    "               : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"
+    "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n"
+    "#else\n"
+    "  const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;\n"
+    "  for (int k = 0; k < 8; k++) {\n"
+    "    const int src = k & 3, up = k >> 2;\n"
+    "    const float x0 = __uint_as_float(__shfl_sync(0xffffffffu, a[2 * up], g * 4 + src));\n"
+    "    const float x1 = __uint_as_float(__shfl_sync(0xffffffffu, a[2 * up + 1], g * 4 + src));\n"
+    "    const float y0 = __uint_as_float(__shfl_sync(0xffffffffu, b[up], 2 * t * 4 + src));\n"
+    "    const float y1 = __uint_as_float(__shfl_sync(0xffffffffu, b[up], (2 * t + 1) * 4 + src));\n"
+    "    c[0] += x0 * y0;\n"
+    "    c[1] += x0 * y1;\n"
+    "    c[2] += x1 * y0;\n"
+    "    c[3] += x1 * y1;\n"
+    "  }\n"
     "#endif\n"
     "}\n"
     "#endif\n"

@@ -251,6 +251,7 @@ static void put_program(kg_wire *w, const kg_program *p) {
       kg_wire_i64(w, p->sizes[k].hi);
     }
   kg_wire_i64(w, p->io_retyped ? 1 + (int64_t)p->io_dtype : 0);
+  kg_wire_i64(w, p->tf32);
   kg_tlog_workload wl;
   kg_tlog_workload_of(p, &wl);
   kg_wire_str(w, wl.hash);
@@ -284,8 +285,9 @@ static kg_program *get_program(kg_wire *w, char *err, size_t errlen) {
     dyn[k].hi = kg_wire_get_i64(w);
   }
   int64_t io = kg_wire_get_i64(w);
+  int64_t tf32 = kg_wire_get_i64(w);
   hash = kg_wire_get_str(w);
-  if (w->bad || !text || io < 0 || io > KG_DT_COUNT) goto bad;
+  if (w->bad || !text || io < 0 || io > KG_DT_COUNT || tf32 < 0 || tf32 > 1) goto bad;
   kg_diag diag = {0};
   kg_arena da;
   kg_arena_init(&da);
@@ -301,6 +303,7 @@ static kg_program *get_program(kg_wire *w, char *err, size_t errlen) {
   if (!p) snprintf(err, errlen, "the program does not load here: %s", diag.msg ? diag.msg : "?");
   kg_arena_free(&da);
   if (p) {
+    p->tf32 = (int)tf32;
     kg_tlog_workload wl;
     kg_tlog_workload_of(p, &wl);
     if (strcmp(wl.hash, hash)) {

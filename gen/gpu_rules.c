@@ -194,7 +194,7 @@ int kg_gpu_launchable(const kg_schedule *sc, const kg_gpu_budget *budget, char *
   return ok ? 0 : -1;
 }
 
-int kg_gpu_mma_shape(const kg_sstage *st, kg_gpu_mma_axes *ax) {
+int kg_gpu_mma_shape(const kg_program *p, const kg_sstage *st, kg_gpu_mma_axes *ax) {
   const kg_expr *e = st->body;
   memset(ax, 0, sizeof *ax);
   ax->k = -1;
@@ -203,7 +203,8 @@ int kg_gpu_mma_shape(const kg_sstage *st, kg_gpu_mma_axes *ax) {
       e->op.b->kind != KG_EXPR_READ)
     return 0;
   kg_dtype t = e->op.a->read.tensor->dtype;
-  if (t == KG_DT_F32 || t != e->op.b->read.tensor->dtype) return 0;
+  if ((t == KG_DT_F32 && !p->tf32) || t != e->op.b->read.tensor->dtype) return 0;
+  ax->kstep = kg_mma_kstep(t);
   int64_t z = 1;
   ax->m = ax->n = 1;
   for (int d = 0; d < st->nax; d++) {
@@ -222,7 +223,7 @@ int kg_gpu_mma_shape(const kg_sstage *st, kg_gpu_mma_axes *ax) {
   }
   for (int r = 0; r < st->nrax; r++) {
     int64_t x = st->roots[st->nax + r]->extent;
-    if (x % 16 == 0 && (ax->k < 0 || x > st->roots[ax->k]->extent)) ax->k = st->nax + r;
+    if (x % ax->kstep == 0 && (ax->k < 0 || x > st->roots[ax->k]->extent)) ax->k = st->nax + r;
   }
   return ax->nrows > 0 && ax->ncols > 0 && ax->k >= 0 && ax->m % 16 == 0 && ax->n % 8 == 0 && z <= 65535;
 }
@@ -258,7 +259,7 @@ void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, const kg_gpu_mma_axes *ax, i
   kg_iter *co = kg_builder_split(b, st, cols, 8 * nt, &tmp);
   kg_iter *cn = kg_builder_split(b, st, tmp, 8, &c8);
   kg_iter *cg = kg_builder_split(b, st, c8, 2, &c2);
-  kg_iter *ko = kg_builder_split(b, st, st->roots[ax->k], 16, &kin);
+  kg_iter *ko = kg_builder_split(b, st, st->roots[ax->k], ax->kstep, &kin);
   if (b->failed) return;
   n = 0;
   if (bt) order[n++] = bt;
@@ -277,7 +278,9 @@ void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, const kg_gpu_mma_axes *ax, i
   kg_builder_annotate(b, KG_STEP_BIND, st, co, KG_THREAD_BLOCK_X);
   kg_builder_annotate(b, KG_STEP_BIND, st, rw, KG_THREAD_THREAD_Y);
   kg_builder_annotate(b, KG_STEP_BIND, st, lane, KG_THREAD_THREAD_X);
-  if (unroll && nt > 1) kg_builder_annotate(b, KG_STEP_UNROLL, st, cn, KG_THREAD_NONE);
+  /* staged, the tiles' loop is always unrolled: lowering then keeps all their accumulators in registers across
+   * the k loop (a loop it cannot unroll would leave them in memory, read and written around every step) */
+  if ((unroll || staged) && nt > 1) kg_builder_annotate(b, KG_STEP_UNROLL, st, cn, KG_THREAD_NONE);
   if (b->failed) return;
   const char *names[3] = {rh->name, c2->name, kin->name};
   kg_builder_step(b, KG_STEP_TENSORIZE, st->name, names, 3, 0, 0, 0);

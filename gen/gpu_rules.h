@@ -19,8 +19,9 @@ void kg_gpu_cooperative_fetch(kg_builder *b, kg_sstage *sh, int64_t tx, int64_t 
 /* Tensor cores (`tensorize`, schedule/sched.h kg_mma_plan): whether st sums products of two f16 (or two bf16) reads
  * shaped as a GEMM, and its axes. The rows are the spatial axes only the first read uses, the columns those only
  * the second uses, the batch the others (both or neither use them); each set is fused into one loop (a
- * convolution's rows: its batch and output pixels, an implicit GEMM). The instruction sums over one reduction
- * axis whose extent is a multiple of 16 (the longest such); any other reduction axes are loops around it. The
+ * convolution's rows: its batch and output pixels, an implicit GEMM). Its reads are two f16 or two bf16 tensors,
+ * or two f32 ones where p allows TF32. The instruction sums over one reduction axis whose extent is a multiple of
+ * its step (kstep: 16, TF32 8; the longest such); any other reduction axes are loops around it. The
  * tiles must divide (the instruction computes whole ones): the rows' product a multiple of 16, the columns' of 8;
  * the batch's product must fit a grid's z extent. */
 #define KG_GPU_MMA_MAX_AXES 8
@@ -30,12 +31,14 @@ typedef struct kg_gpu_mma_axes {
   int batch[KG_GPU_MMA_MAX_AXES], nbatch;
   int k;                                /* the reduction axis (an index among all axes: nax + r) */
   int64_t m, n;                         /* the rows' and the columns' extents */
+  int kstep;                            /* the instruction's reduction (kg_mma_kstep) */
 } kg_gpu_mma_axes;
-int kg_gpu_mma_shape(const kg_sstage *st, kg_gpu_mma_axes *ax);
+int kg_gpu_mma_shape(const kg_program *p, const kg_sstage *st, kg_gpu_mma_axes *ax);
 /* The structure on such a stage: blocks of wy warps (threadIdx.y) over 16 wy rows and 8 nt columns (blockIdx.y,
  * .x; the batch on .z), each warp nt instruction tiles along the columns (unrolled when unroll), the lanes of
- * threadIdx.x, k in steps of 16, then the `tensorize` step. staged: the k loop outside the tiles, both operands'
- * tiles of each k step in shared memory (a cooperative fetch by the block); else the k loop inside the tiles'
+ * threadIdx.x, k in steps of ax->kstep, then the `tensorize` step. staged: the k loop outside the tiles (then
+ * unrolled, so that their accumulators stay in registers across it), both operands' tiles of each k step in shared
+ * memory (a cooperative fetch by the block); else the k loop inside the tiles'
  * loop, right outside one tile (its accumulators then stay in registers when k is the only reduction). Other
  * reduction axes run outside the warps' tiles. */
 void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, const kg_gpu_mma_axes *ax, int64_t wy, int64_t nt, int unroll,

@@ -514,7 +514,7 @@ static void rfactor_reduction(gctx *g, kg_sstage *st, int two_kernels) {
  * every other stage stay what they were before this existed. */
 static int tensor_cores(gctx *g, kg_sstage *st) {
   kg_gpu_mma_axes ax;
-  if (!kg_gpu_mma_shape(st, &ax) || !chance(g->r, 40)) return 0;
+  if (!kg_gpu_mma_shape(g->b.s->prog, st, &ax) || !chance(g->r, 40)) return 0;
   int64_t M = ax.m, N = ax.n, wy = 1, nt = 1;
   for (int c = below(g->r, 3); c > 0 && M % (32 * wy) == 0; c--) wy *= 2;
   for (int c = below(g->r, 3); c > 0 && N % (16 * nt) == 0; c--) nt *= 2;

@@ -25,8 +25,8 @@
  * innermost loops of a register tile are unrolled while the product of their extents stays within it), vector
  * widths of fetches and stores, and where shared stages go (which k.o loop).
  *
- *   - tensor cores (gpu/mma): sums of products of two f16 or bf16 reads shaped as a GEMM get warps of
- *     mma.m16n8k16 tiles (`tensorize`; kg_gpu_mma_build), the other stages the naive mapping.
+ *   - tensor cores (gpu/mma): sums of products of two f16 or bf16 reads (or f32 ones where the program allows
+ *     TF32) shaped as a GEMM get warps of mma.m16n8k16 (TF32: m16n8k8) tiles (`tensorize`; kg_gpu_mma_build), the other stages the naive mapping.
  * The sketches combine these per stage: gpu/simple (the fallback), gpu/tile-fuse, gpu/tile (no fused epilogues),
  * gpu/tile-fuse-noshared, gpu/tile-fuse-2d (elementwise stages tiled per axis), gpu/tile-noinline (elementwise
  * stages keep their kernels, so reductions can stage them in shared memory), gpu/cross-fuse, gpu/row-onepass and
@@ -762,7 +762,7 @@ static int realize_mma(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, 
   for (int i = 0; i < n && !b.failed; i++) {
     kg_sstage *st = s->stages[i];
     kg_gpu_mma_axes ax;
-    if (st->attach != KG_ATTACH_ROOT || !kg_gpu_mma_shape(st, &ax)) continue;
+    if (st->attach != KG_ATTACH_ROOT || !kg_gpu_mma_shape(s->prog, st, &ax)) continue;
     kg_gpu_mma_build(&b, st, &ax, kg_point_knob(sk, pt, st->name, "mma_warps", 1),
                      kg_point_knob(sk, pt, st->name, "mma_tiles", 1),
                      (int)kg_point_knob(sk, pt, st->name, "mma_unroll", 0),
@@ -782,7 +782,7 @@ static void sketch_mma(kg_space *sp, const kg_schedule *sc) {
   int any = 0;
   for (int i = 0; i < sc->nstages && !any; i++) {
     kg_gpu_mma_axes ax;
-    any = kg_gpu_mma_shape(sc->stages[i], &ax);
+    any = kg_gpu_mma_shape(sc->prog, sc->stages[i], &ax);
   }
   if (!any) return;
   kg_sketch *sk = kg_space_add_sketch(sp, "gpu/mma", realize_mma, NULL);
@@ -792,7 +792,7 @@ static void sketch_mma(kg_space *sp, const kg_schedule *sc) {
   for (int i = 0; i < sc->nstages; i++) {
     kg_gpu_mma_axes ax;
     const kg_sstage *st = sc->stages[i];
-    if (!kg_gpu_mma_shape(st, &ax)) continue;
+    if (!kg_gpu_mma_shape(sc->prog, st, &ax)) continue;
     const char *name = kg_arena_strdup(&sp->arena, st->name);
     knob(sk, &full, KG_KNOB_CHOICE, name, "mma_warps", counts, 3);
     knob(sk, &full, KG_KNOB_CHOICE, name, "mma_tiles", counts, 3);

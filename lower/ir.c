@@ -520,7 +520,8 @@ static void print_stmt(kg_strbuf *b, const kg_irstmt *s, int ind) {
       break;
     case KG_IRS_MMA:
       kg_strbuf_indent(b, ind);
-      kg_strbuf_printf(b, "mma m16n8k16 %s: %s[", kg_dtype_names[s->mma.dtype], s->mma.c->name);
+      kg_strbuf_printf(b, "mma m16n8k%d %s: %s[", kg_mma_kstep(s->mma.dtype),
+                       s->mma.dtype == KG_DT_F32 ? "tf32" : kg_dtype_names[s->mma.dtype], s->mma.c->name);
       for (int i = 0; i < 4; i++) {
         if (i) kg_strbuf_puts(b, "], [");
         print_expr(b, s->mma.c_index[i]);

@@ -110,11 +110,12 @@ typedef enum {
   KG_IRS_ASYNC_WAIT,   /* waits until at most async_wait.pending of the thread's latest committed groups are still
                           in flight: every store of the groups before them has landed (cp.async.wait_group) */
   KG_IRS_MMA,          /* one tensor-core step of a warp (`tensorize`, CUDA): mma.sync.aligned.m16n8k16.row.col with
-                          f32 accumulation over mma.dtype operands. Every thread of the warp reaches it together with
-                          its fragments in mma.a (8 elements, LOCAL, of mma.dtype), mma.b (4, LOCAL) and its four
+                          f32 accumulation over mma.dtype operands (f16, bf16), or m16n8k8 over f32 ones rounded to
+                          TF32 (mma.dtype f32). Every thread of the warp reaches it together with its fragments in
+                          mma.a (8 elements, LOCAL, of mma.dtype; TF32: 4), mma.b (4; TF32: 2) and its four
                           accumulators at mma.c[mma.c_index[0..3]] (f32); each accumulator then has the sum over the
-                          16 k of its row of A times its column of B added. Which elements a lane holds is the PTX
-                          ISA's layout (schedule/sched.h, kg_mma_plan), lane = threadIdx.x */
+                          16 (TF32: 8) k of its row of A times its column of B added. Which elements a lane holds is
+                          the PTX ISA's layout (schedule/sched.h, kg_mma_plan), lane = threadIdx.x */
   KG_IRS_BFDOT,        /* bf16 pair dot products (`bfdot`, C target): for r < rows, c < cols (a multiple of 16),
                           bfdot.c[c_index + r c_row + c] (f32) += the sum over k < bfdot.k (even) of
                           a[a_index + r a_row + k a_k] * b[b_index + k b_k + c] (bf16 buffers), computed a pair of k

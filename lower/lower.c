@@ -75,12 +75,14 @@ typedef struct nest {
   kg_buffer *out_buf;
   int X;               /* index of the reduction leaf bound to a thread index (a cross-thread reduction), -1 without */
   kg_buffer *red_buf;  /* cross-thread reduction: the per-thread partial (LOCAL, one element) */
-  /* tensorize, when the reduction's loop R is right outside the three tensorized loops: the tensor-core step
-   * accumulates into mma_acc (LOCAL, 4 floats: registers) across R's iterations, loaded from the stage's buffer
-   * before R and stored after; mma_cix are the four accumulators' indices there (build_mma fills them) */
+  /* tensorize, when between the reduction's loop R and the three tensorized loops there are only reduction loops
+   * and unrolled spatial ones (the warp's instruction tiles, mma_ntiles of them): the tensor-core steps accumulate
+   * into mma_acc (LOCAL, 4 floats a tile: registers, since the unrolled tile loops make its indices constants)
+   * across R's iterations, loaded from the stage's buffer before R and stored after; mma_seen: a step was built */
   kg_buffer *mma_acc;
+  int64_t mma_ntiles;
+  int mma_seen;
   int plain;           /* build the bfdot step's loops as plain loops (the partial tiles' version) */
-  kg_irexpr *mma_cix[4];
 } nest;
 
 static void fail(lctx *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -749,6 +751,88 @@ static kg_irstmt *build_body(lctx *L, nest *n, int k) {
 static kg_irstmt *build_mma(lctx *L, nest *n, int k);
 static kg_irstmt *build_bfdot(lctx *L, nest *n, int k);
 
+/* Most instruction tiles a thread keeps in registers across the reduction (4 accumulators each). */
+#define MMA_MAX_TILES 16
+
+/* The instruction tiles whose accumulators can stay in registers across the reduction from its first loop R (a
+ * tensorized stage on CUDA): the product of the extents of the spatial loops between R and the three tensorized
+ * ones, when each is unrolled with a constant extent and no thread index (its accumulators' indices are then
+ * constants in the unrolled code), the rest reduction loops; 0 when that does not hold or the tiles are too
+ * many. */
+static int64_t mma_register_tiles(lctx *L, const nest *n) {
+  const kg_sstage *st = n->st;
+  if (!st->mma[0] || L->target != KG_TARGET_CUDA || n->red_buf || n->R < 0 || n->R > st->nleaves - 4) return 0;
+  int64_t tiles = 1;
+  for (int j = n->R + 1; j < st->nleaves - 3; j++) {
+    const kg_iter *it = st->leaves[j];
+    if (it->is_reduce) continue;
+    if (it->kind != KG_LOOP_UNROLLED || it->tag != KG_THREAD_NONE || n->sext[it->id]) return 0;
+    tiles *= n->ext[it->id];
+    if (tiles > MMA_MAX_TILES) return 0;
+  }
+  return tiles;
+}
+
+/* Index of the instruction tile of the unrolled spatial loops between R and the tensorized loops (mixed radix over
+ * their extents) at the leaves' values lv. */
+static kg_irexpr *mma_tile_index(lctx *L, const nest *n, kg_irexpr **lv) {
+  kg_arena *a = L->a;
+  const kg_sstage *st = n->st;
+  kg_irexpr *t = kg_ir_int(a, 0);
+  for (int j = n->R + 1; j < st->nleaves - 3; j++) {
+    const kg_iter *it = st->leaves[j];
+    if (it->is_reduce) continue;
+    t = kg_ir_binary(a, KG_OP_ADD, kg_ir_binary(a, KG_OP_MUL, t, kg_ir_int(a, n->ext[it->id])), lv[it->id]);
+  }
+  return t;
+}
+
+static kg_irexpr *out_index_at(lctx *L, nest *n, kg_irexpr **lv, kg_irexpr **guard);
+
+/* The register accumulators set to zero (to_regs: before the reduction), or stored into the stage's buffer (after
+ * it): loops over the tiles (copies of the unrolled spatial loops between R and the tensorized ones), each the four
+ * elements the PTX layout gives this lane. */
+static kg_irstmt *mma_acc_copy(lctx *L, nest *n, int to_regs) {
+  kg_arena *a = L->a;
+  kg_sstage *st = n->st;
+  kg_mma_plan p;
+  char err[512];
+  if (kg_sched_mma_plan(L->s, st, &p, err, sizeof err) != 0) {
+    fail(L, "lower: %s", err);
+    return kg_ir_seq(a);
+  }
+  kg_irexpr **lv = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
+  kg_irvar **copy = KG_NEW_ARRAY(a, kg_irvar *, st->nleaves + 1);
+  for (int j = 0; j < st->nleaves; j++) {
+    kg_iter *it = st->leaves[j];
+    if (j <= n->R) {
+      lv[it->id] = kg_ir_var(a, n->leafvar[j]);
+    } else if (j < st->nleaves - 3 && !it->is_reduce) {
+      copy[j] = new_var(L, kg_arena_printf(a, "%s.acc", it->name), st->name);
+      set_range(L, copy[j], 0, n->ext[it->id] - 1);
+      lv[it->id] = kg_ir_var(a, copy[j]);
+    } else {
+      lv[it->id] = kg_ir_int(a, 0); /* the accumulators do not depend on the reduction */
+    }
+  }
+  kg_irexpr *base = kg_ir_binary(a, KG_OP_MUL, mma_tile_index(L, n, lv), kg_ir_int(a, 4));
+  kg_irstmt *body = kg_ir_seq(a);
+  for (int e = 0; e < 4; e++) {
+    lv[p.rows->id] = kg_ir_int(a, e >> 1);
+    lv[p.cols->id] = kg_ir_int(a, e & 1);
+    kg_irexpr *guard;
+    kg_irexpr *ix = out_index_at(L, n, lv, &guard);
+    kg_irexpr *ai = kg_ir_binary(a, KG_OP_ADD, base, kg_ir_int(a, e));
+    kg_ir_seq_push(a, body, to_regs ? kg_ir_store(a, n->mma_acc, ai, kg_ir_float(a, 0))
+                                    : kg_ir_store(a, n->out_buf, ix, kg_ir_load(a, n->mma_acc, ai)));
+  }
+  for (int j = st->nleaves - 4; j > n->R; j--)
+    if (copy[j])
+      body = kg_ir_for(a, copy[j], kg_ir_int(a, n->ext[st->leaves[j]->id]), KG_LOOP_UNROLLED, KG_THREAD_NONE,
+                       kg_arena_printf(a, "%s.acc", st->leaves[j]->name), st->name, body);
+  return body;
+}
+
 static kg_irstmt *build_from(lctx *L, nest *n, int k) {
   kg_arena *a = L->a;
   kg_sstage *st = n->st;
@@ -762,7 +846,10 @@ static kg_irstmt *build_from(lctx *L, nest *n, int k) {
   if (st->mma[0] && k == st->nleaves - 3) return build_mma(L, n, k);
   if (st->bfdot[0] && k == st->nleaves - 3 && !n->plain) return build_bfdot(L, n, k);
   kg_iter *it = st->leaves[k];
-  kg_irstmt *init = k == n->R && !n->red_buf ? build_init(L, n) : NULL;
+  /* tensorize inside the reduction's loops: the accumulators of the warp's tiles in registers across them, set to
+   * zero there (the stage's buffer is then written once, after the reduction, and never initialized) */
+  int64_t tiles = k == n->R ? mma_register_tiles(L, n) : 0;
+  kg_irstmt *init = k == n->R && !n->red_buf && !tiles ? build_init(L, n) : NULL;
   int saved = L->in_parallel;
   if (it->kind == KG_LOOP_PARALLEL) L->in_parallel = 1;
   kg_irvar *v = n->leafvar[k];
@@ -772,18 +859,19 @@ static kg_irstmt *build_from(lctx *L, nest *n, int k) {
     L->relax.lo[v->id] = 0;
     L->relax.hi[v->id] = n->ext[it->id] - 1;
   }
-  /* tensorize right inside the reduction's loop: the accumulators in registers across it */
   kg_buffer *acc = NULL;
-  if (st->mma[0] && k == n->R && k == st->nleaves - 4 && L->target == KG_TARGET_CUDA && !n->red_buf) {
+  if (tiles > 0) {
     acc = KG_NEW(a, kg_buffer);
     acc->name = unique_name(L, "kg_mma_c", NULL);
     acc->id = L->nbuffers++;
     acc->scope = KG_SCOPE_LOCAL;
     acc->tensor = st->out;
     acc->dtype = KG_DT_F32;
-    acc->size = 4;
+    acc->size = 4 * tiles;
     acc->param_index = -1;
     n->mma_acc = acc;
+    n->mma_ntiles = tiles;
+    n->mma_seen = 0;
   }
   kg_irstmt *body = build_body(L, n, k);
   if (thread) L->relax.known[v->id] = 0;
@@ -791,19 +879,17 @@ static kg_irstmt *build_from(lctx *L, nest *n, int k) {
   kg_irstmt *loop = kg_ir_for(a, n->leafvar[k], ext_expr(L, n, it), it->kind, it->tag, it->name, st->name, body);
   loop->loop.pipeline = it->pipeline;
   if (acc) {
-    n->mma_acc = NULL;
-    if (!n->mma_cix[0]) {
+    if (!n->mma_seen) {
+      n->mma_acc = NULL;
       fail(L, "lower: tensorize: stage %s: no tensor-core step inside its reduction loop %s", st->name, it->name);
       return kg_ir_seq(a);
     }
     kg_irstmt *in = kg_ir_seq(a);
-    for (int e = 0; e < 4; e++)
-      kg_ir_seq_push(a, in, kg_ir_store(a, acc, kg_ir_int(a, e), kg_ir_load(a, n->out_buf, n->mma_cix[e])));
+    kg_ir_seq_push(a, in, mma_acc_copy(L, n, 1));
     kg_ir_seq_push(a, in, loop);
-    for (int e = 0; e < 4; e++)
-      kg_ir_seq_push(a, in, kg_ir_store(a, n->out_buf, n->mma_cix[e], kg_ir_load(a, acc, kg_ir_int(a, e))));
+    kg_ir_seq_push(a, in, mma_acc_copy(L, n, 0));
+    n->mma_acc = NULL;
     loop = kg_ir_alloc(a, acc, in);
-    for (int e = 0; e < 4; e++) n->mma_cix[e] = NULL;
   }
   if (!init) return loop;
   kg_irstmt *seq = kg_ir_seq(a);
@@ -865,11 +951,12 @@ static int attached_at_any(lctx *L, const kg_sstage *st, kg_iter *const *loops, 
 }
 
 /* Replaces leaves k.. (the three tensorized loops) of n by the fragments' copies and one KG_IRS_MMA: each thread
- * loads the elements the PTX layout gives its lane (groupID = lane / 4, thread in group = lane % 4; A: rows g and
- * g + 8, columns 2 tig + {0, 1} and + 8; B: rows 2 tig + {0, 1} and + 8, column g; its accumulators: rows g and
- * g + 8, columns 2 tig + {0, 1}), which are exactly the loops' own points with the loop values substituted: the rows
- * loop is g's high bit (row = 8 rows + g), the columns loop the low bit of the column (column = 2 tig + cols). B's
- * column g is another lane's: its column loops take g's value in place of this lane's. */
+ * loads the elements the PTX layout gives its lane (groupID = lane / 4, thread in group = lane % 4; m16n8k16: A rows
+ * g and g + 8, columns 2 tig + {0, 1} and + 8, B rows 2 tig + {0, 1} and + 8, column g; m16n8k8 (TF32): A rows g and
+ * g + 8, columns tig and tig + 4, B rows tig and tig + 4, column g; its accumulators, both: rows g and g + 8,
+ * columns 2 tig + {0, 1}), which are exactly the loops' own points with the loop values substituted: the rows loop
+ * is g's high bit (row = 8 rows + g), the columns loop the low bit of the column (column = 2 tig + cols). B's column
+ * g is another lane's: its column loops take g's value in place of this lane's. */
 static kg_irstmt *build_mma(lctx *L, nest *n, int k) {
   kg_arena *a = L->a;
   kg_sstage *st = n->st;
@@ -879,15 +966,15 @@ static kg_irstmt *build_mma(lctx *L, nest *n, int k) {
     fail(L, "lower: tensorize: stage %s: tensor cores are CUDA's (the C target has none)", st->name);
     return kg_ir_seq(a);
   }
-  if (kg_sched_mma_plan(st, &p, err, sizeof err) != 0) {
+  if (kg_sched_mma_plan(L->s, st, &p, err, sizeof err) != 0) {
     fail(L, "lower: %s", err);
     return kg_ir_seq(a);
   }
-  if (n->ext[p.rows->id] != 2 || n->ext[p.cols->id] != 2 || n->ext[p.k->id] != 16 || n->ext[p.lane->id] != 32 ||
+  if (n->ext[p.rows->id] != 2 || n->ext[p.cols->id] != 2 || n->ext[p.k->id] != p.kstep || n->ext[p.lane->id] != 32 ||
       n->sext[p.rows->id] || n->sext[p.cols->id] || n->sext[p.k->id] || n->sext[p.lane->id]) {
-    fail(L, "lower: tensorize: stage %s: its loops span %lld x %lld x %lld over %lld lanes here, not 2 x 2 x 16 over "
+    fail(L, "lower: tensorize: stage %s: its loops span %lld x %lld x %lld over %lld lanes here, not 2 x 2 x %d over "
          "32", st->name, (long long)n->ext[p.rows->id], (long long)n->ext[p.cols->id], (long long)n->ext[p.k->id],
-         (long long)n->ext[p.lane->id]);
+         (long long)n->ext[p.lane->id], p.kstep);
     return kg_ir_seq(a);
   }
   if (n->X >= 0 || n->red_buf || n->R < 0 || n->R >= k) {
@@ -903,7 +990,10 @@ static kg_irstmt *build_mma(lctx *L, nest *n, int k) {
   kg_irexpr *lane = base[p.lane->id];
   kg_irexpr *tig = kg_ir_binary(a, KG_OP_MOD, lane, kg_ir_int(a, 4));
   kg_irexpr *grp = kg_ir_binary(a, KG_OP_DIV, lane, kg_ir_int(a, 4));
-#define KAT(c) kg_ir_binary(a, KG_OP_ADD, kg_ir_binary(a, KG_OP_MUL, tig, kg_ir_int(a, 2)), kg_ir_int(a, (c)))
+  /* the reduction index of A's element e (B's: kb) in this lane: m16n8k16's pairs 2 tig + {0, 1} (+ 8), m16n8k8's
+   * single elements tig (+ 4) */
+  const int tf32 = p.kstep == 8, na = tf32 ? 4 : 8, nb = tf32 ? 2 : 4;
+#define KAT(c) kg_ir_binary(a, KG_OP_ADD, tf32 ? tig : kg_ir_binary(a, KG_OP_MUL, tig, kg_ir_int(a, 2)), kg_ir_int(a, (c)))
   kg_buffer *fa = KG_NEW(a, kg_buffer), *fb = KG_NEW(a, kg_buffer);
   kg_buffer *frag[2] = {fa, fb};
   for (int q = 0; q < 2; q++) {
@@ -912,50 +1002,51 @@ static kg_irstmt *build_mma(lctx *L, nest *n, int k) {
     frag[q]->scope = KG_SCOPE_LOCAL;
     frag[q]->tensor = (q ? p.b : p.a)->read.tensor;
     frag[q]->dtype = p.dtype;
-    frag[q]->size = q ? 4 : 8;
+    frag[q]->size = q ? nb : na;
     frag[q]->param_index = -1;
   }
   kg_irstmt *seq = kg_ir_seq(a);
-  kg_ir_seq_push(a, seq, kg_ir_comment(a, kg_arena_printf(a, "stage %s: loops %s, %s, %s as one mma.m16n8k16 (%s)",
-                                                          st->name, p.rows->name, p.cols->name, p.k->name,
-                                                          kg_dtype_names[p.dtype])));
-  for (int e = 0; e < 8; e++) {
+  kg_ir_seq_push(a, seq, kg_ir_comment(a, kg_arena_printf(a, "stage %s: loops %s, %s, %s as one mma.m16n8k%d (%s)",
+                                                          st->name, p.rows->name, p.cols->name, p.k->name, p.kstep,
+                                                          tf32 ? "tf32" : kg_dtype_names[p.dtype])));
+  for (int e = 0; e < na; e++) {
     memcpy(lv, base, sizeof(kg_irexpr *) * (size_t)(st->nall + 1));
-    lv[p.rows->id] = kg_ir_int(a, (e >> 1) & 1);
+    lv[p.rows->id] = kg_ir_int(a, tf32 ? e & 1 : (e >> 1) & 1);
     lv[p.cols->id] = kg_ir_int(a, 0);
-    lv[p.k->id] = KAT((e & 1) + 8 * (e >> 2));
+    lv[p.k->id] = tf32 ? KAT(4 * (e >> 1)) : KAT((e & 1) + 8 * (e >> 2));
     kg_ir_seq_push(a, seq, kg_ir_store(a, fa, kg_ir_int(a, e), mma_operand(L, n, lv, p.a, p.dtype, "tensorize")));
   }
-  for (int e = 0; e < 4; e++) {
+  for (int e = 0; e < nb; e++) {
     memcpy(lv, base, sizeof(kg_irexpr *) * (size_t)(st->nall + 1));
     lv[p.rows->id] = kg_ir_int(a, 0);
     lv[p.lane->id] = kg_ir_binary(a, KG_OP_DIV, lane, kg_ir_int(a, 8)); /* thread in group = g / 2 */
     lv[p.cols->id] = kg_ir_binary(a, KG_OP_MOD, grp, kg_ir_int(a, 2));
-    lv[p.k->id] = KAT((e & 1) + 8 * (e >> 1));
+    lv[p.k->id] = tf32 ? KAT(4 * e) : KAT((e & 1) + 8 * (e >> 1));
     kg_ir_seq_push(a, seq, kg_ir_store(a, fb, kg_ir_int(a, e), mma_operand(L, n, lv, p.b, p.dtype, "tensorize")));
   }
 #undef KAT
   kg_irexpr *cix[4];
-  for (int e = 0; e < 4; e++) {
+  /* the four accumulators' points, then the far end of the k stretch (a reduction the step does not divide) */
+  for (int e = 0; e < 5; e++) {
     memcpy(lv, base, sizeof(kg_irexpr *) * (size_t)(st->nall + 1));
-    lv[p.rows->id] = kg_ir_int(a, e >> 1);
-    lv[p.cols->id] = kg_ir_int(a, e & 1);
-    lv[p.k->id] = kg_ir_int(a, 0);
+    lv[p.rows->id] = kg_ir_int(a, e < 4 ? e >> 1 : 0);
+    lv[p.cols->id] = kg_ir_int(a, e < 4 ? e & 1 : 0);
+    lv[p.k->id] = kg_ir_int(a, e < 4 ? 0 : p.kstep - 1);
     kg_irexpr *guard;
-    cix[e] = out_index_at(L, n, lv, &guard);
+    kg_irexpr *ix = out_index_at(L, n, lv, &guard);
+    if (e < 4) cix[e] = ix;
     if (guard)
       fail(L, "lower: tensorize: stage %s: its tile needs a guard (a split that does not divide, or a region past "
-           "its tensor's edge); the tensor cores compute whole 16 x 8 x 16 tiles", st->name);
+           "its tensor's edge); the tensor cores compute whole 16 x 8 x %d tiles", st->name, p.kstep);
   }
   if (n->out_buf->dtype != KG_DT_F32)
     fail(L, "lower: tensorize: stage %s: its accumulators are %s; they must be f32", st->name,
          kg_dtype_names[n->out_buf->dtype]);
   if (n->mma_acc) {
     kg_irexpr *ai[4];
-    for (int e = 0; e < 4; e++) {
-      n->mma_cix[e] = cix[e];
-      ai[e] = kg_ir_int(a, e);
-    }
+    kg_irexpr *t4 = kg_ir_binary(a, KG_OP_MUL, mma_tile_index(L, n, base), kg_ir_int(a, 4));
+    for (int e = 0; e < 4; e++) ai[e] = kg_ir_binary(a, KG_OP_ADD, t4, kg_ir_int(a, e));
+    n->mma_seen = 1;
     kg_ir_seq_push(a, seq, kg_ir_mma(a, fa, fb, n->mma_acc, ai, p.dtype, st->name));
   } else {
     kg_ir_seq_push(a, seq, kg_ir_mma(a, fa, fb, n->out_buf, cix, p.dtype, st->name));

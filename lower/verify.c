@@ -398,13 +398,16 @@ static void check_stmt(vctx *V, const kg_irstmt *s) {
     }
     case KG_IRS_MMA: {
       if (!cuda) FAIL("a tensor-core step on the C target");
-      if (s->mma.dtype != KG_DT_F16 && s->mma.dtype != KG_DT_BF16) FAIL("operands of type %s", kg_dtype_names[s->mma.dtype]);
+      if (s->mma.dtype >= KG_DT_COUNT) FAIL("operands of an unknown type");
       const kg_buffer *fr[2] = {s->mma.a, s->mma.b};
+      /* one register per lane of each 32-bit element: 4 of A and 2 of B for TF32 (f32), twice as many 16-bit ones */
+      const int per = s->mma.dtype == KG_DT_F32 ? 1 : 2;
       for (int q = 0; q < 2; q++) {
         if (!check_buf_id(V, fr[q])) return;
         if (!V->buf_live[fr[q]->id]) FAIL("fragment %s outside its allocation", fr[q]->name);
-        if (fr[q]->scope != KG_SCOPE_LOCAL || fr[q]->size != (q ? 4 : 8) || fr[q]->dtype != s->mma.dtype)
-          FAIL("fragment %s is not a local array of %d %s", fr[q]->name, q ? 4 : 8, kg_dtype_names[s->mma.dtype]);
+        if (fr[q]->scope != KG_SCOPE_LOCAL || fr[q]->size != (q ? 2 : 4) * per || fr[q]->dtype != s->mma.dtype)
+          FAIL("fragment %s is not a local array of %d %s", fr[q]->name, (q ? 2 : 4) * per,
+               kg_dtype_names[s->mma.dtype]);
       }
       for (int i = 0; i < 4 && !V->failed; i++) check_index(V, s->mma.c, s->mma.c_index[i], "accumulator");
       if (V->failed) return;

@@ -474,7 +474,9 @@ static void stmt(wctx *W, kg_irstmt *s) {
     case KG_IRS_MMA: {
       double warps = factor(W) / 32;
       w->mma_insts += warps;
-      w->flops += warps * 2 * 16 * 8 * 16;
+      /* a TF32 m16n8k8 has half the FMAs of an m16n8k16 and takes the tensor cores as long (half their FMA rate),
+       * so both count as one step */
+      w->flops += warps * 2 * 16 * 8 * kg_mma_kstep(s->mma.dtype);
       w->other_insts += factor(W) * 10; /* packing the fragments, the accumulators' moves */
       break;
     }

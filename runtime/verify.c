@@ -289,9 +289,14 @@ static double longest_reduction(const kg_program *p) {
  * may land apart when the values they round differ by a little. */
 static double dtype_ulp(kg_dtype t) { return t == KG_DT_F16 ? 0x1p-10 : t == KG_DT_BF16 ? 0x1p-7 : 0; }
 
-/* The widest ulp (dtype_ulp) among the program's tensors of this kind: 0 when they are all f32. */
+/* TF32's ulp (11 significant bits), where the program allows it: a tensorized product's operands are each rounded
+ * to it, so every product may be off by one such ulp of its value, a narrow intermediate's error by another name. */
+#define TF32_ULP 0x1p-10
+
+/* The widest ulp (dtype_ulp) among the program's tensors of this kind: 0 when they are all f32; a program that
+ * allows TF32 has operands of its products rounded as if its intermediates were TF32. */
 static double narrow_ulp(const kg_program *p, kg_tensor_kind kind) {
-  double u = 0;
+  double u = kind == KG_TENSOR_TEMP && p->tf32 ? TF32_ULP : 0;
   for (int i = 0; i < p->ntensors; i++)
     if (p->tensors[i]->kind == kind && dtype_ulp(p->tensors[i]->dtype) > u) u = dtype_ulp(p->tensors[i]->dtype);
   return u;

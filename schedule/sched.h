@@ -237,11 +237,14 @@ kg_iter *kg_sstage_find_iter(const kg_sstage *st, const char *name); /* any iter
 
 /* `tensorize S ROWS COLS K` (schedule/tensorize.c) maps a sum of products of two f16 or bf16 reads onto the tensor
  * cores' mma.sync.aligned.m16n8k16 (f32 accumulation): per warp, a 16 x 8 tile of S over a 16-long stretch of the
- * reduction. What it requires of S (PTX ISA, "Matrix Fragments for mma.m16n8k16"): its body is A * B, two reads of
- * f16 (or of bf16) tensors, A not depending on the column axis and B not on the row axis; it sums; ROWS, COLS and K
- * are its three innermost loops (any order), serial or unrolled, ROWS = the outer part (2) of a split by 8 of a
- * 16-long row stretch, COLS = the inner part (2) of a split by 2 of an 8-long column stretch, K a 16-long stretch
- * of a reduction axis whose first loop is further out; and the row split's inner part (8, the fragment's groupID)
+ * reduction; or of two f32 reads, where the program allows TF32 (kg_program.tf32, `--tf32`), onto
+ * mma.sync.aligned.m16n8k8.tf32 over an 8-long stretch (the operands rounded to TF32, as cvt.rna.tf32.f32 does).
+ * What it requires of S (PTX ISA, "Matrix Fragments for mma.m16n8k16" and "for mma.m16n8k8"): its body is A * B,
+ * two reads of f16 (or of bf16, or of f32 with TF32 allowed) tensors, A not depending on the column axis and B not
+ * on the row axis; it sums; ROWS, COLS and K are its three innermost loops (any order), serial or unrolled, ROWS =
+ * the outer part (2) of a split by 8 of a 16-long row stretch, COLS = the inner part (2) of a split by 2 of an
+ * 8-long column stretch, K a stretch of kg_mma_kstep (16; 8 for TF32) of a reduction axis whose first loop is
+ * further out; and the row split's inner part (8, the fragment's groupID)
  * fused, outer, with the column split's outer part (4, its thread in group) into one loop of 32 bound to
  * threadIdx.x: lane = 4 * groupID + thread_in_group. Each thread then computes exactly the four accumulator
  * elements the instruction's layout gives its lane, so the loops and the instruction mean the same. The kernel
@@ -252,11 +255,15 @@ typedef struct kg_mma_plan {
   kg_iter *lane;            /* the fused loop bound to threadIdx.x (32) */
   kg_iter *group, *tig;     /* its parts: the rows' 8 (outer), the columns' 4 (inner) */
   const kg_expr *a, *b;     /* the reads: a over rows and k, b over k and columns */
-  kg_dtype dtype;           /* theirs: f16 or bf16 */
+  kg_dtype dtype;           /* theirs: f16 or bf16, or f32 (computed as TF32) */
+  int kstep;                /* the instruction's reduction: kg_mma_kstep(dtype) */
 } kg_mma_plan;
-/* Fills p for a stage that `tensorize` marked, checking everything above again (later steps may have changed
+/* The reduction one tensor-core step covers for operands of type t: 16 (f16, bf16: m16n8k16), 8 (f32 as TF32:
+ * m16n8k8). */
+int kg_mma_kstep(kg_dtype t);
+/* Fills p for a stage of s that `tensorize` marked, checking everything above again (later steps may have changed
  * the loops around it); 0, or -1 with the reason in err ("tensorize: stage S: ..."). */
-int kg_sched_mma_plan(const kg_sstage *st, kg_mma_plan *p, char *err, size_t errlen);
+int kg_sched_mma_plan(const kg_schedule *s, const kg_sstage *st, kg_mma_plan *p, char *err, size_t errlen);
 /* `bfdot S ROWS COLS K` (schedule/tensorize.c) computes S's three innermost loops with bf16 pair dot products
  * (x86's vdpbf16ps, Arm's BFDOT: per f32 lane, acc += a0 * b0 + a1 * b1 over two bf16 pairs), C target. It
  * requires: S sums A * B, two reads of bf16 tensors, A not depending on the columns and B not on the rows; ROWS,

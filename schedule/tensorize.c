@@ -1,5 +1,6 @@
 /* Tensor instructions: `tensorize S ROWS COLS K` computes S's three innermost loops with the tensor cores
- * (mma.sync.aligned.m16n8k16, f16 or bf16 operands, f32 accumulation), `bfdot S ROWS COLS K` with a CPU's bf16 pair
+ * (mma.sync.aligned.m16n8k16 with f16 or bf16 operands, m16n8k8 with f32 ones as TF32 where the program allows it;
+ * f32 accumulation), `bfdot S ROWS COLS K` with a CPU's bf16 pair
  * dot products. What each requires is in sched.h (kg_mma_plan, kg_bfdot_plan); a plan is checked twice, by the step
  * and again by lowering (lower/lower.c), since later steps may move loops around it. The step marks the loops so
  * that no later split, fuse or annotation can change them. */
@@ -89,8 +90,9 @@ static int split_operands(const kg_sstage *st, const kg_iter *I, const kg_iter *
 
 /* The step: the three loops named recorded in slots (NULL again when plan refuses them) and frozen; plan checks
  * the step's requirements, and once they hold may freeze loops of its own (tensorize's lane loop). */
-static int tensor_step(kg_sstage *st, const kg_step *step, kg_iter **slots, const char *prim,
-                       int (*plan)(const kg_sstage *, char *, size_t), char *err, size_t errlen) {
+static int tensor_step(const kg_schedule *s, kg_sstage *st, const kg_step *step, kg_iter **slots, const char *prim,
+                       int (*plan)(const kg_schedule *, const kg_sstage *, char *, size_t), char *err,
+                       size_t errlen) {
   if (st->mma[0] || st->bfdot[0])
     FAIL("%s: stage %s: already computed by %s", prim, st->name, st->mma[0] ? "tensorize" : "bfdot");
   kg_iter *it[3];
@@ -99,7 +101,7 @@ static int tensor_step(kg_sstage *st, const kg_step *step, kg_iter **slots, cons
     if (!it[q]) FAIL("%s: stage %s: no loop named %s", prim, st->name, step->names[q]);
   }
   for (int q = 0; q < 3; q++) slots[q] = it[q];
-  if (plan(st, err, errlen) != 0) {
+  if (plan(s, st, err, errlen) != 0) {
     for (int q = 0; q < 3; q++) slots[q] = NULL; /* a failed step changes nothing */
     return -1;
   }
@@ -113,7 +115,9 @@ static int mma_usable(const kg_iter *it) {
   return (it->kind == KG_LOOP_SERIAL || it->kind == KG_LOOP_UNROLLED) && it->tag == KG_THREAD_NONE && !it->pipeline;
 }
 
-int kg_sched_mma_plan(const kg_sstage *st, kg_mma_plan *p, char *err, size_t errlen) {
+int kg_mma_kstep(kg_dtype t) { return t == KG_DT_F32 ? 8 : 16; }
+
+int kg_sched_mma_plan(const kg_schedule *s, const kg_sstage *st, kg_mma_plan *p, char *err, size_t errlen) {
   memset(p, 0, sizeof *p);
   const char *n = st->name;
   if (!st->mma[0]) FAIL("tensorize: stage %s: not tensorized", n);
@@ -121,13 +125,15 @@ int kg_sched_mma_plan(const kg_sstage *st, kg_mma_plan *p, char *err, size_t err
   if (product_of_reads(st, "tensorize", err, errlen)) return -1;
   const kg_expr *e = st->body;
   kg_dtype ta = e->op.a->read.tensor->dtype, tb = e->op.b->read.tensor->dtype;
-  if (ta == KG_DT_F32 || ta != tb)
+  if (ta != tb || (ta == KG_DT_F32 && !s->prog->tf32))
     FAIL("tensorize: stage %s: the operands %s and %s are %s and %s; the tensor cores take two f16 or two bf16 "
-         "operands", n, e->op.a->read.tensor->name, e->op.b->read.tensor->name, kg_dtype_names[ta], kg_dtype_names[tb]);
+         "operands, or two f32 ones as TF32 when the program allows it (--tf32)", n, e->op.a->read.tensor->name,
+         e->op.b->read.tensor->name, kg_dtype_names[ta], kg_dtype_names[tb]);
   kg_iter *const loops[3] = {I, J, K};
   if (innermost_three(st, loops, mma_usable, "serial or unrolled", "tensorize", err, errlen)) return -1;
-  if (!K->is_reduce || K->extent != 16)
-    FAIL("tensorize: stage %s: loop %s must be a reduction loop of 16 (it is %s of %lld)", n, K->name,
+  const int ks = kg_mma_kstep(ta);
+  if (!K->is_reduce || K->extent != ks)
+    FAIL("tensorize: stage %s: loop %s must be a reduction loop of %d (it is %s of %lld)", n, K->name, ks,
          K->is_reduce ? "a reduction loop" : "spatial", (long long)K->extent);
   /* rows: I is the outer 2 of a split by 8 of a 16-long stretch */
   if (I->is_reduce || I->origin != KG_ITER_SPLIT_OUTER || I->split_parent->split_inner->factor != 8 ||
@@ -154,19 +160,19 @@ int kg_sched_mma_plan(const kg_sstage *st, kg_mma_plan *p, char *err, size_t err
   p->a = x;
   p->b = y;
   p->dtype = ta;
+  p->kstep = ks;
   return 0;
 }
 
-static int mma_check(const kg_sstage *st, char *err, size_t errlen) {
+static int mma_check(const kg_schedule *s, const kg_sstage *st, char *err, size_t errlen) {
   kg_mma_plan p;
-  if (kg_sched_mma_plan(st, &p, err, errlen) != 0) return -1;
+  if (kg_sched_mma_plan(s, st, &p, err, errlen) != 0) return -1;
   p.lane->tensorized = 1; /* the lane loop is frozen too */
   return 0;
 }
 
 int kg_sched_tensorize(kg_schedule *s, kg_sstage *st, const kg_step *step, char *err, size_t errlen) {
-  (void)s;
-  return tensor_step(st, step, st->mma, "tensorize", mma_check, err, errlen);
+  return tensor_step(s, st, step, st->mma, "tensorize", mma_check, err, errlen);
 }
 
 /* ---- bfdot ---- */
@@ -211,12 +217,12 @@ int kg_sched_bfdot_plan(const kg_sstage *st, kg_bfdot_plan *p, char *err, size_t
   return 0;
 }
 
-static int bfdot_check(const kg_sstage *st, char *err, size_t errlen) {
+static int bfdot_check(const kg_schedule *s, const kg_sstage *st, char *err, size_t errlen) {
+  (void)s;
   kg_bfdot_plan p;
   return kg_sched_bfdot_plan(st, &p, err, errlen);
 }
 
 int kg_sched_bfdot(kg_schedule *s, kg_sstage *st, const kg_step *step, char *err, size_t errlen) {
-  (void)s;
-  return tensor_step(st, step, st->bfdot, "bfdot", bfdot_check, err, errlen);
+  return tensor_step(s, st, step, st->bfdot, "bfdot", bfdot_check, err, errlen);
 }

@@ -42,6 +42,7 @@ static kg_program *reload(const kg_program *p, int k, int64_t v, kg_diag *d, kg_
     kg_program_free(q);
     q = NULL;
   }
+  if (q) q->tf32 = p->tf32;
   return q;
 }
 

@@ -238,6 +238,10 @@ typedef struct kg_program {
   int n_ivars;
   int io_retyped;      /* kg_program_set_io_dtype made every input and output io_dtype */
   kg_dtype io_dtype;
+  /* `--tf32`: a sum of products of two f32 reads may run on the tensor cores as TF32 (operands rounded to 10
+   * mantissa bits, f32 accumulation), as PyTorch's allow_tf32. Off by default: such a kernel is no longer computed
+   * in f32, so the workload is another one (its log hash differs) and verification allows the operands' rounding */
+  int tf32;
 } kg_program;
 
 /* A size binding from the command line (-D NAME=VALUE). */

@@ -412,7 +412,20 @@ static void test_language(void) {
     kg_program *rb = kg_program_rebind(r, 0, 16, &d, &da);
     CHECK(rb && rb->inputs[0]->dtype == KG_DT_BF16 && rb->io_retyped && rb->sizes[0].dynamic);
     kg_program_free(rb);
-    /* the log keeps the retyping; a reader gets it back */
+    /* --tf32: another workload (its hash moves; the f32 one's stays), kept by a rebinding */
+    kg_tlog_workload w2, w3;
+    q->tf32 = 1;
+    kg_tlog_workload_of(q, &w2);
+    CHECK(strcmp(w0.hash, w2.hash) != 0 && strcmp(w1.hash, w2.hash) != 0 && w2.tf32 == 1 && w2.io_dtype == 0);
+    q->tf32 = 0;
+    kg_tlog_workload_of(q, &w3);
+    CHECK(!strcmp(w0.hash, w3.hash) && w3.tf32 == 0);
+    r->tf32 = 1;
+    rb = kg_program_rebind(r, 0, 16, &d, &da);
+    CHECK(rb && rb->tf32 == 1);
+    kg_program_free(rb);
+    r->tf32 = 0;
+    /* the log keeps the retyping and TF32; a reader gets them back */
     kg_tlog_record rec;
     memset(&rec, 0, sizeof rec);
     rec.v = KG_TLOG_VERSION;
@@ -425,12 +438,19 @@ static void test_language(void) {
     unlink(path);
     kg_tlog_writer *wr = kg_tlog_open(path, err, sizeof err);
     CHECKF(wr && kg_tlog_append(wr, &rec, err, sizeof err) == 0, "%s", err);
+    rec.workload = w2;
+    CHECKF(wr && kg_tlog_append(wr, &rec, err, sizeof err) == 0, "%s", err);
     if (wr) kg_tlog_close(wr);
     kg_tlog log;
     kg_tlog_init(&log);
     int missing = 0;
-    CHECK(kg_tlog_read(&log, path, &missing, err, sizeof err) == 0 && log.n == 1);
-    if (log.n == 1) CHECK(log.recs[0].workload.io_dtype == 1 + KG_DT_BF16 && !strcmp(log.recs[0].workload.hash, w1.hash));
+    CHECK(kg_tlog_read(&log, path, &missing, err, sizeof err) == 0 && log.n == 2);
+    if (log.n == 2) {
+      CHECK(log.recs[0].workload.io_dtype == 1 + KG_DT_BF16 && !strcmp(log.recs[0].workload.hash, w1.hash) &&
+            !log.recs[0].workload.tf32);
+      CHECK(log.recs[1].workload.io_dtype == 0 && !strcmp(log.recs[1].workload.hash, w2.hash) &&
+            log.recs[1].workload.tf32 == 1);
+    }
     kg_tlog_free(&log);
     unlink(path);
   }

@@ -1,5 +1,6 @@
-/* tensorize: a sum of products of f16 or bf16 reads computed by mma.sync.m16n8k16. Hand-written tensorized GEMMs
- * (one warp a block, and two warps with four instruction tiles each) on f16 and bf16 operands at several sizes:
+/* tensorize: a sum of products of f16 or bf16 reads computed by mma.sync.m16n8k16, of f32 reads by m16n8k8 as TF32
+ * where the program allows it. Hand-written tensorized GEMMs (one warp a block, and two warps with four instruction
+ * tiles each) on f16, bf16 and TF32 operands at several sizes:
  * lowered, printed, verified on the CUDA emulator (whose step is the software one, so every fragment address is
  * checked against the reference), compiled with NVRTC for sm_80, sm_86 and sm_90 with the instruction in the PTX
  * and the limits kept, and for sm_75 without it; the estimate counts the steps; and every precondition refused with
@@ -16,6 +17,8 @@
 
 static const char *const GEMM = "def matmul(A: %s[M, K], B: %s[K, N]) -> (C: f32[M, N]) {\n"
                                 "  C[i, j] = sum[k](A[i, k] * B[k, j])\n}\n";
+static const char GEMM_F32[] = "def matmul(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {\n"
+                               "  C[i, j] = sum[k](A[i, k] * B[k, j])\n}\n";
 
 /* One warp a block, one 16 x 8 tile a warp. */
 static const char *const ONE_WARP = "split C i 16\nsplit C i.i 8\nsplit C j 8\nsplit C j.i 2\nsplit C k 16\n"
@@ -32,17 +35,55 @@ static const char *const TWO_WARPS = "split C i 32\nsplit C i.i 16\nsplit C i.i.
                                      "bind C i.i.i.i*j.i.i.o threadIdx.x\nunroll C j.i.o\n"
                                      "tensorize C i.i.i.o j.i.i.i k.i\n";
 
-static kg_program *load_gemm(const char *t, const char *sizes) {
-  char text[256];
-  snprintf(text, sizeof text, GEMM, t, t);
-  return kg_test_load_sizes(text, sizes);
+/* Two warps of four tiles with the k loop outside the tiles' (unrolled) loop, as staged schedules have it: the 16
+ * accumulators of a thread's four tiles stay in registers across k; with the tiles' loop serial they cannot. */
+static const char *const KOUT = "split C i 32\nsplit C i.i 16\nsplit C i.i.i 8\n"
+                                "split C j 32\nsplit C j.i 8\nsplit C j.i.i 2\nsplit C k 16\n"
+                                "reorder C i.o j.o i.i.o i.i.i.i j.i.i.o k.o j.i.o i.i.i.o j.i.i.i k.i\n"
+                                "fuse C i.i.i.i j.i.i.o\n"
+                                "bind C i.o blockIdx.y\nbind C j.o blockIdx.x\nbind C i.i.o threadIdx.y\n"
+                                "bind C i.i.i.i*j.i.i.o threadIdx.x\n%s"
+                                "tensorize C i.i.i.o j.i.i.i k.i\n";
+
+/* The same with the reduction in TF32's steps of 8 ("split C k 16" made "split C k 8"). */
+static const char *k8(const char *sched, char *buf, size_t len) {
+  snprintf(buf, len, "%s", sched);
+  char *at = strstr(buf, "split C k 16");
+  if (at) at[10] = '8', memmove(at + 11, at + 12, strlen(at + 12) + 1);
+  return buf;
 }
 
-static void check_one(const char *t, const char *sizes, const char *sched, const char *what) {
+/* t: "f16", "bf16", "f32", or "tf32" (f32 with TF32 allowed). */
+static kg_program *load_gemm(const char *t, const char *sizes) {
   char text[256];
+  int tf32 = !strcmp(t, "tf32");
+  if (tf32) t = "f32";
   snprintf(text, sizeof text, GEMM, t, t);
+  kg_program *p = kg_test_load_sizes(text, sizes);
+  if (p) p->tf32 = tf32;
+  return p;
+}
+
+/* s lowered (in la, which the caller initialized and frees), printed into prog (the caller frees it) and built for
+ * the emulator into em (freed by the caller when this returns 1); 0 with the reason in err. */
+static int emu_build(const kg_schedule *s, kg_arena *la, kg_cuda_program *prog, kg_emu_module *em, char *err,
+                     size_t errlen) {
+  memset(prog, 0, sizeof *prog);
+  kg_lowered *lw = kg_lower(s, KG_TARGET_CUDA, la, err, errlen);
+  if (!lw || kg_codegen_cuda(lw, "kgen", prog, err, errlen) != 0) return 0;
+  if (kg_emu_build(prog, em) == 0) return 1;
+  snprintf(err, errlen, "emulator build: %s", em->log ? em->log : "?");
+  return 0;
+}
+
+/* regs: what the source must say of the accumulators (NULL: one tile's four in registers, "" nothing). */
+static void check_one_regs(const char *t, const char *sizes, const char *sched, const char *what, const char *regs) {
+  char text[256];
+  const int tf32 = !strcmp(t, "tf32");
+  snprintf(text, sizeof text, GEMM, tf32 ? "f32" : t, tf32 ? "f32" : t);
   kg_test_workload w;
   if (kg_test_workload_from_text(&w, text, sizes, 9, what) != 0) return;
+  w.p->tf32 = tf32;
   kg_schedule *s = kg_schedule_new(w.p);
   char err[2048];
   int ok = kg_test_apply_text(s, sched, err, sizeof err) == 0;
@@ -56,16 +97,21 @@ static void check_one(const char *t, const char *sizes, const char *sched, const
   int printed = lw && kg_codegen_cuda(lw, "kgen", &prog, err, sizeof err) == 0;
   CHECKF(!lw || printed, "%s: print: %s", what, err);
   if (printed) {
-    CHECKF(strstr(prog.source, "kg_mma_m16n8k16(kg_rc, kg_ra, kg_rb, ") != NULL, "%s: no mma step:\n%s", what,
-           prog.source);
-    /* k.o right outside the tensorized loops: the accumulators in registers across it */
-    CHECKF(strstr(prog.source, "kg_rc[0] = vkg_mma_c[0];") != NULL, "%s: accumulators not in registers:\n%s", what,
-           prog.source);
+    CHECKF(strstr(prog.source, tf32 ? "kg_mma_m16n8k8_tf32(kg_rc, kg_ra, kg_rb);" : "kg_mma_m16n8k16(kg_rc, kg_ra, kg_rb, ")
+               != NULL, "%s: no mma step:\n%s", what, prog.source);
+    /* k.o right outside the tensorized loops (or outside unrolled tile loops): the accumulators in registers
+     * across it, set to zero there and stored once, so the output is never read */
+    const char *want = regs ? regs : "kg_rc[0] = vkg_mma_c[0];";
+    CHECKF(strstr(prog.source, want) != NULL, "%s: want '%s' in:\n%s", what, want, prog.source);
+    if (!regs || regs[0]) CHECKF(strstr(prog.source, "= C[") == NULL, "%s: C read:\n%s", what, prog.source);
+    else CHECKF(strstr(prog.source, "vkg_mma_c") == NULL, "%s: registers indexed by a serial loop:\n%s", what, prog.source);
     kg_kernel_work wk;
     CHECK(kg_lower_kernel_work(lw, 0, &wk) == 0);
     int64_t m = w.p->outputs[0]->shape[0], n = w.p->outputs[0]->shape[1], k = w.p->inputs[0]->shape[1];
-    CHECKF(wk.mma_insts == (double)(m / 16) * (double)(n / 8) * (double)(k / 16), "%s: %g steps counted", what,
+    const int ks = tf32 ? 8 : 16;
+    CHECKF(wk.mma_insts == (double)(m / 16) * (double)(n / 8) * (double)(k / ks), "%s: %g steps counted", what,
            wk.mma_insts);
+    CHECKF(wk.flops == 2.0 * (double)m * (double)n * (double)k, "%s: %g flops counted", what, wk.flops);
     kg_emu_module em;
     int rc = kg_emu_build(&prog, &em);
     CHECKF(rc == 0, "%s: emulator build: %s", what, em.log ? em.log : "?");
@@ -81,9 +127,11 @@ static void check_one(const char *t, const char *sizes, const char *sched, const
       CHECKF(rc == 0, "%s: NVRTC %s: %s", what, arches[a], cb.log ? cb.log : "?");
       if (rc == 0) {
         char want[96];
-        snprintf(want, sizeof want, "mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32", t, t);
+        snprintf(want, sizeof want, "mma.sync.aligned.m16n8k%d.row.col.f32.%s.%s.f32", ks, t, t);
         int has = cb.ptx && strstr(cb.ptx, want) != NULL;
         CHECKF(has == (a < 3), "%s: %s: %s in the PTX: %d", what, arches[a], want, has);
+        /* the operands rounded by the hardware's own conversion */
+        if (tf32) CHECKF((cb.ptx && strstr(cb.ptx, "cvt.rna.tf32.f32") != NULL) == (a < 3), "%s: %s: cvt", what, arches[a]);
         kg_gpu_limits lim;
         char lw2[256];
         CHECK(kg_gpu_limits_for_arch(arches[a], &lim) == 0);
@@ -98,17 +146,82 @@ static void check_one(const char *t, const char *sizes, const char *sched, const
   kg_test_workload_free(&w);
 }
 
+static void check_one(const char *t, const char *sizes, const char *sched, const char *what) {
+  check_one_regs(t, sizes, sched, what, NULL);
+}
+
 static void test_legal(void) {
-  static const char *const types[] = {"bf16", "f16"};
-  for (int t = 0; t < 2; t++) {
-    char what[128];
+  static const char *const types[] = {"bf16", "f16", "tf32"};
+  for (int t = 0; t < 3; t++) {
+    char what[128], s1[1024], s2[1024];
+    const char *one = t == 2 ? k8(ONE_WARP, s1, sizeof s1) : ONE_WARP;
+    const char *two = t == 2 ? k8(TWO_WARPS, s2, sizeof s2) : TWO_WARPS;
     snprintf(what, sizeof what, "%s one warp 32x16x32", types[t]);
-    check_one(types[t], "M=32 N=16 K=32", ONE_WARP, what);
+    check_one(types[t], "M=32 N=16 K=32", one, what);
     snprintf(what, sizeof what, "%s one warp 64x48x128", types[t]);
-    check_one(types[t], "M=64 N=48 K=128", ONE_WARP, what);
+    check_one(types[t], "M=64 N=48 K=128", one, what);
     snprintf(what, sizeof what, "%s two warps 64x64x64", types[t]);
-    check_one(types[t], "M=64 N=64 K=64", TWO_WARPS, what);
+    check_one(types[t], "M=64 N=64 K=64", two, what);
+    snprintf(what, sizeof what, "%s two warps 32x32x24", types[t]);
+    if (t == 2) check_one(types[t], "M=32 N=32 K=24", two, what); /* K = 3 steps of 8 */
+    char kout[1024], s3[1024];
+    snprintf(kout, sizeof kout, KOUT, "unroll C j.i.o\n");
+    snprintf(what, sizeof what, "%s two warps, k outside four unrolled tiles", types[t]);
+    check_one_regs(types[t], "M=64 N=64 K=64", t == 2 ? k8(kout, s3, sizeof s3) : kout, what,
+                   "kg_rc[0] = vkg_mma_c[j_i_o * 4];");
+    snprintf(kout, sizeof kout, KOUT, "");
+    snprintf(what, sizeof what, "%s two warps, k outside four serial tiles", types[t]);
+    check_one_regs(types[t], "M=64 N=64 K=64", t == 2 ? k8(kout, s3, sizeof s3) : kout, what, "");
   }
+}
+
+/* The emulator rounds TF32 operands as the hardware does (cvt.rna.tf32.f32): A = 1 + 2^-12 (below half a TF32 ulp
+ * of 1: rounds to 1), B = 1 + 3 * 2^-12 (above: rounds to 1 + 2^-10), so each product is exactly 1 + 2^-10 and C is
+ * exactly K (1 + 2^-10), where f32 operands would give K (1 + 2^-12)(1 + 3 * 2^-12); and -1.5 * 2^-11 past 1 (a
+ * tie) rounds away from zero. */
+static void test_tf32_rounding(void) {
+  char sched[1024];
+  kg_program *p = load_gemm("tf32", "M=16 N=8 K=16");
+  if (!p) return;
+  kg_schedule *s = kg_schedule_new(p);
+  char err[1024];
+  CHECKF(kg_test_apply_text(s, k8(ONE_WARP, sched, sizeof sched), err, sizeof err) == 0, "%s", err);
+  kg_arena la;
+  kg_arena_init(&la);
+  kg_cuda_program prog;
+  kg_emu_module em;
+  int ok = emu_build(s, &la, &prog, &em, err, sizeof err);
+  CHECKF(ok, "%s", err);
+  if (ok) {
+    for (int c = 0; c < 2; c++) {
+      float A[16 * 16], B[16 * 8], C[16 * 8];
+      /* case 1: ties, -(1 + 2^-11) rounds to -(1 + 2^-10), 1 + 2^-11 to 1 + 2^-10: each product (1 + 2^-10)^2 */
+      float a = c ? -(1.0f + 0x1p-11f) : 1.0f + 0x1p-12f, bv = c ? 1.0f + 0x1p-11f : 1.0f + 3 * 0x1p-12f;
+      for (int i = 0; i < 16 * 16; i++) A[i] = a;
+      for (int i = 0; i < 16 * 8; i++) B[i] = bv;
+      float *args[3] = {A, B, C};
+      char why[512];
+      CHECK(prog.ntemps == 0);
+      int rc = kg_emu_run_program(&em, &prog, args, why, sizeof why);
+      CHECKF(rc == 0, "%s", why);
+      double prod = c ? -(1 + 0x1p-10) * (1 + 0x1p-10) : 1 + 0x1p-10;
+      for (int i = 0; rc == 0 && i < 16 * 8; i++)
+        if (C[i] != (float)(16 * prod)) {
+          CHECKF(0, "case %d: C[%d] = %.9g, want %.9g", c, i, (double)C[i], 16 * prod);
+          break;
+        }
+    }
+    kg_emu_module_free(&em);
+  }
+  kg_cuda_program_free(&prog);
+  kg_arena_free(&la);
+  kg_schedule_free(s);
+  /* verification allows the operands' rounding (a TF32 ulp each way), where the f32 program does not */
+  double with = kg_verify_tolerance(p, 1e-4);
+  p->tf32 = 0;
+  double without = kg_verify_tolerance(p, 1e-4);
+  CHECKF(without == 1e-4 && with == 1e-4 + 2 * 0x1p-10, "tolerance %g with TF32, %g without", with, without);
+  kg_program_free(p);
 }
 
 static void expect_step_error(const char *t, const char *sizes, const char *sched, const char *needle) {
@@ -150,8 +263,11 @@ static void expect_lower_error(const char *t, const char *sizes, const char *sch
 static void test_illegal(void) {
   const char *sz = "M=32 N=16 K=32";
   char sched[2048];
-  /* f32 operands */
-  expect_step_error("f32", sz, ONE_WARP, "the tensor cores take two f16 or two bf16 operands");
+  /* f32 operands: only as TF32, when allowed, in steps of 8 */
+  expect_step_error("f32", sz, ONE_WARP, "the tensor cores take two f16 or two bf16 operands, or two f32 ones as "
+                    "TF32 when the program allows it (--tf32)");
+  expect_step_error("tf32", sz, ONE_WARP, "loop k.i must be a reduction loop of 8 (it is a reduction loop of 16)");
+  expect_lower_error("tf32", "M=32 N=16 K=20", k8(ONE_WARP, sched, sizeof sched), "its tile needs a guard");
   /* not the innermost loops; a reduction stretch of 8 */
   snprintf(sched, sizeof sched, "%s", ONE_WARP);
   char *last = strstr(sched, "tensorize");
@@ -206,8 +322,9 @@ static void test_illegal(void) {
   /* a loop moved inside the tensorized ones afterwards: refused at lowering */
   snprintf(sched, sizeof sched, "%sreorder C i.i.o k.o\n", ONE_WARP);
   expect_lower_error("bf16", sz, sched, "is not among the three innermost loops");
-  /* a tile that does not divide */
+  /* a tile that does not divide: rows, or the reduction (which would read past A's rows and B's end) */
   expect_lower_error("bf16", "M=24 N=16 K=32", ONE_WARP, "its tile needs a guard");
+  expect_lower_error("bf16", "M=32 N=16 K=40", ONE_WARP, "its tile needs a guard");
 }
 
 /* Attention whose weights e are declared bf16: its second product then has two bf16 operands too (rounding the
@@ -247,17 +364,20 @@ static void test_random(void) {
     const char *name, *sizes;
   } w[] = {{"matmul", "M=64 N=32 K=48"}, {"batch_matmul", "L=2 M=32 N=16 K=32"}, {"conv2d", "N=2 C=16 H=8 W=8 F=8"},
            {"attention", "B=2 S=32 T=16 D=16 E=8"}, {NULL, "B=2 S=32 T=16 D=16 E=8"}};
-  int tensorized = 0, staged = 0, total = 0, second = 0;
+  int tensorized = 0, staged = 0, total = 0, second = 0, tf32 = 0;
   for (size_t i = 0; i < sizeof w / sizeof *w; i++) {
     int here = 0;
-    for (int t = KG_DT_F16; t <= KG_DT_BF16; t++) {
-      if (!w[i].name && t == KG_DT_F16) continue;
+    /* t: f16, bf16, then (KG_DT_COUNT) f32 with TF32 allowed */
+    for (int t = KG_DT_F16; t <= KG_DT_COUNT; t++) {
+      if (!w[i].name && t != KG_DT_BF16) continue;
+      const int is_tf32 = t == KG_DT_COUNT;
       kg_test_workload wl;
-      if (load_typed(&wl, w[i].name, ATTN_BF16_WEIGHTS, w[i].sizes, (kg_dtype)t, 4) != 0) continue;
+      if (load_typed(&wl, w[i].name, ATTN_BF16_WEIGHTS, w[i].sizes, is_tf32 ? KG_DT_F32 : (kg_dtype)t, 4) != 0) continue;
+      wl.p->tf32 = is_tf32;
       for (int k = 0; k < 8; k++) {
         kg_test_cuda_draw x;
         memset(&x, 0, sizeof x);
-        kg_schedule *s = kg_test_cuda_draw_make(&x, wl.p, 50 + (int)i * 2 + t, k);
+        kg_schedule *s = kg_test_cuda_draw_make(&x, wl.p, is_tf32 ? 90 + (int)i : 50 + (int)i * 2 + t, k);
         int mma = 0, shared = 0;
         for (int q = 0; q < s->nstages; q++) {
           mma += s->stages[q]->mma[0] != NULL;
@@ -265,6 +385,7 @@ static void test_random(void) {
         }
         tensorized += mma > 0;
         here += mma > 0;
+        tf32 += is_tf32 && mma > 0;
         staged += mma > 0 && shared > 0;
         if (!w[i].name) {
           kg_sstage *o = kg_schedule_find_stage(s, "O.r0");
@@ -272,9 +393,9 @@ static void test_random(void) {
         }
         kg_schedule_free(s);
         char again[256];
-        snprintf(again, sizeof again, "kgen run %s -D %s --dtype %s --emulate --random-schedule %llu",
-                 w[i].name ? w[i].name : "(attention with bf16 weights)", w[i].sizes, kg_dtype_names[t],
-                 (unsigned long long)x.seed);
+        snprintf(again, sizeof again, "kgen run %s -D %s %s --emulate --random-schedule %llu",
+                 w[i].name ? w[i].name : "(attention with bf16 weights)", w[i].sizes,
+                 is_tf32 ? "--tf32" : t == KG_DT_F16 ? "--dtype f16" : "--dtype bf16", (unsigned long long)x.seed);
         if (kg_test_cuda_draw_check(&x, w[i].name ? w[i].name : "attention", again)) {
           kg_emu_module em;
           char err[1024];
@@ -292,8 +413,9 @@ static void test_random(void) {
     }
     CHECKF(here > 0, "no random CUDA schedule of %s is tensorized", w[i].name ? w[i].name : "attention (bf16 e)");
   }
-  printf("random CUDA schedules: %d verified, %d of them tensorized, %d of those with shared staging, %d with "
-         "attention's second product tensorized\n", total, tensorized, staged, second);
+  printf("random CUDA schedules: %d verified, %d of them tensorized (%d TF32), %d of those with shared staging, %d with "
+         "attention's second product tensorized\n", total, tensorized, tf32, staged, second);
+  CHECKF(tf32 > 0, "no random CUDA schedule of an f32 workload allowing TF32 is tensorized");
   CHECKF(tensorized > 0 && staged > 0 && staged < tensorized, "tensorized %d, staged %d", tensorized, staged);
   CHECKF(second > 0, "attention's second product is never tensorized");
 }
@@ -377,11 +499,9 @@ static void check_mma_sketch(kg_test_workload *w, const kg_gpu_limits *lim, cons
     CHECKF(mma > 0, "%s: a gpu/mma point without tensor cores", what);
     kg_arena la;
     kg_arena_init(&la);
-    kg_lowered *lw = kg_lower(s, KG_TARGET_CUDA, &la, err, sizeof err);
     kg_cuda_program prog;
-    memset(&prog, 0, sizeof prog);
     kg_emu_module em;
-    if (lw && kg_codegen_cuda(lw, "kgen", &prog, err, sizeof err) == 0 && kg_emu_build(&prog, &em) == 0) {
+    if (emu_build(s, &la, &prog, &em, err, sizeof err)) {
       int ok = kg_test_emu_verify(&em, &prog, w, err, sizeof err);
       CHECKF(ok, "%s: gpu/mma point: %s", what, err);
       verified += ok;
@@ -397,8 +517,9 @@ static void check_mma_sketch(kg_test_workload *w, const kg_gpu_limits *lim, cons
   kg_space_free(sp);
 }
 
-/* The gpu/mma sketch: in the space of an f16/bf16 GEMM and not of an f32 one; in a bf16 convolution's (its padded
- * input retyped with it); their points realize, tensorized, and verify on the emulator. */
+/* The gpu/mma sketch: in the space of an f16/bf16 GEMM and not of an f32 one, unless it allows TF32; in a bf16
+ * convolution's (its padded input retyped with it) and a TF32 one's; their points realize, tensorized, and verify on
+ * the emulator. */
 static void test_sketch(void) {
   kg_gpu_limits lim;
   CHECK(kg_gpu_limits_for_arch("sm_86", &lim) == 0);
@@ -408,13 +529,22 @@ static void test_sketch(void) {
   kg_space_free(sp);
   kg_program_free(f);
   kg_test_workload w;
-  if (load_typed(&w, NULL, "def matmul(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {\n"
-                 "  C[i, j] = sum[k](A[i, k] * B[k, j])\n}\n", "M=64 N=32 K=32", KG_DT_BF16, 2) == 0) {
+  if (load_typed(&w, NULL, GEMM_F32, "M=64 N=32 K=32", KG_DT_BF16, 2) == 0) {
     check_mma_sketch(&w, &lim, "bf16 GEMM");
     kg_test_workload_free(&w);
   }
   if (load_typed(&w, "conv2d", NULL, "N=1 C=32 H=16 W=16 F=16", KG_DT_BF16, 2) == 0) {
     check_mma_sketch(&w, &lim, "bf16 conv2d");
+  }
+  kg_test_workload_free(&w);
+  if (load_typed(&w, NULL, GEMM_F32, "M=64 N=32 K=24", KG_DT_F32, 2) == 0) {
+    w.p->tf32 = 1;
+    check_mma_sketch(&w, &lim, "TF32 GEMM");
+    kg_test_workload_free(&w);
+  }
+  if (load_typed(&w, "conv2d", NULL, "N=1 C=8 H=16 W=16 F=16", KG_DT_F32, 2) == 0) {
+    w.p->tf32 = 1;
+    check_mma_sketch(&w, &lim, "TF32 conv2d");
   }
   kg_test_workload_free(&w);
 }
@@ -423,6 +553,7 @@ int main(void) {
   char why[512];
   CHECKF(kg_nvrtc_available(why, sizeof why) == 0, "NVRTC is needed: %s", why);
   test_legal();
+  test_tf32_rounding();
   test_illegal();
   test_random();
   test_conv();

@@ -69,6 +69,10 @@ void kg_tlog_workload_of(const kg_program *p, kg_tlog_workload *w) {
   }
   h = fnv1a_str(h, "f32"); /* the slot of the old single dtype; the tensors' types are in the canonical text */
   if (p->io_retyped) w->io_dtype = 1 + (int)p->io_dtype;
+  /* TF32 computes another function than f32: its kernels must never be replayed for the f32 workload; logs without
+   * it hash as before */
+  if (p->tf32) h = fnv1a_str(h, "tf32");
+  w->tf32 = p->tf32 != 0;
   snprintf(w->hash, sizeof w->hash, "%016llx", (unsigned long long)h);
 }
 
@@ -164,10 +168,14 @@ char *kg_tlog_encode(const kg_tlog_record *r, size_t *len) {
 
   const kg_tlog_workload *w = &r->workload;
   pack_str(&pk, "workload");
-  msgpack_pack_map(&pk, 3 + (w->io_dtype > 0));
+  msgpack_pack_map(&pk, 3 + (w->io_dtype > 0) + (w->tf32 != 0));
   pack_key_str(&pk, "name", w->name);
   pack_key_str(&pk, "hash", w->hash);
   if (w->io_dtype > 0) pack_key_str(&pk, "dtype", kg_dtype_names[w->io_dtype - 1]);
+  if (w->tf32) {
+    pack_str(&pk, "tf32");
+    msgpack_pack_true(&pk);
+  }
   pack_str(&pk, "sizes");
   msgpack_pack_map(&pk, (size_t)w->nsizes);
   for (int i = 0; i < w->nsizes; i++) {
@@ -426,6 +434,11 @@ static const char *read_workload(const msgpack_object *o, kg_arena *a, kg_tlog_w
     int t = str_index(dt, kg_dtype_names, KG_DT_COUNT);
     if (t < 0) return "workload.dtype: not f32, f16 or bf16";
     w->io_dtype = 1 + t;
+  }
+  const msgpack_object *tf = get(o, "tf32");
+  if (tf) {
+    if (tf->type != MSGPACK_OBJECT_BOOLEAN) return "workload.tf32: not a boolean";
+    w->tf32 = tf->via.boolean;
   }
   return NULL;
 }

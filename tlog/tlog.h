@@ -52,6 +52,8 @@ typedef struct kg_tlog_workload {
   /* 1 + the kg_dtype every input and output was made (`--dtype`, kg_program_set_io_dtype); 0: as the program
    * declares. Written as "dtype" only when set, so f32 logs read and hash as before */
   int io_dtype;
+  /* the program allowed TF32 (`--tf32`, kg_program.tf32); written as "tf32": true only when set, and hashed */
+  int tf32;
 } kg_tlog_workload;
 
 /* Fills w for program p (strings point into p). A dynamic size's range is hashed with its value. */

@@ -81,8 +81,8 @@ for f in bench/cuda-schedules/*.sched; do
     softmax) sizes="-D N=7 -D D=1030" ;;
     *) echo "FAIL: $f: no small sizes for workload '$w'"; fail=1; continue ;;
   esac
-  # the element type the bench line gives (--dtype bf16: a schedule of the retyped program's stages)
-  dt=$(sed -n 's/^# bench: .*\(--dtype [a-z0-9]*\).*/\1/p' "$f" | head -1)
+  # the element type the bench line gives (--dtype bf16: a schedule of the retyped program's stages; --tf32)
+  dt=$(sed -n 's/^# bench: .*\(--dtype [a-z0-9]*\|--tf32\).*/\1/p' "$f" | head -1)
   # shellcheck disable=SC2086
   expect 0 "$f on the emulator" -- $K run "$w" $sizes $dt --emulate --schedule "$f"
   has out "^verify: ok" "$f verified"

@@ -65,11 +65,11 @@ for c in $MEASURING; do
 done
 
 # --help: exactly the options of the table's rows for the command, each of them taken
-want_check="-D --def --dynamic --dtype --target --dump --help"
-want_lower="-D --def --dynamic --dtype --schedule --random-schedule --random-steps --target --arch --dump --help"
-want_run="-D --def --dynamic --dtype --schedule --random-schedule --random-steps --target --emulate --arch --measure --flush-l2
+want_check="-D --def --dynamic --dtype --tf32 --target --dump --help"
+want_lower="-D --def --dynamic --dtype --tf32 --schedule --random-schedule --random-steps --target --arch --dump --help"
+want_run="-D --def --dynamic --dtype --tf32 --schedule --random-schedule --random-steps --target --emulate --arch --measure --flush-l2
   --timeout --min-repeat-ms --seed --rtol --save --load --help"
-want_tune="-D --def --dynamic --dtype --shapes --buckets --exchange --target --emulate --arch --timeout --min-repeat-ms --seed
+want_tune="-D --def --dynamic --dtype --tf32 --shapes --buckets --exchange --target --emulate --arch --timeout --min-repeat-ms --seed
   --trials --log --model --population --generations --per-round --best-out --no-fuse --quiet --rank0-idle
   --worker-timeout --help"
 want_show="--best --help"
@@ -82,7 +82,7 @@ value() {
     --dump) echo "ast" ;; --model) echo "random" ;; --rtol) echo "0.1" ;;
     --buckets|--exchange|--random-schedule|--random-steps|--timeout|--min-repeat-ms|--seed|--trials|--population|\
     --generations|--per-round|--worker-timeout) echo "2" ;;
-    --emulate|--measure|--flush-l2|--no-fuse|--quiet|--best|--rank0-idle) ;;
+    --emulate|--measure|--flush-l2|--no-fuse|--quiet|--best|--rank0-idle|--tf32) ;;
     *) echo "$T/x" ;;
   esac
 }
