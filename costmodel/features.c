@@ -1,7 +1,9 @@
 /* Feature extraction: lower the schedule in a local arena, walk the IR once keeping the enclosing loops on a
  * stack, and record one entry per store statement (its arithmetic, the buffers it touches, its loop context);
- * per root nest ("kernel") the launch shape, shared/local footprints and barriers. Then the stores with the most
- * work are encoded, followed by the program-wide block.
+ * per root nest ("kernel") the launch shape, shared/local footprints and barriers. A tensor instruction (a
+ * tensor-core step, a block of bf16 dot products) is recorded as a store is, its arithmetic as the FMAs it does,
+ * since it is most of such a kernel's work. Then the stores with the most work are encoded, followed by the
+ * program-wide block.
  *
  * The footprint model is deliberately simple (Ansor-like): an access touches, over the enclosing loops, the
  * product of the extents of the loops whose variables its index uses (LET variables expanded), capped by the
@@ -43,6 +45,8 @@
   X(OPS_PER_ITER, "float_ops_per_iter", L)                                                                  \
   X(LOADS_PER_ITER, "loads_per_iter", L)                                                                    \
   X(IS_UPDATE, "is_update", C)                                                                              \
+  X(INST_KIND, "inst_kind", C)   /* 0 scalar store, 1 tensor-core step (mma), 2 bf16 dot products */        \
+  X(TENSOR_FMA, "tensor_fma", L) /* FMAs done by the tensor instruction (also in float_fma) */              \
   BUF_FIELDS(X, 0) BUF_FIELDS(X, 1) BUF_FIELDS(X, 2) BUF_FIELDS(X, 3)                                       \
   X(DEPTH, "loop_depth", L)                                                                                 \
   X(SERIAL_PROD, "serial_prod", L)                                                                          \
@@ -68,6 +72,7 @@
   X(G_KERNELS, "kernels", L)                                                                                \
   X(G_STORES, "stores", L)                                                                                  \
   X(G_FLOPS, "total_float_ops", L)                                                                          \
+  X(G_TENSOR_FMA, "total_tensor_fma", L)                                                                    \
   X(G_BYTES, "total_bytes", L)                                                                              \
   X(G_GLOBAL_UNIQUE, "global_unique_bytes", L)                                                              \
   X(G_PARALLEL, "parallel_extent", L) /* C: largest product of parallel loops around a store */            \
@@ -130,7 +135,12 @@ const char *kg_feature_name(int i) { return i >= 0 && i < KG_NFEATURES ? names[i
 
 /* ---- the walk ---- */
 
-enum { BYTES_PER_ELEM = 4, CACHE_LINE_ELEMS = 16, MAX_MASK_BIT = 63, COEF_BUDGET = 4096 };
+enum { CACHE_LINE_BYTES = 64, MAX_MASK_BIT = 63, COEF_BUDGET = 4096 };
+
+/* bytes of an element of b in memory: its dtype's (lowering's own scratch is f32) */
+static double elem_bytes(const kg_buffer *b) {
+  return (unsigned)b->dtype < KG_DT_COUNT ? kg_dtype_size[b->dtype] : 4;
+}
 
 typedef struct loopent {
   int var;
@@ -147,10 +157,10 @@ typedef struct kernel {
 /* one access of a store (the stored location or a load), merged per buffer */
 typedef struct access {
   const kg_buffer *buf;
-  int reads, writes;  /* per iteration */
-  double unique;      /* elements touched over the enclosing loops */
+  double reads, writes; /* elements per iteration */
+  double unique;        /* elements touched over the enclosing loops */
   double lines;
-  double stride;      /* |coefficient| of the innermost loop's variable */
+  double stride;        /* |coefficient| of the innermost loop's variable */
   int reuse_level;
 } access;
 
@@ -299,25 +309,35 @@ static int cmp_span(const void *pa, const void *pb) {
   return (a->stride > b->stride) - (a->stride < b->stride);
 }
 
-/* Cache lines an access touches: the loops with the smallest strides, merged while each continues the run of
- * the ones before it, give contiguous runs; other loops pick runs. A smallest stride above one spreads the
- * elements over lines. */
-static double cache_lines(span *sp, int n, double unique) {
+/* Cache lines an access touches (line_elems elements a line): the loops with the smallest strides, merged while
+ * each continues the run of the ones before it, give contiguous runs; other loops pick runs. A smallest stride
+ * above one spreads the elements over lines. */
+static double cache_lines(span *sp, int n, double unique, double line_elems) {
   if (n == 0) return 1;
   qsort(sp, (size_t)n, sizeof *sp, cmp_span);
   if (sp[0].stride > 1) {
-    double per_line = sp[0].stride < CACHE_LINE_ELEMS ? CACHE_LINE_ELEMS / sp[0].stride : 1;
+    double per_line = sp[0].stride < line_elems ? line_elems / sp[0].stride : 1;
     return ceil(unique / per_line);
   }
   double run = 1;
   for (int i = 0; i < n && sp[i].stride <= run; i++) run += sp[i].stride * (sp[i].extent - 1);
   if (run > unique) run = unique;
-  return ceil(unique / run) * ceil(run / CACHE_LINE_ELEMS);
+  return ceil(unique / run) * ceil(run / line_elems);
 }
 
-/* Adds an access of buf at index (read or write) to acc[0..*n), merging accesses of one buffer. */
+/* The elements one execution of a tensor instruction touches of an operand from its index on: up to two runs of
+ * extent elements at a stride (0: unknown, left out of the cache lines). disjoint: none of them is an element the
+ * instruction's earlier accesses of the buffer touch (the ISA's four accumulators of an mma lane partition the
+ * tile), so the footprints add up instead of overlapping as a scalar store's accesses of one buffer do. */
+typedef struct block {
+  int n, disjoint;
+  span run[2];
+} block;
+
+/* Adds an access of buf at index (read or write) to acc[0..*n), merging accesses of one buffer. blk: the elements
+ * each execution touches from index on (NULL: the one element; a NULL index: no loop moves the block). */
 static void add_access(const walker *w, access *acc, int *n, const kg_buffer *buf, const kg_irexpr *index,
-                       int write) {
+                       int write, const block *blk) {
   int i = 0;
   while (i < *n && acc[i].buf != buf) i++;
   if (i == *n) {
@@ -327,13 +347,15 @@ static void add_access(const walker *w, access *acc, int *n, const kg_buffer *bu
   }
   access *x = &acc[i];
   int first = x->reads + x->writes == 0;
-  if (write) x->writes++;
-  else x->reads++;
+  double elems = 1;
+  for (int r = 0; blk && r < blk->n; r++) elems *= blk->run[r].extent;
+  if (write) x->writes += elems;
+  else x->reads += elems;
 
-  uint64_t m = expr_mask(w, index);
-  double unique = 1;
+  uint64_t m = index ? expr_mask(w, index) : 0;
+  double unique = elems;
   int nused = 0;
-  span *sp = KG_NEW_ARRAY(w->a, span, w->nloops + 1);
+  span *sp = KG_NEW_ARRAY(w->a, span, w->nloops + 3);
   for (int d = 0; d < w->nloops; d++) {
     if (!(m & depth_bit(d))) continue;
     const loopent *l = &w->loops[d];
@@ -342,17 +364,22 @@ static void add_access(const walker *w, access *acc, int *n, const kg_buffer *bu
     double c = fabs(coef(w, index, l->var, &budget));
     if (c > 0) sp[nused++] = (span){c, l->extent};
   }
+  for (int r = 0; blk && r < blk->n; r++)
+    if (blk->run[r].stride > 0 && blk->run[r].extent > 1) sp[nused++] = blk->run[r];
   double size = buf->size > 0 ? (double)buf->size : 1;
   if (unique > size) unique = size;
-  double lines = cache_lines(sp, nused, unique);
-  if (unique > x->unique) {
+  double lines = cache_lines(sp, nused, unique, CACHE_LINE_BYTES / elem_bytes(buf));
+  if (blk && blk->disjoint) {
+    x->unique = fmin(x->unique + unique, size);
+    x->lines += lines;
+  } else if (unique > x->unique) {
     x->unique = unique;
     x->lines = lines;
   }
   /* the stored location describes a read-modify-write buffer; otherwise the first access does */
   if (first || write) {
     int budget = COEF_BUDGET;
-    x->stride = w->nloops ? fabs(coef(w, index, w->loops[w->nloops - 1].var, &budget)) : 0;
+    x->stride = w->nloops && index ? fabs(coef(w, index, w->loops[w->nloops - 1].var, &budget)) : 0;
     x->reuse_level = 0;
     for (int d = w->nloops - 1; d >= 0; d--)
       if (!(m & depth_bit(d))) {
@@ -364,7 +391,7 @@ static void add_access(const walker *w, access *acc, int *n, const kg_buffer *bu
 
 static void collect_loads(const walker *w, const kg_irexpr *e, access *acc, int *n) {
   if (e->kind == KG_IRE_LOAD) { /* not into the index: address arithmetic */
-    if (e->load.buf) add_access(w, acc, n, e->load.buf, e->load.index, 0);
+    if (e->load.buf) add_access(w, acc, n, e->load.buf, e->load.index, 0, NULL);
     return;
   }
   kg_irexpr **kids[KG_IR_MAX_CHILDREN];
@@ -382,13 +409,14 @@ static int reads_buffer(const kg_irexpr *e, const kg_buffer *b) {
 }
 
 static double access_bytes(const access *x, double iters) {
-  return (double)(x->reads + x->writes) * iters * BYTES_PER_ELEM;
+  return (x->reads + x->writes) * iters * elem_bytes(x->buf);
 }
 
 /* qsort: most bytes first, then by buffer id (deterministic) */
 static int cmp_access(const void *pa, const void *pb) {
   const access *a = pa, *b = pb;
-  double ba = a->reads + a->writes, bb = b->reads + b->writes; /* same iterations within one store */
+  /* same iterations within one store */
+  double ba = (a->reads + a->writes) * elem_bytes(a->buf), bb = (b->reads + b->writes) * elem_bytes(b->buf);
   if (ba != bb) return ba > bb ? -1 : 1;
   if (a->unique != b->unique) return a->unique > b->unique ? -1 : 1;
   return (a->buf->id > b->buf->id) - (a->buf->id < b->buf->id);
@@ -400,46 +428,52 @@ static int count_loads(const kg_irexpr *e) {
   return (int)c.loads;
 }
 
-static void visit_store(walker *w, const kg_irstmt *st) {
-  srec r;
-  memset(&r, 0, sizeof r);
-  double *f = r.raw;
-  /* products of the loops of each kind (0 when there is none, so "no vector loop" differs from width 1). A loop
-   * bound to a block or thread index that an enclosing loop binds too (a shared stage's cooperative copy inside
-   * its consumer's thread loops) runs on the same threads: the innermost binding counts, once. */
-  double iters = 1, kind_prod[KG_LOOP_BOUND + 1] = {0}, tag_ext[KG_THREAD_COUNT] = {0};
+/* The loops around a statement: the iterations (every thread's), the products of the loops of each kind (0 when
+ * there is none, so "no vector loop" differs from width 1) and the extent bound to each tag. A loop bound to a
+ * block or thread index that an enclosing loop binds too (a shared stage's cooperative copy inside its consumer's
+ * thread loops) runs on the same threads: the innermost binding counts, once. */
+typedef struct context {
+  double iters, kind_prod[KG_LOOP_BOUND + 1], tag_ext[KG_THREAD_COUNT];
+} context;
+
+static context loop_context(const walker *w) {
+  context cx;
+  memset(&cx, 0, sizeof cx);
+  cx.iters = 1;
   for (int d = 0; d < w->nloops; d++) {
     const loopent *l = &w->loops[d];
     int hw = l->tag != KG_THREAD_NONE && l->tag != KG_THREAD_VTHREAD && l->tag < KG_THREAD_COUNT;
-    if (!hw) iters *= l->extent;
-    if (l->kind <= KG_LOOP_BOUND) kind_prod[l->kind] = (kind_prod[l->kind] ? kind_prod[l->kind] : 1) * l->extent;
-    if (l->tag == KG_THREAD_VTHREAD) tag_ext[l->tag] = (tag_ext[l->tag] ? tag_ext[l->tag] : 1) * l->extent;
-    else if (hw) tag_ext[l->tag] = l->extent;
+    if (!hw) cx.iters *= l->extent;
+    if (l->kind <= KG_LOOP_BOUND)
+      cx.kind_prod[l->kind] = (cx.kind_prod[l->kind] ? cx.kind_prod[l->kind] : 1) * l->extent;
+    if (l->tag == KG_THREAD_VTHREAD) cx.tag_ext[l->tag] = (cx.tag_ext[l->tag] ? cx.tag_ext[l->tag] : 1) * l->extent;
+    else if (hw) cx.tag_ext[l->tag] = l->extent;
   }
   for (int t = KG_THREAD_NONE + 1; t < KG_THREAD_COUNT; t++)
-    if (t != KG_THREAD_VTHREAD && tag_ext[t] > 0) iters *= tag_ext[t];
-  counts c = {0};
-  count_ops(st->store.value, &c);
-  count_ops(st->store.index, &c);
-  double fops = c.add + c.mul + c.div + c.cmp + c.math;
-  f[F_ITERS] = iters;
-  f[F_FLOAT_ADD] = (c.add * iters);
-  f[F_FLOAT_MUL] = (c.mul * iters);
-  f[F_FLOAT_DIV] = (c.div * iters);
-  f[F_FLOAT_FMA] = (c.fma * iters);
-  f[F_FLOAT_CMP] = (c.cmp * iters);
-  f[F_FLOAT_MATH] = (c.math * iters);
-  f[F_INT_ADD] = (c.iadd * iters);
-  f[F_INT_MUL] = (c.imul * iters);
-  f[F_INT_DIVMOD] = (c.idiv * iters);
-  f[F_OPS_PER_ITER] = fops;
-  f[F_LOADS_PER_ITER] = c.loads;
-  f[F_IS_UPDATE] = st->store.buf && reads_buffer(st->store.value, st->store.buf);
+    if (t != KG_THREAD_VTHREAD && cx.tag_ext[t] > 0) cx.iters *= cx.tag_ext[t];
+  return cx;
+}
 
-  int nacc = 0;
-  access *acc = KG_NEW_ARRAY(w->a, access, count_loads(st->store.value) + 1);
-  if (st->store.buf) add_access(w, acc, &nacc, st->store.buf, st->store.index, 1);
-  collect_loads(w, st->store.value, acc, &nacc);
+/* The arithmetic fields from the counts of one execution, over iters executions. */
+static void put_counts(double *f, const counts *c, double iters) {
+  f[F_ITERS] = iters;
+  f[F_FLOAT_ADD] = (c->add * iters);
+  f[F_FLOAT_MUL] = (c->mul * iters);
+  f[F_FLOAT_DIV] = (c->div * iters);
+  f[F_FLOAT_FMA] = (c->fma * iters);
+  f[F_FLOAT_CMP] = (c->cmp * iters);
+  f[F_FLOAT_MATH] = (c->math * iters);
+  f[F_INT_ADD] = (c->iadd * iters);
+  f[F_INT_MUL] = (c->imul * iters);
+  f[F_INT_DIVMOD] = (c->idiv * iters);
+  f[F_OPS_PER_ITER] = c->add + c->mul + c->div + c->cmp + c->math;
+  f[F_LOADS_PER_ITER] = c->loads;
+}
+
+/* Completes r, whose arithmetic fields are set, with its accesses (ranked by bytes) and loop context, and records
+ * it. */
+static void record(walker *w, srec *r, const context *cx, access *acc, int nacc) {
+  double *f = r->raw, iters = cx->iters, fops = f[F_OPS_PER_ITER];
   qsort(acc, (size_t)nacc, sizeof *acc, cmp_access);
   double bytes = 0;
   for (int i = 0; i < nacc; i++) bytes += access_bytes(&acc[i], iters);
@@ -449,17 +483,17 @@ static void visit_store(walker *w, const kg_irstmt *st) {
     b[F_B0_ACCESS - F_B0_ACCESS] = ((x->reads ? 1 : 0) + (x->writes ? 2 : 0));
     b[F_B0_SCOPE - F_B0_ACCESS] = x->buf->scope + 1;
     b[F_B0_BYTES - F_B0_ACCESS] = access_bytes(x, iters);
-    b[F_B0_UNIQUE - F_B0_ACCESS] = (x->unique * BYTES_PER_ELEM);
+    b[F_B0_UNIQUE - F_B0_ACCESS] = (x->unique * elem_bytes(x->buf));
     b[F_B0_LINES - F_B0_ACCESS] = x->lines;
     b[F_B0_REUSE - F_B0_ACCESS] = ((x->reads + x->writes) * iters / x->unique);
     b[F_B0_STRIDE - F_B0_ACCESS] = x->stride;
     b[F_B0_REUSE_LEVEL - F_B0_ACCESS] = x->reuse_level;
   }
   f[F_DEPTH] = w->nloops;
-  f[F_SERIAL_PROD] = kind_prod[KG_LOOP_SERIAL];
-  f[F_PARALLEL_PROD] = kind_prod[KG_LOOP_PARALLEL];
-  f[F_VEC_WIDTH] = kind_prod[KG_LOOP_VECTORIZED];
-  f[F_UNROLL_PROD] = kind_prod[KG_LOOP_UNROLLED];
+  f[F_SERIAL_PROD] = cx->kind_prod[KG_LOOP_SERIAL];
+  f[F_PARALLEL_PROD] = cx->kind_prod[KG_LOOP_PARALLEL];
+  f[F_VEC_WIDTH] = cx->kind_prod[KG_LOOP_VECTORIZED];
+  f[F_UNROLL_PROD] = cx->kind_prod[KG_LOOP_UNROLLED];
   if (w->nloops) {
     f[F_INNER_EXTENT] = w->loops[w->nloops - 1].extent;
     f[F_INNER_KIND] = w->loops[w->nloops - 1].kind + 1;
@@ -468,15 +502,80 @@ static void visit_store(walker *w, const kg_irstmt *st) {
       [KG_THREAD_BLOCK_X] = F_BLOCK_X,   [KG_THREAD_BLOCK_Y] = F_BLOCK_Y,   [KG_THREAD_BLOCK_Z] = F_BLOCK_Z,
       [KG_THREAD_THREAD_X] = F_THREAD_X, [KG_THREAD_THREAD_Y] = F_THREAD_Y, [KG_THREAD_THREAD_Z] = F_THREAD_Z,
       [KG_THREAD_VTHREAD] = F_VTHREAD};
-  for (int t = KG_THREAD_NONE + 1; t < KG_THREAD_COUNT; t++) f[tag_field[t]] = tag_ext[t];
+  for (int t = KG_THREAD_NONE + 1; t < KG_THREAD_COUNT; t++) f[tag_field[t]] = cx->tag_ext[t];
   f[F_GUARDED] = w->guards > 0;
   f[F_INTENSITY] = (bytes > 0 ? fops * iters / bytes : 0);
-  r.work = iters * (fops + 1) + bytes;
-  r.kernel = w->cur;
-  r.order = w->nstores;
-  KG_PUSH(w->a, w->stores, w->nstores, w->capstores, r);
+  r->work = iters * (fops + 1) + bytes;
+  r->kernel = w->cur;
+  r->order = w->nstores;
+  KG_PUSH(w->a, w->stores, w->nstores, w->capstores, *r);
   kernel *k = &w->kernels[w->cur];
-  if (kind_prod[KG_LOOP_PARALLEL] > k->parallel) k->parallel = kind_prod[KG_LOOP_PARALLEL];
+  if (cx->kind_prod[KG_LOOP_PARALLEL] > k->parallel) k->parallel = cx->kind_prod[KG_LOOP_PARALLEL];
+}
+
+static void visit_store(walker *w, const kg_irstmt *st) {
+  srec r;
+  memset(&r, 0, sizeof r);
+  context cx = loop_context(w);
+  counts c = {0};
+  count_ops(st->store.value, &c);
+  count_ops(st->store.index, &c);
+  put_counts(r.raw, &c, cx.iters);
+  r.raw[F_IS_UPDATE] = st->store.buf && reads_buffer(st->store.value, st->store.buf);
+  int nacc = 0;
+  access *acc = KG_NEW_ARRAY(w->a, access, count_loads(st->store.value) + 1);
+  if (st->store.buf) add_access(w, acc, &nacc, st->store.buf, st->store.index, 1, NULL);
+  collect_loads(w, st->store.value, acc, &nacc);
+  record(w, &r, &cx, acc, nacc);
+}
+
+/* a stride of a bf16 dot-product block: a constant or the dynamic sizes' expression at the measured sizes; 0 when
+ * neither */
+static double block_stride(const walker *w, const kg_irexpr *e) {
+  int64_t v;
+  if (!e || (!kg_ir_is_const(e, &v) && kg_ir_eval_sizes(w->f, e, &v))) return 0;
+  return fabs((double)v);
+}
+
+/* A tensor instruction, recorded as an update of its accumulators: fma FMAs an execution (each an add and a
+ * multiply, as a scalar update's a + b * c counts), its operands' blocks read, its accumulators read and
+ * written. */
+static void visit_tensor(walker *w, const kg_irstmt *st) {
+  srec r;
+  memset(&r, 0, sizeof r);
+  context cx = loop_context(w);
+  access acc[3];
+  int nacc = 0;
+  double fma;
+  if (st->kind == KG_IRS_MMA) {
+    /* a warp's m16n8kK step (K 8 for tf32, f32 operands; else 16) that each of its 32 lanes reaches: per lane, a
+     * 32nd of the step. The fragments are read whole, wherever the loops are. */
+    double k = st->mma.dtype == KG_DT_F32 ? 8 : 16;
+    fma = 16 * 8 * k / 32;
+    block fa = {1, 0, {{1, (double)st->mma.a->size}}}, fb = {1, 0, {{1, (double)st->mma.b->size}}};
+    add_access(w, acc, &nacc, st->mma.a, NULL, 0, &fa);
+    add_access(w, acc, &nacc, st->mma.b, NULL, 0, &fb);
+    for (int i = 0; i < 4; i++)
+      add_access(w, acc, &nacc, st->mma.c, st->mma.c_index[i], 0, &(block){.disjoint = i > 0});
+    for (int i = 0; i < 4; i++) add_access(w, acc, &nacc, st->mma.c, st->mma.c_index[i], 1, NULL);
+  } else {
+    double rows = (double)st->bfdot.rows, cols = (double)st->bfdot.cols, k = (double)st->bfdot.k;
+    fma = rows * cols * k;
+    block a = {2, 0, {{block_stride(w, st->bfdot.a_k), k}, {block_stride(w, st->bfdot.a_row), rows}}};
+    block b = {2, 0, {{1, cols}, {block_stride(w, st->bfdot.b_k), k}}};
+    block c = {2, 0, {{1, cols}, {block_stride(w, st->bfdot.c_row), rows}}};
+    add_access(w, acc, &nacc, st->bfdot.a, st->bfdot.a_index, 0, &a);
+    add_access(w, acc, &nacc, st->bfdot.b, st->bfdot.b_index, 0, &b);
+    add_access(w, acc, &nacc, st->bfdot.c, st->bfdot.c_index, 0, &c);
+    add_access(w, acc, &nacc, st->bfdot.c, st->bfdot.c_index, 1, &c);
+  }
+  counts c = {.add = fma, .mul = fma, .fma = fma};
+  for (int i = 0; i < nacc; i++) c.loads += acc[i].reads;
+  put_counts(r.raw, &c, cx.iters);
+  r.raw[F_IS_UPDATE] = 1;
+  r.raw[F_INST_KIND] = st->kind == KG_IRS_MMA ? 1 : 2;
+  r.raw[F_TENSOR_FMA] = fma * cx.iters;
+  record(w, &r, &cx, acc, nacc);
 }
 
 static void walk(walker *w, const kg_irstmt *s) {
@@ -516,7 +615,7 @@ static void walk(walker *w, const kg_irstmt *s) {
       return;
     case KG_IRS_ALLOC:
       if (s->alloc.buf) {
-        double bytes = (double)s->alloc.buf->size * BYTES_PER_ELEM;
+        double bytes = (double)s->alloc.buf->size * elem_bytes(s->alloc.buf);
         if (s->alloc.buf->scope == KG_SCOPE_SHARED) k->shared_bytes += bytes;
         else if (s->alloc.buf->scope == KG_SCOPE_LOCAL) k->local_bytes += bytes;
       }
@@ -533,10 +632,8 @@ static void walk(walker *w, const kg_irstmt *s) {
     case KG_IRS_COMMENT:
     case KG_IRS_ASYNC_COMMIT:
     case KG_IRS_ASYNC_WAIT: return;
-    /* a tensor-core step or a bf16 dot-product block is no store: its kernel's features are its fragments' copies
-     * and the loops around it (the model learns what such a kernel costs from those, as for any other) */
     case KG_IRS_MMA:
-    case KG_IRS_BFDOT: return;
+    case KG_IRS_BFDOT: visit_tensor(w, s); return;
   }
 }
 
@@ -603,6 +700,7 @@ int kg_features_extract(const kg_schedule *s, kg_target_kind target, float *out)
     double bytes = 0;
     for (int b = 0; b < NBUF; b++) bytes += r->raw[F_B0_BYTES + b * BUF_STRIDE];
     graw[F_G_FLOPS] += r->raw[F_OPS_PER_ITER] * r->raw[F_ITERS];
+    graw[F_G_TENSOR_FMA] += r->raw[F_TENSOR_FMA];
     graw[F_G_BYTES] += bytes;
     for (int b = 0; b < NBUF; b++)
       if (r->raw[F_B0_SCOPE + b * BUF_STRIDE] == KG_SCOPE_GLOBAL + 1)
@@ -621,7 +719,7 @@ int kg_features_extract(const kg_schedule *s, kg_target_kind target, float *out)
     graw[F_G_INLINED] += s->stages[i]->attach == KG_ATTACH_INLINE;
     graw[F_G_ATTACHED] += s->stages[i]->attach == KG_ATTACH_AT;
   }
-  for (int i = 0; i < f->ntemps; i++) graw[F_G_TEMP_BYTES] += (double)f->temps[i]->size * BYTES_PER_ELEM;
+  for (int i = 0; i < f->ntemps; i++) graw[F_G_TEMP_BYTES] += (double)f->temps[i]->size * elem_bytes(f->temps[i]);
   graw[F_G_BARRIERS] = w.barriers;
   graw[F_G_ALLREDUCES] = w.allreduces;
   graw[F_G_INTENSITY] = graw[F_G_BYTES] > 0 ? graw[F_G_FLOPS] / graw[F_G_BYTES] : 0;

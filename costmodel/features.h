@@ -3,9 +3,11 @@
  * features (arithmetic counts by kind times the iterations around it; per buffer it touches: bytes, unique bytes,
  * cache lines, reuse, stride of the innermost loop; the loop extents around it by kind (serial, parallel,
  * vectorized, unrolled, block- and thread-bound, vthread); thread and block extents; shared memory; vector
- * widths; arithmetic intensity). The vector holds the KG_FEAT_STORES stores with the most work, in order of
- * decreasing work, then program-wide features (kernel count, total work, launch shape, shared and local
- * footprints). Numbers are log-scaled (log2(1 + x)) so that trees split them at useful places.
+ * widths; arithmetic intensity). A tensor instruction (a tensor-core mma step, CUDA; a block of bf16 dot
+ * products, C) gets such a block too, as an update of its accumulators: its kind and the FMAs it does (also in
+ * the float counts and the program's total). The vector holds the KG_FEAT_STORES stores with the most work, in
+ * order of decreasing work, then program-wide features (kernel count, total work, launch shape, shared and local
+ * footprints, tensor-instruction FMAs). Numbers are log-scaled (log2(1 + x)) so that trees split them at useful places.
  *
  * Extraction only reads the schedule and its lowered IR (in its own arena), so candidates can be featurised in
  * parallel. */
@@ -14,8 +16,8 @@
 #include "../schedule/sched.h"
 
 #define KG_FEAT_STORES 4
-#define KG_FEAT_PER_STORE 64
-#define KG_FEAT_GLOBAL 16
+#define KG_FEAT_PER_STORE 66
+#define KG_FEAT_GLOBAL 17
 #define KG_NFEATURES (KG_FEAT_STORES * KG_FEAT_PER_STORE + KG_FEAT_GLOBAL)
 
 /* Fills out[KG_NFEATURES] for schedule s lowered for target. 0, or -1 when s does not lower (out is then

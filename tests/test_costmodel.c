@@ -1,4 +1,5 @@
-/* The cost model: features of hand-written schedules (the fields a transformation should move, and only those),
+/* The cost model: features of hand-written schedules (the fields a transformation should move, and only those;
+ * a tensor-core step and bf16 dot products counted as the FMAs they do),
  * determinism and finiteness, extraction on random schedules of every library workload for both targets (also
  * from several threads at once), and the XGBoost model: ranking on a synthetic task, the random model, save and
  * load, too little data, and the pair accuracy itself. */
@@ -207,6 +208,114 @@ static void test_cuda_matmul(void) {
   }
   CHECK(shared == 2);
   kg_schedule_free(s);
+  kg_program_free(p);
+}
+
+/* Extracts the features of base with step appended (ft) and of base alone (fs) for target; 0, or -1 (reported)
+ * when either does not extract. */
+static int extract_with_step(const kg_program *p, const char *base, const char *step, kg_target_kind target,
+                             float *ft, float *fs) {
+  char sched[2048];
+  snprintf(sched, sizeof sched, "%s%s", base, step);
+  kg_schedule *t = sched_from(p, sched), *s = sched_from(p, base);
+  int ok = kg_features_extract(t, target, ft) == 0 && all_finite(ft) && kg_features_extract(s, target, fs) == 0 &&
+           all_finite(fs);
+  CHECKF(ok, "%s: no features", step);
+  kg_schedule_free(t);
+  kg_schedule_free(s);
+  return ok ? 0 : -1;
+}
+
+/* ft's heaviest entry is a tensor instruction of kind inst, iters executions doing mnk FMAs in all; fs, the same
+ * schedule without it, does the same arithmetic as scalar updates. */
+static void check_tensor_entry(const float *ft, const float *fs, int inst, double mnk, double iters) {
+  CHECK_FEAT(ft, "store0.inst_kind", inst);
+  CHECK_FEAT(ft, "store0.iters", lg(iters));
+  CHECK_FEAT(ft, "store0.tensor_fma", lg(mnk));
+  CHECK_FEAT(ft, "store0.float_fma", lg(mnk));
+  CHECK_FEAT(ft, "store0.float_ops_per_iter", lg(2 * mnk / iters));
+  CHECK_FEAT(ft, "store0.is_update", 1);
+  CHECK_FEAT(ft, "global.total_tensor_fma", lg(mnk));
+  CHECK_FEAT(ft, "global.total_float_ops", lg(2 * mnk));
+  CHECK_FEAT(fs, "store0.inst_kind", 0);
+  CHECK_FEAT(fs, "store0.tensor_fma", 0);
+  CHECK_FEAT(fs, "store0.float_fma", lg(mnk));
+  CHECK_FEAT(fs, "global.total_tensor_fma", 0);
+  CHECK_FEAT(fs, "global.total_float_ops", lg(2 * mnk));
+  CHECK(memcmp(ft, fs, sizeof(float) * KG_NFEATURES) != 0);
+}
+
+static const char *const MMA_GEMM = "def matmul(A: %s[M, K], B: %s[K, N]) -> (C: f32[M, N]) {\n"
+                                    "  C[i, j] = sum[k](A[i, k] * B[k, j])\n}\n";
+/* One warp a block over two 16 x 8 tiles of C in turn (i.i.o serial), k.o right outside the tensorized loops (the
+ * accumulators in registers). */
+static const char MMA_TILE[] = "split C i 32\nsplit C i.i 16\nsplit C i.i.i 8\nsplit C j 8\nsplit C j.i 2\n"
+                               "split C k 16\nreorder C i.o j.o i.i.i.i j.i.o i.i.o k.o i.i.i.o j.i.i k.i\n"
+                               "fuse C i.i.i.i j.i.o\nbind C i.o blockIdx.y\nbind C j.o blockIdx.x\n"
+                               "bind C i.i.i.i*j.i.o threadIdx.x\n";
+
+/* A tensor-core GEMM at 64 x 32 x 48 in f16 and bf16: its mma step is the heaviest entry, 16 * 8 * 16 / 32 = 64
+ * FMAs for each of the 32 lanes of the 8 blocks, 2 tiles and 3 k steps, so M N K in all. */
+static void test_mma(void) {
+  static const char *const types[] = {"f16", "bf16"};
+  for (int t = 0; t < 2; t++) {
+    char text[256];
+    snprintf(text, sizeof text, MMA_GEMM, types[t], types[t]);
+    kg_program *p = kg_test_load_sizes(text, "M=64 N=32 K=48");
+    CHECK(p != NULL);
+    if (!p) return;
+    float fm[KG_NFEATURES], fs[KG_NFEATURES];
+    if (extract_with_step(p, MMA_TILE, "tensorize C i.i.i.o j.i.i k.i\n", KG_TARGET_CUDA, fm, fs) == 0) {
+      double mnk = 64.0 * 32 * 48, iters = 8 * 32 * 2 * 3;
+      CHECK(iters * 64 == mnk);
+      check_tensor_entry(fm, fs, 1, mnk, iters);
+      CHECK_FEAT(fm, "store0.float_ops_per_iter", lg(2 * 64));
+      CHECK_FEAT(fm, "store0.loads_per_iter", lg(8 + 4 + 4));
+      CHECK_FEAT(fm, "store0.threadIdx.x", lg(32));
+      /* by bytes: the four f32 accumulators read and written, the 8 elements of A's fragment, the 4 of B's (2
+       * bytes each); all three in registers */
+      CHECK_FEAT(fm, "store0.buf0.access", 3);
+      CHECK_FEAT(fm, "store0.buf0.scope", KG_SCOPE_LOCAL + 1);
+      CHECK_FEAT(fm, "store0.buf0.bytes", lg(iters * 8 * 4));
+      CHECK_FEAT(fm, "store0.buf0.unique_bytes", lg(4 * 4));
+      CHECK_FEAT(fm, "store0.buf1.access", 1);
+      CHECK_FEAT(fm, "store0.buf1.bytes", lg(iters * 8 * 2));
+      CHECK_FEAT(fm, "store0.buf1.unique_bytes", lg(8 * 2));
+      CHECK_FEAT(fm, "store0.buf2.unique_bytes", lg(4 * 2));
+      CHECK_FEAT(fm, "store0.buf2.scope", KG_SCOPE_LOCAL + 1);
+      CHECK_FEAT(fm, "store0.buf3.access", 0);
+    }
+    kg_program_free(p);
+  }
+}
+
+/* bf16 dot products on the C target at 32 x 64 x 128, blocks of 8 rows x 32 columns x 64 k (test_bfdot's tile):
+ * 16 blocks of 8 * 32 * 64 FMAs, M N K in all. The accumulator C.r0 is an f32 temporary, A and B are bf16. */
+static void test_bfdot(void) {
+  static const char TEXT[] = "def matmul(A: bf16[M, K], B: bf16[K, N]) -> (C: bf16[M, N]) {\n"
+                             "  C[i, j] = sum[k](A[i, k] * B[k, j])\n}\n";
+  static const char TILE[] = "split C.r0 i 16\nsplit C.r0 i.i 8\nsplit C.r0 j 32\nsplit C.r0 k 64\n"
+                             "reorder C.r0 i.o j.o k.o i.i.o i.i.i j.i k.i\nfuse C.r0 i.o j.o\nparallel C.r0 i.o*j.o\n";
+  kg_program *p = kg_test_load_sizes(TEXT, "M=32 N=64 K=128");
+  CHECK(p != NULL);
+  if (!p) return;
+  float fd[KG_NFEATURES], fs[KG_NFEATURES];
+  if (extract_with_step(p, TILE, "bfdot C.r0 i.i.i j.i k.i\n", KG_TARGET_C, fd, fs) == 0) {
+    double mnk = 32.0 * 64 * 128, iters = 4 * 2 * 2;
+    CHECK(iters * 8 * 32 * 64 == mnk);
+    check_tensor_entry(fd, fs, 2, mnk, iters);
+    CHECK_FEAT(fd, "store0.parallel_prod", lg(4));
+    /* by bytes: B's 64 x 32 block (all of B over the loops), C.r0's 8 x 32 read and written, A's 8 x 64 */
+    CHECK_FEAT(fd, "store0.buf0.access", 1);
+    CHECK_FEAT(fd, "store0.buf0.bytes", lg(iters * 64 * 32 * 2));
+    CHECK_FEAT(fd, "store0.buf0.unique_bytes", lg(128 * 64 * 2));
+    CHECK_FEAT(fd, "store0.buf0.cache_lines", lg(128 * 64 * 2 / 64));
+    CHECK_FEAT(fd, "store0.buf1.access", 3);
+    CHECK_FEAT(fd, "store0.buf1.bytes", lg(iters * 2 * 8 * 32 * 4));
+    CHECK_FEAT(fd, "store0.buf1.unique_bytes", lg(32 * 64 * 4));
+    CHECK_FEAT(fd, "store0.buf2.bytes", lg(iters * 8 * 64 * 2));
+    CHECK_FEAT(fd, "global.global_temp_bytes", lg(32 * 64 * 4));
+  }
   kg_program_free(p);
 }
 
@@ -457,6 +566,8 @@ int main(void) {
   test_names();
   test_cpu_matmul();
   test_cuda_matmul();
+  test_mma();
+  test_bfdot();
   test_random_schedules();
   report_speed();
   test_pair_accuracy();
