@@ -548,9 +548,9 @@ static void visit_tensor(walker *w, const kg_irstmt *st) {
   int nacc = 0;
   double fma;
   if (st->kind == KG_IRS_MMA) {
-    /* a warp's m16n8kK step (K 8 for tf32, f32 operands; else 16) that each of its 32 lanes reaches: per lane, a
+    /* a warp's m16n8kK step (kg_mma_kstep: 8 for TF32, else 16) that each of its 32 lanes reaches: per lane, a
      * 32nd of the step. The fragments are read whole, wherever the loops are. */
-    double k = st->mma.dtype == KG_DT_F32 ? 8 : 16;
+    double k = kg_mma_kstep(st->mma.dtype);
     fma = 16 * 8 * k / 32;
     block fa = {1, 0, {{1, (double)st->mma.a->size}}}, fb = {1, 0, {{1, (double)st->mma.b->size}}};
     add_access(w, acc, &nacc, st->mma.a, NULL, 0, &fa);
