@@ -201,6 +201,7 @@ struct kg_emu_fiber {
   unsigned mask;     /* the warp operation's member mask */
   int src;           /* the lane a shuffle reads, or -1 for its own value */
   uint64_t val, res; /* a shuffle's value and result, as bits */
+  const void *peer;  /* kg_emu_warp_publish: the address of this lane's registers, for its warp to read */
   /* asynchronous copies (cp.async) not yet landed, oldest first: each lands only at a wait that covers its group,
    * so a kernel that reads its shared memory before waiting reads what was there before (a wrong answer) */
   struct kg_emu_copy {
@@ -370,6 +371,29 @@ template <class T> static inline T kg_emu_from_bits(uint64_t b) {
 template <class T> static inline T kg_emu_shfl(int op, unsigned mask, T v, int arg, int line, int width = 32) {
   return kg_emu_from_bits<T>(kg_emu_warp_op(op, mask, kg_emu_bits(v), arg, width, line));
 }
+/* Register exchanges of a whole warp at once (the software tensor-core steps of kgen's CUDA prelude): each lane
+ * publishes the address of its registers and the warp syncs; then any lane reads any other's through
+ * kg_emu_warp_peer, until the warp syncs again (every lane waits at or before that second sync, its registers
+ * untouched). Two warp operations where the shuffles exchanging the same values would be dozens, each a round of
+ * fiber switches. A lane absent from the block reads as poison (NaN bits), as a shuffle from it does. */
+static inline void kg_emu_warp_publish(const void *p, int line) {
+  kg_emu_cur->peer = p;
+  kg_emu_warp_op(KG_EMU_SYNCWARP, 0xffffffffu, 0, 0, 32, line);
+}
+static const unsigned kg_emu_poison_regs[64] = {
+#define KG_EMU_P8 KG_EMU_POISON, KG_EMU_POISON, KG_EMU_POISON, KG_EMU_POISON, KG_EMU_POISON, KG_EMU_POISON, KG_EMU_POISON, KG_EMU_POISON
+    KG_EMU_P8, KG_EMU_P8, KG_EMU_P8, KG_EMU_P8, KG_EMU_P8, KG_EMU_P8, KG_EMU_P8, KG_EMU_P8
+#undef KG_EMU_P8
+};
+/* Lane lane's published registers (32-bit words; at most 64 of them read for an absent lane). */
+static inline const unsigned *kg_emu_warp_peer(int lane) {
+  int w = kg_emu_cur->warp;
+  lane &= 31;
+  const kg_emu_fiber *g = &kg_emu_s.fibers[w * 32 + lane];
+  if (!(kg_emu_s.exists[w] & (1u << lane)) || !g->peer) return kg_emu_poison_regs;
+  return (const unsigned *)g->peer;
+}
+
 /* A call object, so that both __syncwarp() and __syncwarp(mask) carry the line without variadic-macro tricks. */
 struct kg_emu_syncwarp {
   int line;
@@ -479,6 +503,7 @@ static int kg_emu_run_block(void) {
     f->state = KG_EMU_RUNNABLE;
     f->ncopies = 0; /* copies a previous block never waited for are lost, as the block's shared memory is */
     f->group = 0;
+    f->peer = NULL;
   }
   for (;;) {
     for (int i = 0; i < n; i++) {
