@@ -448,11 +448,15 @@ int cli_export(int argc, char **argv) {
   }
   int *first, nw = kg_tlog_workloads(&log, &first);
   int rc = 0, matched = 0;
-  /* one header per workload name, holding every binding of it the log has */
+  /* one header per workload name and variant (--dtype, --tf32: another workload, another header), holding every
+   * binding of it the log has */
+#define SAME_VARIANT(a, b)                                                                                  \
+  (!strcmp((a)->workload.name, (b)->workload.name) && (a)->workload.io_dtype == (b)->workload.io_dtype &&   \
+   (a)->workload.tf32 == (b)->workload.tf32)
   for (int w = 0; w < nw; w++) {
     const kg_tlog_record *r0 = &log.recs[first[w]];
     int earlier = 0;
-    for (int v = 0; v < w && !earlier; v++) earlier = !strcmp(log.recs[first[v]].workload.name, r0->workload.name);
+    for (int v = 0; v < w && !earlier; v++) earlier = SAME_VARIANT(&log.recs[first[v]], r0);
     if (earlier || (only && strcmp(r0->workload.name, only))) continue;
     matched++;
     const kg_program *progs[256];
@@ -462,13 +466,13 @@ int cli_export(int argc, char **argv) {
      * records of the workload, they win. */
     int ndynw = 0, nstatw = 0;
     for (int v = w; v < nw; v++)
-      if (!strcmp(log.recs[first[v]].workload.name, r0->workload.name)) *(log.recs[first[v]].ndyn ? &ndynw : &nstatw) += 1;
+      if (SAME_VARIANT(&log.recs[first[v]], r0)) *(log.recs[first[v]].ndyn ? &ndynw : &nstatw) += 1;
     if (ndynw && nstatw)
       fprintf(stderr, "kgen export: warning: %s: the log holds dynamic and specialized records; exporting the %d dynamic "
                       "binding%s only\n", r0->workload.name, ndynw, ndynw == 1 ? "" : "s");
     for (int v = w; v < nw && np < 256; v++) {
       const kg_tlog_record *r = &log.recs[first[v]];
-      if (strcmp(r->workload.name, r0->workload.name)) continue;
+      if (!SAME_VARIANT(r, r0)) continue;
       if (ndynw && !r->ndyn) continue;
       char why[2048];
       kg_program *p = find_program(&fd, r, why, sizeof why);
@@ -490,12 +494,14 @@ int cli_export(int argc, char **argv) {
     } else {
       for (char *line = strtok(warnings, "\n"); line; line = strtok(NULL, "\n"))
         fprintf(stderr, "kgen export: warning: %s\n", line);
-      if (write_header(out_dir, r0->workload.name, header) != 0) rc = 1;
+      char vname[256];
+      if (write_header(out_dir, kg_export_variant_name(progs[0], vname, sizeof vname), header) != 0) rc = 1;
     }
     free(header);
     free(warnings);
     for (int i = 0; i < np; i++) kg_program_free(owned[i]);
   }
+#undef SAME_VARIANT
   if (only && !matched) {
     fprintf(stderr, "kgen export: %s holds no record of workload '%s'\n", log_path, only);
     rc = 1;

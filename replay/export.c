@@ -298,6 +298,8 @@ static char *signature(const kg_program *p, char **dims) {
     }
   }
   kg_strbuf_putc(&b, ')');
+  if (p->tf32)
+    kg_strbuf_puts(&b, ", TF32 allowed (--tf32: products of f32 operands from operands rounded to TF32)");
   return kg_strbuf_take(&b);
 }
 
@@ -321,6 +323,12 @@ static void binding_ranges(const kg_tlog *log, const kg_program *p, int64_t *lo,
   }
 }
 
+const char *kg_export_variant_name(const kg_program *p, char *buf, size_t len) {
+  snprintf(buf, len, "%s%s%s%s", p->def->name, p->io_retyped && p->io_dtype != KG_DT_F32 ? "_" : "",
+           p->io_retyped && p->io_dtype != KG_DT_F32 ? kg_dtype_names[p->io_dtype] : "", p->tf32 ? "_tf32" : "");
+  return buf;
+}
+
 int kg_export_header(const kg_program *const *progs, int n, const kg_tlog *log, const kg_export_opts *o,
                      char **header, char **warnings, char *err, size_t errlen) {
   *header = NULL;
@@ -335,6 +343,13 @@ int kg_export_header(const kg_program *const *progs, int n, const kg_tlog *log, 
         kg_program_ndynamic(progs[i]) != kg_program_ndynamic(progs[0]) ||
         progs[i]->ninputs + progs[i]->noutputs != progs[0]->ninputs + progs[0]->noutputs) {
       snprintf(err, errlen, "export: one header holds one def (%s and %s)", progs[0]->def->name, progs[i]->def->name);
+      return -1;
+    }
+  char vname[256], vother[256];
+  kg_export_variant_name(progs[0], vname, sizeof vname);
+  for (int i = 1; i < n; i++)
+    if (strcmp(kg_export_variant_name(progs[i], vother, sizeof vother), vname)) {
+      snprintf(err, errlen, "export: one header holds one variant of a workload (%s and %s)", vname, vother);
       return -1;
     }
   if (progs[0]->nsizes > KG_TLOG_MAX_SIZES) {
@@ -389,7 +404,7 @@ int kg_export_header(const kg_program *const *progs, int n, const kg_tlog *log, 
   int *sdyn = kg_xrealloc(NULL, sizeof *sdyn * (size_t)(ns + 1));
   for (int k = 0; k < ns; k++) sdyn[k] = progs[0]->sizes[k].dynamic;
   const int dynamic = kg_program_ndynamic(progs[0]) > 0;
-  kg_header_spec spec = {.name = progs[0]->def->name,
+  kg_header_spec spec = {.name = vname,
                          .prefix = opts.prefix ? opts.prefix : "kg_",
                          .target = opts.target,
                          .signature = sig,

@@ -27,8 +27,12 @@ typedef struct kg_export_opts {
                                            * tiny blocks and says nothing of a GPU's speed) */
 } kg_export_opts;
 
+/* The name of a workload's header and of its functions: the def's name, then what makes its variant another
+ * workload (--dtype, --tf32): "matmul", "matmul_bf16", "matmul_tf32", so that one log holding several variants
+ * exports each into a header of its own. Written into buf (len bytes); returns buf. */
+const char *kg_export_variant_name(const kg_program *p, char *buf, size_t len);
 /* The header of one workload: progs[0..n) are one def checked under n different size bindings (typically every
- * binding the log holds). Returns 0 with *header (heap) and *warnings (heap, one line per warning, "" for none;
+ * binding the log holds), all of one variant (kg_export_variant_name). Returns 0 with *header (heap) and *warnings (heap, one line per warning, "" for none;
  * each names the kernel it concerns), or -1 with err: programs of different defs, NVRTC missing on CUDA, a
  * program not even the default schedule can print or compile for. */
 int kg_export_header(const kg_program *const *progs, int n, const kg_tlog *log, const kg_export_opts *o,

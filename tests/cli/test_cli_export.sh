@@ -103,6 +103,25 @@ for h in "$T/c"/*.h; do
   compile "gcc impl $n" -- gcc -std=c11 -Wall -Wextra -DKG_IMPLEMENTATION -c "$T/use.c" -o "$T/use.o"
   compile "g++ impl $n" -- g++ -Wall -Wextra -DKG_IMPLEMENTATION -x c++ -c "$T/use.c" -o "$T/use.o"
 done
+# one log holding a workload as f32, bf16 (--dtype) and TF32 (--tf32): three workloads, three headers (the
+# sizes alike, so one header could not hold them), each saying what it is, compiled into one program together
+V="$T/variants.kglog"
+for opt in "" "--dtype bf16" "--tf32"; do
+  # shellcheck disable=SC2086
+  expect 0 "tune matmul $opt" -- $K tune matmul -D M=16 -D N=16 -D K=16 $opt --target c --trials 2 --log "$V" --quiet $FAST
+done
+expect 0 "export the three variants" -- $K export "$V" --out "$T/variants"
+for v in matmul matmul_bf16 matmul_tf32; do
+  [ -s "$T/variants/$v.h" ] || { echo "FAIL: no $v.h"; fail=1; }
+  grep -q "^ \*   kg_${v}_M16_K16_N16: M=16 K=16 N=16" "$T/variants/$v.h" || { echo "FAIL: $v.h: not its binding"; fail=1; }
+done
+grep -q "def matmul(A: bf16\[M, K\], B: bf16\[K, N\]) -> (C: bf16\[M, N\])" "$T/variants/matmul_bf16.h" ||
+  { echo "FAIL: matmul_bf16.h: not the bf16 signature"; fail=1; }
+grep -q "), TF32 allowed (--tf32: " "$T/variants/matmul_tf32.h" || { echo "FAIL: matmul_tf32.h does not say TF32"; fail=1; }
+grep -q "TF32" "$T/variants/matmul.h" && { echo "FAIL: matmul.h speaks of TF32"; fail=1; }
+{ for v in matmul matmul_bf16 matmul_tf32; do printf '#include "%s"\n' "$T/variants/$v.h"; done; } > "$T/use.c"
+compile "gcc impl, three variants in one program" -- gcc -std=c11 -Wall -Wextra -pedantic -DKG_IMPLEMENTATION -c "$T/use.c" \
+  -o "$T/use.o"
 for h in "$T/cuda"/*.h; do
   n=$(basename "$h")
   printf '#include "%s"\n' "$h" > "$T/use.c"
