@@ -236,7 +236,7 @@ static kg_iter *fuse_axes(kg_builder *b, kg_sstage *st, const int *idx, int n) {
 }
 
 void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, const kg_gpu_mma_axes *ax, int64_t wy, int64_t nt, int unroll,
-                      int staged) {
+                      int staged, int64_t ks, int64_t pad) {
   /* batch, rows, columns, reductions: then each set's loops are adjacent, to be fused */
   kg_iter *order[2 * KG_GPU_MMA_MAX_AXES + 16];
   int n = 0;
@@ -259,7 +259,13 @@ void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, const kg_gpu_mma_axes *ax, i
   kg_iter *co = kg_builder_split(b, st, cols, 8 * nt, &tmp);
   kg_iter *cn = kg_builder_split(b, st, tmp, 8, &c8);
   kg_iter *cg = kg_builder_split(b, st, c8, 2, &c2);
-  kg_iter *ko = kg_builder_split(b, st, st->roots[ax->k], ax->kstep, &kin);
+  /* staged: a k step of ks instructions (kmid of them, each kin), a whole number of them in the reduction */
+  const int64_t kext = st->roots[ax->k]->extent;
+  if (!staged || ks < 1) ks = 1;
+  while (ks > 1 && kext % (ax->kstep * ks) != 0) ks /= 2;
+  kg_iter *kmid = NULL;
+  kg_iter *ko = kg_builder_split(b, st, st->roots[ax->k], ax->kstep * ks, &kin);
+  if (ks > 1) kmid = kg_builder_split(b, st, kin, ax->kstep, &kin);
   if (b->failed) return;
   n = 0;
   if (bt) order[n++] = bt;
@@ -269,8 +275,9 @@ void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, const kg_gpu_mma_axes *ax, i
     if (st->nax + r != ax->k) order[n++] = st->roots[st->nax + r];
   /* staged: the k step outside the warp's tiles, which share its shared-memory tiles; else the k loop right
    * outside one tile, whose accumulators lowering then keeps in registers across it */
-  kg_iter *rest[] = {rw, r8, cg, staged ? ko : cn, staged ? cn : ko, rh, c2, kin};
-  for (size_t q = 0; q < sizeof rest / sizeof *rest; q++) order[n++] = rest[q];
+  kg_iter *rest[] = {rw, r8, cg, staged ? ko : cn, kmid, staged ? cn : ko, rh, c2, kin};
+  for (size_t q = 0; q < sizeof rest / sizeof *rest; q++)
+    if (rest[q]) order[n++] = rest[q];
   kg_builder_reorder(b, st, order, n);
   kg_iter *lane = kg_builder_fuse(b, st, r8, cg);
   if (bt) kg_builder_annotate(b, KG_STEP_BIND, st, bt, KG_THREAD_BLOCK_Z);
@@ -293,5 +300,6 @@ void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, const kg_gpu_mma_axes *ax, i
     if (!sh) return;
     kg_builder_compute_at(b, sh, st, ko);
     kg_gpu_cooperative_fetch(b, sh, 32, wy, 4);
+    if (pad > 0 && !b->failed) kg_builder_step(b, KG_STEP_PAD, sh->name, NULL, 0, pad, 0, 1);
   }
 }

@@ -38,11 +38,13 @@ int kg_gpu_mma_shape(const kg_program *p, const kg_sstage *st, kg_gpu_mma_axes *
  * .x; the batch on .z), each warp nt instruction tiles along the columns (unrolled when unroll), the lanes of
  * threadIdx.x, k in steps of ax->kstep, then the `tensorize` step. staged: the k loop outside the tiles (then
  * unrolled, so that their accumulators stay in registers across it), both operands' tiles of each k step in shared
- * memory (a cooperative fetch by the block); else the k loop inside the tiles'
+ * memory (a cooperative fetch by the block), a k step ks instruction steps long (fewer barriers an instruction;
+ * ks is halved until it divides the reduction), each shared row followed by pad unused elements (0: none; which
+ * pad makes the fragments' reads conflict-free depends on the row's length); else the k loop inside the tiles'
  * loop, right outside one tile (its accumulators then stay in registers when k is the only reduction). Other
  * reduction axes run outside the warps' tiles. */
 void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, const kg_gpu_mma_axes *ax, int64_t wy, int64_t nt, int unroll,
-                      int staged);
+                      int staged, int64_t ks, int64_t pad);
 
 /* What a launch may use. Register arrays are counted in floats: each one at most local_array, all of a kernel's
  * together at most local_total; with regs_per_block > 0 also (local_total_used + reg_overhead) x threads at most

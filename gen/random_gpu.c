@@ -518,8 +518,10 @@ static int tensor_cores(gctx *g, kg_sstage *st) {
   int64_t M = ax.m, N = ax.n, wy = 1, nt = 1;
   for (int c = below(g->r, 3); c > 0 && M % (32 * wy) == 0; c--) wy *= 2;
   for (int c = below(g->r, 3); c > 0 && N % (16 * nt) == 0; c--) nt *= 2;
-  int unroll = nt > 1 && chance(g->r, 50);
-  kg_gpu_mma_build(&g->b, st, &ax, wy, nt, unroll, chance(g->r, 50));
+  int unroll = nt > 1 && chance(g->r, 50), staged = chance(g->r, 50);
+  /* staged: 1, 2 or 4 instruction steps a k step, rows padded by 0, 2, 4 or 8 elements */
+  int64_t ks = staged ? (int64_t)1 << below(g->r, 3) : 1, pad = staged ? (int64_t[]){0, 2, 4, 8}[below(g->r, 4)] : 0;
+  kg_gpu_mma_build(&g->b, st, &ax, wy, nt, unroll, staged, ks, pad);
   return 1;
 }
 

@@ -753,8 +753,10 @@ static int realizable(const kg_space *sp, int k) {
 }
 
 /* gpu/mma: every stage shaped for the tensor cores (kg_gpu_mma_shape) gets their structure, its knobs the warps
- * per block (1, 2, 4), the instruction tiles per warp (1, 2, 4), whether their loop is unrolled and whether the
- * operands are staged in shared memory; the other stages the naive mapping (kg_schedule_gpu_default). */
+ * per block (1, 2, 4), the instruction tiles per warp (1, 2, 4; both only where the block's tile divides the rows
+ * and the columns), whether their loop is unrolled and whether the
+ * operands are staged in shared memory, and staged, the instruction steps of a shared k step (1, 2, 4) and the
+ * shared rows' padding (0, 2, 4, 8 elements); the other stages the naive mapping (kg_schedule_gpu_default). */
 static int realize_mma(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char *err, size_t errlen) {
   kg_builder b;
   kg_builder_init(&b, s);
@@ -766,7 +768,8 @@ static int realize_mma(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, 
     kg_gpu_mma_build(&b, st, &ax, kg_point_knob(sk, pt, st->name, "mma_warps", 1),
                      kg_point_knob(sk, pt, st->name, "mma_tiles", 1),
                      (int)kg_point_knob(sk, pt, st->name, "mma_unroll", 0),
-                     (int)kg_point_knob(sk, pt, st->name, "mma_staged", 0));
+                     (int)kg_point_knob(sk, pt, st->name, "mma_staged", 0),
+                     kg_point_knob(sk, pt, st->name, "mma_ksteps", 1), kg_point_knob(sk, pt, st->name, "mma_pad", 0));
   }
   if (b.failed) {
     snprintf(err, errlen, "%s", b.err[0] ? b.err : "a step of the sketch does not apply");
@@ -787,17 +790,28 @@ static void sketch_mma(kg_space *sp, const kg_schedule *sc) {
   if (!any) return;
   kg_sketch *sk = kg_space_add_sketch(sp, "gpu/mma", realize_mma, NULL);
   if (!sk) return;
-  static const int64_t counts[] = {1, 2, 4}, onoff[] = {0, 1};
+  static const int64_t counts[] = {1, 2, 4}, onoff[] = {0, 1}, pads[] = {0, 2, 4, 8};
   int full = 0;
   for (int i = 0; i < sc->nstages; i++) {
     kg_gpu_mma_axes ax;
     const kg_sstage *st = sc->stages[i];
     if (!kg_gpu_mma_shape(sc->prog, st, &ax)) continue;
     const char *name = kg_arena_strdup(&sp->arena, st->name);
-    knob(sk, &full, KG_KNOB_CHOICE, name, "mma_warps", counts, 3);
-    knob(sk, &full, KG_KNOB_CHOICE, name, "mma_tiles", counts, 3);
+    /* only the warps and tiles whose block tile divides the rows and the columns (the instruction computes whole
+     * tiles: any other point would fail to lower) */
+    int64_t wv[3], tv[3];
+    int nwv = 0, ntv = 0;
+    for (int c = 0; c < 3; c++) {
+      if (ax.m % (16 * counts[c]) == 0) wv[nwv++] = counts[c];
+      if (ax.n % (8 * counts[c]) == 0) tv[ntv++] = counts[c];
+    }
+    knob(sk, &full, KG_KNOB_CHOICE, name, "mma_warps", wv, nwv);
+    knob(sk, &full, KG_KNOB_CHOICE, name, "mma_tiles", tv, ntv);
     knob(sk, &full, KG_KNOB_CHOICE, name, "mma_unroll", onoff, 2);
     knob(sk, &full, KG_KNOB_CHOICE, name, "mma_staged", onoff, 2);
+    /* staged only (unstaged points ignore them): instruction steps a shared k step, the shared rows' padding */
+    knob(sk, &full, KG_KNOB_CHOICE, name, "mma_ksteps", counts, 3);
+    knob(sk, &full, KG_KNOB_CHOICE, name, "mma_pad", pads, 4);
   }
   if (full || !realizable(sp, sp->nsketches - 1)) sp->nsketches--;
 }

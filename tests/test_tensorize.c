@@ -8,6 +8,7 @@
  * it and verify. */
 #include <stdint.h>
 #include "kgen.h"
+#include "gen/gpu_rules.h"
 #include "gen/space.h"
 #include "lower/work.h"
 #include "runtime/emu.h"
@@ -492,7 +493,10 @@ static void check_mma_sketch(kg_test_workload *w, const kg_gpu_limits *lim, cons
     kg_space_sample(sp, k, &rng, &pt);
     char err[1024];
     kg_schedule *s = kg_space_realize(sp, &pt, err, sizeof err);
-    CHECKF(s != NULL, "%s: gpu/mma point: %s", what, err);
+    char knobs[256] = "";
+    for (int i = 0, at = 0; i < pt.nknobs && at < (int)sizeof knobs - 24; i++)
+      at += snprintf(knobs + at, sizeof knobs - (size_t)at, " %lld", (long long)pt.knobs[i]);
+    CHECKF(s != NULL, "%s: gpu/mma point (knobs%s): %s", what, knobs, err);
     if (!s) continue;
     int mma = 0;
     for (int q = 0; q < s->nstages; q++) mma += s->stages[q]->mma[0] != NULL;
@@ -535,6 +539,19 @@ static void test_sketch(void) {
   }
   if (load_typed(&w, "conv2d", NULL, "N=1 C=32 H=16 W=16 F=16", KG_DT_BF16, 2) == 0) {
     check_mma_sketch(&w, &lim, "bf16 conv2d");
+    /* 16 filters: tiles of 8 or 16 columns a warp divide them, 32 would not (nor are they offered) */
+    kg_space *sp = kg_space_new(w.p, KG_TARGET_CUDA, &lim);
+    int k = sp ? kg_space_find_sketch(sp, "gpu/mma") : -1;
+    int found = 0;
+    for (int i = 0; k >= 0 && i < sp->sketches[k].nknobs; i++) {
+      const kg_knob *kb = &sp->sketches[k].knobs[i];
+      if (strcmp(kb->name, "Y.r0.mma_tiles")) continue;
+      found = 1;
+      CHECKF(kb->nvalues == 2 && kb->values[0] == 1 && kb->values[1] == 2, "conv2d F=16: %d tile counts offered",
+             kb->nvalues);
+    }
+    CHECK(found);
+    kg_space_free(sp);
   }
   kg_test_workload_free(&w);
   if (load_typed(&w, NULL, GEMM_F32, "M=64 N=32 K=24", KG_DT_F32, 2) == 0) {
@@ -549,6 +566,58 @@ static void test_sketch(void) {
   kg_test_workload_free(&w);
 }
 
+/* The staged structure (kg_gpu_mma_build) with k steps of ks instructions and padded shared rows: the k loop split
+ * in two (ks halved until it divides the reduction), the shared stages padded, the accumulators in registers, and
+ * the kernel verified on the emulator; bf16 and TF32. */
+static void test_build_staged(void) {
+  static const struct {
+    const char *t, *sizes;
+    int64_t ks, pad, want_ks;
+  } c[] = {{"bf16", "M=64 N=32 K=64", 4, 4, 4}, {"bf16", "M=32 N=16 K=48", 4, 2, 1}, {"bf16", "M=32 N=16 K=96", 4, 8, 2},
+           {"tf32", "M=64 N=32 K=32", 4, 8, 4}, {"tf32", "M=32 N=32 K=24", 2, 4, 1}};
+  for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+    const int tf32 = !strcmp(c[i].t, "tf32");
+    char text[256], what[128];
+    snprintf(text, sizeof text, GEMM, tf32 ? "f32" : c[i].t, tf32 ? "f32" : c[i].t);
+    snprintf(what, sizeof what, "%s %s staged ks %lld pad %lld", c[i].t, c[i].sizes, (long long)c[i].ks,
+             (long long)c[i].pad);
+    kg_test_workload w;
+    if (kg_test_workload_from_text(&w, text, c[i].sizes, 5, what) != 0) continue;
+    w.p->tf32 = tf32;
+    kg_schedule *s = kg_schedule_new(w.p);
+    kg_sstage *st = kg_schedule_find_stage(s, "C");
+    kg_gpu_mma_axes ax;
+    CHECKF(st && kg_gpu_mma_shape(w.p, st, &ax) && ax.kstep == (tf32 ? 8 : 16), "%s: no tensor-core shape", what);
+    kg_builder b;
+    kg_builder_init(&b, s);
+    if (st) kg_gpu_mma_build(&b, st, &ax, 2, 2, 0, 1, c[i].ks, c[i].pad);
+    CHECKF(!b.failed, "%s: %s", what, b.err);
+    kg_schedule_gpu_default(s, 256);
+    char want[64], err[1024];
+    snprintf(want, sizeof want, "split C k %lld\n", (long long)(ax.kstep * c[i].want_ks));
+    char *trace = kg_trace_to_text(&s->trace);
+    CHECKF(strstr(trace, want) != NULL, "%s: want '%s' in\n%s", what, want, trace);
+    const kg_sstage *sa = kg_schedule_find_stage(s, "A.shared");
+    CHECKF(sa && sa->pad == c[i].pad, "%s: A.shared padded by %lld", what, sa ? (long long)sa->pad : -1LL);
+    kg_arena la;
+    kg_arena_init(&la);
+    kg_cuda_program prog;
+    kg_emu_module em;
+    int ok = !b.failed && emu_build(s, &la, &prog, &em, err, sizeof err);
+    CHECKF(ok, "%s: %s\n%s", what, err, trace);
+    if (ok) {
+      CHECKF(strstr(prog.source, "vkg_mma_c[8]") != NULL, "%s: accumulators not in registers", what);
+      CHECKF(kg_test_emu_verify(&em, &prog, &w, err, sizeof err), "%s: %s\n%s", what, err, trace);
+      kg_emu_module_free(&em);
+    }
+    free(trace);
+    kg_cuda_program_free(&prog);
+    kg_arena_free(&la);
+    kg_schedule_free(s);
+    kg_test_workload_free(&w);
+  }
+}
+
 int main(void) {
   char why[512];
   CHECKF(kg_nvrtc_available(why, sizeof why) == 0, "NVRTC is needed: %s", why);
@@ -557,6 +626,7 @@ int main(void) {
   test_illegal();
   test_random();
   test_conv();
+  test_build_staged();
   test_sketch();
   TEST_END();
 }
