@@ -358,10 +358,8 @@ peers() { # workload
     fi
   fi
   if [ "$w" = matmul ] && [ -x "$blas" ]; then
-    # these machines set OPENBLAS_CORETYPE=Haswell (and may cap OPENBLAS_L2_SIZE) for safety, which halves
-    # OpenBLAS's speed on an AVX-512 CPU; the peer runs with its own kernels for this CPU, for its command only
-    record "$PEER_LIMIT" "$LOGDIR/peers-openblas.txt" env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE \
-      OPENBLAS_NUM_THREADS="$THREADS" "$blas" 1024 ||
+    # OpenBLAS with its best kernels for this CPU (bench/openblas-peer.sh says why that needs saying)
+    record "$PEER_LIMIT" "$LOGDIR/peers-openblas.txt" bench/openblas-peer.sh "$blas" "$THREADS" 1024 ||
       warn "the OpenBLAS peer failed"
   fi
   case "$w" in matmul) hw=(matmul 1024) ;; conv2d) hw=(conv2d) ;; softmax) hw=(softmax 4096 1024) ;; esac

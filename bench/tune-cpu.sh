@@ -156,7 +156,7 @@ peers() {
   local blas="$BUILD/bench/peers/openblas_sgemm"
   [ -x "$blas" ] || die "no $blas: run with STEPS including setup"
   case " $WORKLOADS " in
-    *" matmul "*) record "$LOGDIR/peers-openblas.txt" env OPENBLAS_NUM_THREADS="$THREADS" "$blas" 1024 ||
+    *" matmul "*) record "$LOGDIR/peers-openblas.txt" bench/openblas-peer.sh "$blas" "$THREADS" 1024 ||
       die "the OpenBLAS peer failed" ;;
   esac
   local hw=() w
