@@ -235,8 +235,11 @@ static kg_iter *fuse_axes(kg_builder *b, kg_sstage *st, const int *idx, int n) {
   return b->failed ? NULL : f;
 }
 
-void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, const kg_gpu_mma_axes *ax, int64_t wy, int64_t nt, int unroll,
-                      int staged, int64_t ks, int64_t pad) {
+void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, const kg_gpu_mma_axes *ax, const kg_gpu_mma_opts *o) {
+  const int64_t wy = o->wy, nt = o->nt, pad = o->pad;
+  const int unroll = o->unroll, staged = o->staged;
+  int64_t mt = o->mt < 1 ? 1 : o->mt, ks = o->ks;
+  while (mt > 1 && ax->m % (16 * wy * mt) != 0) mt /= 2;
   /* batch, rows, columns, reductions: then each set's loops are adjacent, to be fused */
   kg_iter *order[2 * KG_GPU_MMA_MAX_AXES + 16];
   int n = 0;
@@ -252,9 +255,10 @@ void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, const kg_gpu_mma_axes *ax, i
   kg_iter *bt = ax->nbatch ? fuse_axes(b, st, ax->batch, ax->nbatch) : NULL;
   kg_iter *rows = fuse_axes(b, st, ax->rows, ax->nrows), *cols = fuse_axes(b, st, ax->cols, ax->ncols);
   if (b->failed) return;
-  kg_iter *r16, *r8, *c8, *c2, *kin, *tmp;
-  kg_iter *ro = kg_builder_split(b, st, rows, 16 * wy, &tmp);
-  kg_iter *rw = kg_builder_split(b, st, tmp, 16, &r16);
+  kg_iter *r16, *r8, *c8, *c2, *kin, *tmp, *rm = NULL;
+  kg_iter *ro = kg_builder_split(b, st, rows, 16 * wy * mt, &tmp);
+  kg_iter *rw = kg_builder_split(b, st, tmp, 16 * mt, &r16);
+  if (mt > 1) rm = kg_builder_split(b, st, r16, 16, &r16);
   kg_iter *rh = kg_builder_split(b, st, r16, 8, &r8);
   kg_iter *co = kg_builder_split(b, st, cols, 8 * nt, &tmp);
   kg_iter *cn = kg_builder_split(b, st, tmp, 8, &c8);
@@ -275,8 +279,11 @@ void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, const kg_gpu_mma_axes *ax, i
     if (st->nax + r != ax->k) order[n++] = st->roots[st->nax + r];
   /* staged: the k step outside the warp's tiles, which share its shared-memory tiles; else the k loop right
    * outside one tile, whose accumulators lowering then keeps in registers across it */
-  kg_iter *rest[] = {rw, r8, cg, staged ? ko : cn, kmid, staged ? cn : ko, rh, c2, kin};
-  for (size_t q = 0; q < sizeof rest / sizeof *rest; q++)
+  kg_iter *staged_order[] = {rw, r8, cg, ko, kmid, rm, cn, rh, c2, kin};
+  kg_iter *unstaged_order[] = {rw, r8, cg, rm, cn, ko, rh, c2, kin};
+  kg_iter **rest = staged ? staged_order : unstaged_order;
+  const int nrest = staged ? 10 : 9;
+  for (int q = 0; q < nrest; q++)
     if (rest[q]) order[n++] = rest[q];
   kg_builder_reorder(b, st, order, n);
   kg_iter *lane = kg_builder_fuse(b, st, r8, cg);
@@ -288,6 +295,7 @@ void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, const kg_gpu_mma_axes *ax, i
   /* staged, the tiles' loop is always unrolled: lowering then keeps all their accumulators in registers across
    * the k loop (a loop it cannot unroll would leave them in memory, read and written around every step) */
   if ((unroll || staged) && nt > 1) kg_builder_annotate(b, KG_STEP_UNROLL, st, cn, KG_THREAD_NONE);
+  if ((unroll || staged) && rm) kg_builder_annotate(b, KG_STEP_UNROLL, st, rm, KG_THREAD_NONE);
   if (b->failed) return;
   const char *names[3] = {rh->name, c2->name, kin->name};
   kg_builder_step(b, KG_STEP_TENSORIZE, st->name, names, 3, 0, 0, 0);

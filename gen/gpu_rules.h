@@ -34,17 +34,21 @@ typedef struct kg_gpu_mma_axes {
   int kstep;                            /* the instruction's reduction (kg_mma_kstep) */
 } kg_gpu_mma_axes;
 int kg_gpu_mma_shape(const kg_program *p, const kg_sstage *st, kg_gpu_mma_axes *ax);
-/* The structure on such a stage: blocks of wy warps (threadIdx.y) over 16 wy rows and 8 nt columns (blockIdx.y,
- * .x; the batch on .z), each warp nt instruction tiles along the columns (unrolled when unroll), the lanes of
- * threadIdx.x, k in steps of ax->kstep, then the `tensorize` step. staged: the k loop outside the tiles (then
- * unrolled, so that their accumulators stay in registers across it), both operands' tiles of each k step in shared
- * memory (a cooperative fetch by the block), a k step ks instruction steps long (fewer barriers an instruction;
- * ks is halved until it divides the reduction), each shared row followed by pad unused elements (0: none; which
- * pad makes the fragments' reads conflict-free depends on the row's length); else the k loop inside the tiles'
- * loop, right outside one tile (its accumulators then stay in registers when k is the only reduction). Other
- * reduction axes run outside the warps' tiles. */
-void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, const kg_gpu_mma_axes *ax, int64_t wy, int64_t nt, int unroll,
-                      int staged, int64_t ks, int64_t pad);
+/* The structure on such a stage: blocks of wy warps (threadIdx.y) over 16 mt wy rows and 8 nt columns (blockIdx.y,
+ * .x; the batch on .z), each warp mt x nt instruction tiles (mt halved until the block's rows divide the rows;
+ * the tiles' loops unrolled when unroll), the lanes of threadIdx.x, k in steps of ax->kstep, then the `tensorize`
+ * step. staged: the k loop outside the tiles (then unrolled, so that their accumulators stay in registers across
+ * it), both operands' tiles of each k step in shared memory (a cooperative fetch by the block), a k step ks
+ * instruction steps long (fewer barriers an instruction; ks is halved until it divides the reduction), each shared
+ * row followed by pad unused elements (0: none; which pad makes the fragments' reads conflict-free depends on the
+ * row's length); else the k loop inside the tiles' loops, right outside one tile (its accumulators then stay in
+ * registers when k is the only reduction). Other reduction axes run outside the warps' tiles. */
+typedef struct kg_gpu_mma_opts {
+  int64_t wy, mt, nt; /* warps a block, tiles a warp along the rows and along the columns */
+  int unroll, staged;
+  int64_t ks, pad;    /* staged only */
+} kg_gpu_mma_opts;
+void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, const kg_gpu_mma_axes *ax, const kg_gpu_mma_opts *o);
 
 /* What a launch may use. Register arrays are counted in floats: each one at most local_array, all of a kernel's
  * together at most local_total; with regs_per_block > 0 also (local_total_used + reg_overhead) x threads at most

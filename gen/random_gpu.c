@@ -509,8 +509,8 @@ static void rfactor_reduction(gctx *g, kg_sstage *st, int two_kernels) {
   if (last->kind == KG_LOOP_SERIAL && chance(g->r, 25)) kg_builder_annotate(&g->b, KG_STEP_UNROLL, rf, last, KG_THREAD_NONE);
 }
 
-/* Tensor cores (tensorize) where the stage has their shape (kg_gpu_mma_shape): wy warps of nt instruction tiles,
- * drawn 40% of the time; 0 when nothing was drawn. The draw happens only for such stages, so that the draws of
+/* Tensor cores (tensorize) where the stage has their shape (kg_gpu_mma_shape): wy warps of mt x nt instruction
+ * tiles, drawn 40% of the time; 0 when nothing was drawn. The draw happens only for such stages, so that the draws of
  * every other stage stay what they were before this existed. */
 static int tensor_cores(gctx *g, kg_sstage *st) {
   kg_gpu_mma_axes ax;
@@ -518,10 +518,17 @@ static int tensor_cores(gctx *g, kg_sstage *st) {
   int64_t M = ax.m, N = ax.n, wy = 1, nt = 1;
   for (int c = below(g->r, 3); c > 0 && M % (32 * wy) == 0; c--) wy *= 2;
   for (int c = below(g->r, 3); c > 0 && N % (16 * nt) == 0; c--) nt *= 2;
-  int unroll = nt > 1 && chance(g->r, 50), staged = chance(g->r, 50);
-  /* staged: 1, 2 or 4 instruction steps a k step, rows padded by 0, 2, 4 or 8 elements */
-  int64_t ks = staged ? (int64_t)1 << below(g->r, 3) : 1, pad = staged ? (int64_t[]){0, 2, 4, 8}[below(g->r, 4)] : 0;
-  kg_gpu_mma_build(&g->b, st, &ax, wy, nt, unroll, staged, ks, pad);
+  kg_gpu_mma_opts o = {.wy = wy, .nt = nt, .mt = 1};
+  o.unroll = nt > 1 && chance(g->r, 50);
+  o.staged = chance(g->r, 50);
+  /* staged: 1, 2 or 4 instruction steps a k step, rows padded by 0, 2, 4 or 8 elements, 1, 2 or 4 tiles along
+   * the rows a warp (a register tile of instructions) */
+  if (o.staged) {
+    o.ks = (int64_t)1 << below(g->r, 3);
+    o.pad = (int64_t[]){0, 2, 4, 8}[below(g->r, 4)];
+    o.mt = (int64_t)1 << below(g->r, 3);
+  }
+  kg_gpu_mma_build(&g->b, st, &ax, &o);
   return 1;
 }
 

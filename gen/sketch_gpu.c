@@ -756,7 +756,7 @@ static int realizable(const kg_space *sp, int k) {
  * per block (1, 2, 4), the instruction tiles per warp (1, 2, 4; both only where the block's tile divides the rows
  * and the columns), whether their loop is unrolled and whether the
  * operands are staged in shared memory, and staged, the instruction steps of a shared k step (1, 2, 4) and the
- * shared rows' padding (0, 2, 4, 8 elements); the other stages the naive mapping (kg_schedule_gpu_default). */
+ * shared rows' padding (0, 2, 4, 8 elements); the tiles a warp has along the rows (1, 2, 4); the other stages the naive mapping (kg_schedule_gpu_default). */
 static int realize_mma(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char *err, size_t errlen) {
   kg_builder b;
   kg_builder_init(&b, s);
@@ -765,11 +765,14 @@ static int realize_mma(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, 
     kg_sstage *st = s->stages[i];
     kg_gpu_mma_axes ax;
     if (st->attach != KG_ATTACH_ROOT || !kg_gpu_mma_shape(s->prog, st, &ax)) continue;
-    kg_gpu_mma_build(&b, st, &ax, kg_point_knob(sk, pt, st->name, "mma_warps", 1),
-                     kg_point_knob(sk, pt, st->name, "mma_tiles", 1),
-                     (int)kg_point_knob(sk, pt, st->name, "mma_unroll", 0),
-                     (int)kg_point_knob(sk, pt, st->name, "mma_staged", 0),
-                     kg_point_knob(sk, pt, st->name, "mma_ksteps", 1), kg_point_knob(sk, pt, st->name, "mma_pad", 0));
+    kg_gpu_mma_opts o = {.wy = kg_point_knob(sk, pt, st->name, "mma_warps", 1),
+                         .mt = kg_point_knob(sk, pt, st->name, "mma_rows", 1),
+                         .nt = kg_point_knob(sk, pt, st->name, "mma_tiles", 1),
+                         .unroll = (int)kg_point_knob(sk, pt, st->name, "mma_unroll", 0),
+                         .staged = (int)kg_point_knob(sk, pt, st->name, "mma_staged", 0),
+                         .ks = kg_point_knob(sk, pt, st->name, "mma_ksteps", 1),
+                         .pad = kg_point_knob(sk, pt, st->name, "mma_pad", 0)};
+    kg_gpu_mma_build(&b, st, &ax, &o);
   }
   if (b.failed) {
     snprintf(err, errlen, "%s", b.err[0] ? b.err : "a step of the sketch does not apply");
@@ -812,6 +815,9 @@ static void sketch_mma(kg_space *sp, const kg_schedule *sc) {
     /* staged only (unstaged points ignore them): instruction steps a shared k step, the shared rows' padding */
     knob(sk, &full, KG_KNOB_CHOICE, name, "mma_ksteps", counts, 3);
     knob(sk, &full, KG_KNOB_CHOICE, name, "mma_pad", pads, 4);
+    /* the warp's tiles along the rows too (a register tile of instructions: each A fragment then serves nt
+     * instructions and each B fragment mt); halved by the builder until the block's rows divide the rows */
+    knob(sk, &full, KG_KNOB_CHOICE, name, "mma_rows", counts, 3);
   }
   if (full || !realizable(sp, sp->nsketches - 1)) sp->nsketches--;
 }

@@ -566,21 +566,23 @@ static void test_sketch(void) {
   kg_test_workload_free(&w);
 }
 
-/* The staged structure (kg_gpu_mma_build) with k steps of ks instructions and padded shared rows: the k loop split
- * in two (ks halved until it divides the reduction), the shared stages padded, the accumulators in registers, and
- * the kernel verified on the emulator; bf16 and TF32. */
+/* The staged structure (kg_gpu_mma_build) with k steps of ks instructions, padded shared rows and mt tiles a warp
+ * along the rows: the k loop split in two (ks halved until it divides the reduction), mt halved until the block's
+ * rows divide the rows, the shared stages padded, the accumulators of all the warp's tiles in registers, and the
+ * kernel verified on the emulator; bf16 and TF32. */
 static void test_build_staged(void) {
   static const struct {
     const char *t, *sizes;
-    int64_t ks, pad, want_ks;
-  } c[] = {{"bf16", "M=64 N=32 K=64", 4, 4, 4}, {"bf16", "M=32 N=16 K=48", 4, 2, 1}, {"bf16", "M=32 N=16 K=96", 4, 8, 2},
-           {"tf32", "M=64 N=32 K=32", 4, 8, 4}, {"tf32", "M=32 N=32 K=24", 2, 4, 1}};
+    int64_t ks, pad, want_ks, mt, want_mt;
+  } c[] = {{"bf16", "M=64 N=32 K=64", 4, 4, 4, 2, 2}, {"bf16", "M=32 N=16 K=48", 4, 2, 1, 4, 1},
+           {"bf16", "M=32 N=16 K=96", 4, 8, 2, 1, 1}, {"tf32", "M=64 N=32 K=32", 4, 8, 4, 2, 2},
+           {"tf32", "M=32 N=32 K=24", 2, 4, 1, 1, 1}};
   for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
     const int tf32 = !strcmp(c[i].t, "tf32");
     char text[256], what[128];
     snprintf(text, sizeof text, GEMM, tf32 ? "f32" : c[i].t, tf32 ? "f32" : c[i].t);
-    snprintf(what, sizeof what, "%s %s staged ks %lld pad %lld", c[i].t, c[i].sizes, (long long)c[i].ks,
-             (long long)c[i].pad);
+    snprintf(what, sizeof what, "%s %s staged ks %lld pad %lld mt %lld", c[i].t, c[i].sizes, (long long)c[i].ks,
+             (long long)c[i].pad, (long long)c[i].mt);
     kg_test_workload w;
     if (kg_test_workload_from_text(&w, text, c[i].sizes, 5, what) != 0) continue;
     w.p->tf32 = tf32;
@@ -590,12 +592,16 @@ static void test_build_staged(void) {
     CHECKF(st && kg_gpu_mma_shape(w.p, st, &ax) && ax.kstep == (tf32 ? 8 : 16), "%s: no tensor-core shape", what);
     kg_builder b;
     kg_builder_init(&b, s);
-    if (st) kg_gpu_mma_build(&b, st, &ax, 2, 2, 0, 1, c[i].ks, c[i].pad);
+    kg_gpu_mma_opts o = {.wy = 2, .mt = c[i].mt, .nt = 2, .unroll = 0, .staged = 1, .ks = c[i].ks, .pad = c[i].pad};
+    if (st) kg_gpu_mma_build(&b, st, &ax, &o);
     CHECKF(!b.failed, "%s: %s", what, b.err);
     kg_schedule_gpu_default(s, 256);
     char want[64], err[1024];
     snprintf(want, sizeof want, "split C k %lld\n", (long long)(ax.kstep * c[i].want_ks));
     char *trace = kg_trace_to_text(&s->trace);
+    CHECKF(strstr(trace, want) != NULL, "%s: want '%s' in\n%s", what, want, trace);
+    /* the block's rows: 2 warps of want_mt tiles of 16 */
+    snprintf(want, sizeof want, "split C i %lld\n", (long long)(32 * c[i].want_mt));
     CHECKF(strstr(trace, want) != NULL, "%s: want '%s' in\n%s", what, want, trace);
     const kg_sstage *sa = kg_schedule_find_stage(s, "A.shared");
     CHECKF(sa && sa->pad == c[i].pad, "%s: A.shared padded by %lld", what, sa ? (long long)sa->pad : -1LL);
@@ -606,7 +612,9 @@ static void test_build_staged(void) {
     int ok = !b.failed && emu_build(s, &la, &prog, &em, err, sizeof err);
     CHECKF(ok, "%s: %s\n%s", what, err, trace);
     if (ok) {
-      CHECKF(strstr(prog.source, "vkg_mma_c[8]") != NULL, "%s: accumulators not in registers", what);
+      /* 4 accumulators a tile, mt x 2 tiles a warp */
+      snprintf(want, sizeof want, "vkg_mma_c[%lld]", (long long)(8 * c[i].want_mt));
+      CHECKF(strstr(prog.source, want) != NULL, "%s: accumulators not in registers (%s)", what, want);
       CHECKF(kg_test_emu_verify(&em, &prog, &w, err, sizeof err), "%s: %s\n%s", what, err, trace);
       kg_emu_module_free(&em);
     }
