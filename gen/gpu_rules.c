@@ -282,8 +282,8 @@ void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, const kg_gpu_mma_axes *ax, c
   kg_iter *staged_order[] = {rw, r8, cg, ko, kmid, rm, cn, rh, c2, kin};
   kg_iter *unstaged_order[] = {rw, r8, cg, rm, cn, ko, rh, c2, kin};
   kg_iter **rest = staged ? staged_order : unstaged_order;
-  const int nrest = staged ? 10 : 9;
-  for (int q = 0; q < nrest; q++)
+  const size_t nrest = staged ? sizeof staged_order / sizeof *staged_order : sizeof unstaged_order / sizeof *unstaged_order;
+  for (size_t q = 0; q < nrest; q++)
     if (rest[q]) order[n++] = rest[q];
   kg_builder_reorder(b, st, order, n);
   kg_iter *lane = kg_builder_fuse(b, st, r8, cg);

@@ -76,11 +76,12 @@ typedef struct nest {
   int X;               /* index of the reduction leaf bound to a thread index (a cross-thread reduction), -1 without */
   kg_buffer *red_buf;  /* cross-thread reduction: the per-thread partial (LOCAL, one element) */
   /* tensorize, when between the reduction's loop R and the three tensorized loops there are only reduction loops
-   * and unrolled spatial ones (the warp's instruction tiles, mma_ntiles of them): the tensor-core steps accumulate
-   * into mma_acc (LOCAL, 4 floats a tile: registers, since the unrolled tile loops make its indices constants)
-   * across R's iterations, loaded from the stage's buffer before R and stored after; mma_seen: a step was built */
+   * and unrolled spatial ones (the warp's instruction tiles): the tensor-core steps accumulate into mma_acc (LOCAL,
+   * 4 floats a tile: registers, since the unrolled tile loops make its indices constants) across R's iterations,
+   * set to zero before R and stored into the stage's buffer after; mma_plan: the step's plan (its rows and columns
+   * loops place the accumulators); mma_seen: a step was built */
   kg_buffer *mma_acc;
-  int64_t mma_ntiles;
+  kg_mma_plan mma_plan;
   int mma_seen;
   int plain;           /* build the bfdot step's loops as plain loops (the partial tiles' version) */
 } nest;
@@ -795,12 +796,7 @@ static kg_irexpr *out_index_at(lctx *L, nest *n, kg_irexpr **lv, kg_irexpr **gua
 static kg_irstmt *mma_acc_copy(lctx *L, nest *n, int to_regs) {
   kg_arena *a = L->a;
   kg_sstage *st = n->st;
-  kg_mma_plan p;
-  char err[512];
-  if (kg_sched_mma_plan(L->s, st, &p, err, sizeof err) != 0) {
-    fail(L, "lower: %s", err);
-    return kg_ir_seq(a);
-  }
+  const kg_mma_plan *p = &n->mma_plan;
   kg_irexpr **lv = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
   kg_irvar **copy = KG_NEW_ARRAY(a, kg_irvar *, st->nleaves + 1);
   for (int j = 0; j < st->nleaves; j++) {
@@ -818,13 +814,16 @@ static kg_irstmt *mma_acc_copy(lctx *L, nest *n, int to_regs) {
   kg_irexpr *base = kg_ir_binary(a, KG_OP_MUL, mma_tile_index(L, n, lv), kg_ir_int(a, 4));
   kg_irstmt *body = kg_ir_seq(a);
   for (int e = 0; e < 4; e++) {
-    lv[p.rows->id] = kg_ir_int(a, e >> 1);
-    lv[p.cols->id] = kg_ir_int(a, e & 1);
-    kg_irexpr *guard;
-    kg_irexpr *ix = out_index_at(L, n, lv, &guard);
     kg_irexpr *ai = kg_ir_binary(a, KG_OP_ADD, base, kg_ir_int(a, e));
-    kg_ir_seq_push(a, body, to_regs ? kg_ir_store(a, n->mma_acc, ai, kg_ir_float(a, 0))
-                                    : kg_ir_store(a, n->out_buf, ix, kg_ir_load(a, n->mma_acc, ai)));
+    if (to_regs) {
+      kg_ir_seq_push(a, body, kg_ir_store(a, n->mma_acc, ai, kg_ir_float(a, 0)));
+      continue;
+    }
+    lv[p->rows->id] = kg_ir_int(a, e >> 1);
+    lv[p->cols->id] = kg_ir_int(a, e & 1);
+    kg_irexpr *guard; /* none: build_mma refused a tile that needs one */
+    kg_irexpr *ix = out_index_at(L, n, lv, &guard);
+    kg_ir_seq_push(a, body, kg_ir_store(a, n->out_buf, ix, kg_ir_load(a, n->mma_acc, ai)));
   }
   for (int j = st->nleaves - 4; j > n->R; j--)
     if (copy[j])
@@ -861,6 +860,11 @@ static kg_irstmt *build_from(lctx *L, nest *n, int k) {
   }
   kg_buffer *acc = NULL;
   if (tiles > 0) {
+    char err[512];
+    if (kg_sched_mma_plan(L->s, st, &n->mma_plan, err, sizeof err) != 0) {
+      fail(L, "lower: %s", err);
+      return kg_ir_seq(a);
+    }
     acc = KG_NEW(a, kg_buffer);
     acc->name = unique_name(L, "kg_mma_c", NULL);
     acc->id = L->nbuffers++;
@@ -870,7 +874,6 @@ static kg_irstmt *build_from(lctx *L, nest *n, int k) {
     acc->size = 4 * tiles;
     acc->param_index = -1;
     n->mma_acc = acc;
-    n->mma_ntiles = tiles;
     n->mma_seen = 0;
   }
   kg_irstmt *body = build_body(L, n, k);
