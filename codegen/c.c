@@ -572,8 +572,11 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
     case KG_IRS_ASYNC_COMMIT:
     case KG_IRS_ASYNC_WAIT: cfail(g, "codegen c: asynchronous copies (a pipelined loop) are CUDA's"); return;
     case KG_IRS_MMA:
-      cfail(g, "codegen c: stage %s: tensor cores (tensorize) are CUDA's", s->mma.stage_name ? s->mma.stage_name : "?");
+    case KG_IRS_LDMATRIX: {
+      const char *sn = s->kind == KG_IRS_MMA ? s->mma.stage_name : s->ldm.stage_name;
+      cfail(g, "codegen c: stage %s: tensor cores (tensorize) are CUDA's", sn ? sn : "?");
       return;
+    }
     case KG_IRS_BFDOT: put_bfdot(g, s, ind); break;
   }
 }

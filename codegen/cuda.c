@@ -543,13 +543,18 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind);
  * (PTX: "elements (low to high)"), the accumulators loaded, kg_mma_m16n8k16, stored back. The warp must run it
  * whole: the kernel launches 32 threads along x, so that lane = threadIdx.x and no guard tells a warp's threads
  * apart (lower/verify.c checks the enclosing conditions). */
+/* A warp-wide instruction of stage (what it does) needs lane = threadIdx.x: 1 when the kernel launches 32 threads
+ * along x, else 0 with g failed. */
+static int warp_lanes_ok(cgen *g, const char *stage, const char *what) {
+  if (g->launch[KG_THREAD_THREAD_X] == 32) return 1;
+  cfail(g, "codegen cuda: kernel %s: stage %s %s: its kernel must launch 32 threads along x (a warp per threadIdx.y "
+        "and z), not %lld", g->kname, nm(stage), what, (long long)g->launch[KG_THREAD_THREAD_X]);
+  return 0;
+}
+
 static void put_mma(cgen *g, const kg_irstmt *s, int ind) {
   kg_strbuf *b = &g->b;
-  if (g->launch[KG_THREAD_THREAD_X] != 32) {
-    cfail(g, "codegen cuda: kernel %s: stage %s is tensorized: its kernel must launch 32 threads along x (a warp "
-          "per threadIdx.y and z), not %lld", g->kname, nm(s->mma.stage_name), (long long)g->launch[KG_THREAD_THREAD_X]);
-    return;
-  }
+  if (!warp_lanes_ok(g, s->mma.stage_name, "is tensorized")) return;
   const char *fa = s->mma.a->name, *fb = s->mma.b->name;
   const int tf32 = s->mma.dtype == KG_DT_F32;
   kg_strbuf_indent(b, ind);
@@ -564,11 +569,18 @@ static void put_mma(cgen *g, const kg_irstmt *s, int ind) {
     for (int r = 0; r < (q ? 2 : 4); r++) {
       const char *f = q ? fb : fa;
       kg_strbuf_indent(b, ind + 1);
-      if (tf32)
-        kg_strbuf_printf(b, "kg_r%c[%d] = kg_tf32(%s[%d]);\n", q ? 'b' : 'a', r, f, r);
-      else
-        kg_strbuf_printf(b, "kg_r%c[%d] = (unsigned)%s[%d] | ((unsigned)%s[%d] << 16);\n", q ? 'b' : 'a', r, f,
-                         2 * r, f, 2 * r + 1);
+      const kg_irexpr *off = q ? s->mma.b_off : s->mma.a_off;
+      if (tf32) {
+        kg_strbuf_printf(b, "kg_r%c[%d] = kg_tf32(%s[", q ? 'b' : 'a', r, f);
+        put_expr(g, off);
+        kg_strbuf_printf(b, " + %d]);\n", r);
+      } else {
+        kg_strbuf_printf(b, "kg_r%c[%d] = (unsigned)%s[", q ? 'b' : 'a', r, f);
+        put_expr(g, off);
+        kg_strbuf_printf(b, " + %d] | ((unsigned)%s[", 2 * r, f);
+        put_expr(g, off);
+        kg_strbuf_printf(b, " + %d] << 16);\n", 2 * r + 1);
+      }
     }
   for (int i = 0; i < 4; i++) {
     kg_strbuf_indent(b, ind + 1);
@@ -586,6 +598,29 @@ static void put_mma(cgen *g, const kg_irstmt *s, int ind) {
     kg_strbuf_printf(b, "%s[", s->mma.c->name);
     put_expr(g, s->mma.c_index[i]);
     kg_strbuf_printf(b, "] = kg_rc[%d];\n", i);
+  }
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_puts(b, "}\n");
+}
+
+/* ldmatrix (KG_IRS_LDMATRIX): the registers kg_ldmatrix fills, split into the fragment's 16-bit elements, low first
+ * (put_mma packs them back: the compiler keeps the registers). Warp-wide as the step is. */
+static void put_ldmatrix(cgen *g, const kg_irstmt *s, int ind) {
+  kg_strbuf *b = &g->b;
+  if (!warp_lanes_ok(g, s->ldm.stage_name, "loads its fragments with ldmatrix")) return;
+  kg_strbuf_indent(b, ind);
+  kg_strbuf_printf(b, "{ /* %s: ldmatrix x%d%s */\n", nm(s->ldm.stage_name), s->ldm.count, s->ldm.trans ? " trans" : "");
+  kg_strbuf_indent(b, ind + 1);
+  kg_strbuf_puts(b, "unsigned kg_rl[4];\n");
+  kg_strbuf_indent(b, ind + 1);
+  kg_strbuf_printf(b, "kg_ldmatrix(kg_rl, &%s[", s->ldm.src->name);
+  put_expr(g, s->ldm.src_index);
+  kg_strbuf_printf(b, "], %d, %d);\n", s->ldm.count, s->ldm.trans);
+  for (int i = 0; i < 2 * s->ldm.count; i++) {
+    kg_strbuf_indent(b, ind + 1);
+    kg_strbuf_printf(b, "%s[", s->ldm.dst->name);
+    put_expr(g, s->ldm.dst_off);
+    kg_strbuf_printf(b, " + %d] = (unsigned short)(kg_rl[%d]%s);\n", i, i / 2, i % 2 ? " >> 16" : "");
   }
   kg_strbuf_indent(b, ind);
   kg_strbuf_puts(b, "}\n");
@@ -1073,6 +1108,7 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       kg_strbuf_printf(b, "kg_cp_async_wait(%d);\n", s->async_wait.pending);
       break;
     case KG_IRS_MMA: put_mma(g, s, ind); break;
+    case KG_IRS_LDMATRIX: put_ldmatrix(g, s, ind); break;
     case KG_IRS_BFDOT:
       cfail(g, "codegen cuda: stage %s: bf16 pair dot products (bfdot) are the C target's", nm(s->bfdot.stage_name));
       return;
@@ -1186,6 +1222,54 @@ static const char mma_prelude[] =
     "  kg_mma_soft(c, a, b, bf16);\n"
     "#endif\n"
     "}\n"
+    "/* ldmatrix.sync.aligned.m8n8.x{n}[.trans].shared.b16 (n = 1, 2, 4): lane l gives the address of row l % 8 of\n"
+    " * matrix l / 8 (8 elements, 16-byte aligned); r[i] gets of matrix i the elements at row g = lane / 4, columns\n"
+    " * 2t, 2t + 1 (t = lane % 4; trans: rows 2t, 2t + 1, column g), low first. From sm_75 on; elsewhere (the emulator,\n"
+    " * older archs) the same from the rows' addresses, exchanged across the warp; the emulator faults a row that is\n"
+    " * not 16-byte aligned, as the GPU does. */\n"
+    "#if defined(KG_EMULATE)\n"
+    "#define KG_LDM_EXCHANGE(p) \\\n"
+    "  kg_emu_check_align((p), 16, \"an ldmatrix row\", __LINE__); \\\n"
+    "  kg_emu_warp_publish(&(p), __LINE__)\n"
+    "#define KG_LDM_ROW(l) \\\n"
+    "  (kg_emu_warp_peer(l) == kg_emu_poison_regs ? (const unsigned short *)kg_emu_poison_regs \\\n"
+    "                                             : *(const unsigned short *const *)kg_emu_warp_peer(l))\n"
+    "#else\n"
+    "#define KG_LDM_EXCHANGE(p) ((void)0)\n"
+    "#define KG_LDM_ROW(l) ((const unsigned short *)__shfl_sync(0xffffffffu, (unsigned long long)row, (l)))\n"
+    "#endif\n"
+    "__device__ __forceinline__ void kg_ldmatrix(unsigned *r, const unsigned short *row, int n, int trans) {\n"
+    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750 && !defined(KG_EMULATE)\n"
+    "  const unsigned s = (unsigned)__cvta_generic_to_shared(row);\n"
+    "  if (n == 4 && !trans)\n"
+    "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\\n\"\n"
+    "                 : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(s));\n"
+    "  else if (n == 4)\n"
+    "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\\n\"\n"
+    "                 : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(s));\n"
+    "  else if (n == 2 && !trans)\n"
+    "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\\n\" : \"=r\"(r[0]), \"=r\"(r[1]) : \"r\"(s));\n"
+    "  else if (n == 2)\n"
+    "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\\n\" : \"=r\"(r[0]), \"=r\"(r[1]) : \"r\"(s));\n"
+    "  else if (!trans)\n"
+    "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\\n\" : \"=r\"(r[0]) : \"r\"(s));\n"
+    "  else\n"
+    "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\\n\" : \"=r\"(r[0]) : \"r\"(s));\n"
+    "#else\n"
+    "  const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;\n"
+    "  KG_LDM_EXCHANGE(row);\n"
+    "  for (int i = 0; i < n; i++) {\n"
+    "    if (!trans) {\n"
+    "      const unsigned short *p = KG_LDM_ROW(8 * i + g);\n"
+    "      r[i] = (unsigned)p[2 * t] | ((unsigned)p[2 * t + 1] << 16);\n"
+    "    } else {\n"
+    "      const unsigned short *p0 = KG_LDM_ROW(8 * i + 2 * t), *p1 = KG_LDM_ROW(8 * i + 2 * t + 1);\n"
+    "      r[i] = (unsigned)p0[g] | ((unsigned)p1[g] << 16);\n"
+    "    }\n"
+    "  }\n"
+    "  KG_MMA_DONE();\n"
+    "#endif\n"
+    "}\n"
     "/* f32 to TF32 as cvt.rna.tf32.f32: to nearest on 10 mantissa bits, ties away from zero, the 13 low bits zero;\n"
     " * infinities and NaNs kept (a NaN stays a NaN whatever its payload). */\n"
     "__device__ __forceinline__ unsigned kg_tf32(float x) {\n"
@@ -1224,7 +1308,7 @@ static const char mma_prelude[] =
     "#endif\n"
     "\n";
 
-static int is_mma(const kg_irstmt *s) { return s->kind == KG_IRS_MMA; }
+static int is_mma(const kg_irstmt *s) { return s->kind == KG_IRS_MMA || s->kind == KG_IRS_LDMATRIX; }
 
 static int is_async(const kg_irstmt *s) {
   return (s->kind == KG_IRS_STORE && s->store.async) || s->kind == KG_IRS_ASYNC_COMMIT ||

@@ -529,6 +529,24 @@ static void visit_store(walker *w, const kg_irstmt *st) {
   record(w, &r, &cx, acc, nacc);
 }
 
+/* ldmatrix: the fragment's registers copied from shared memory, recorded as the copy of a row's block (8 elements a
+ * matrix) it is: one store into the fragment, one read of the source's block at the lane's row. */
+static void visit_ldmatrix(walker *w, const kg_irstmt *st) {
+  srec r;
+  memset(&r, 0, sizeof r);
+  context cx = loop_context(w);
+  counts c = {0};
+  count_ops(st->ldm.src_index, &c);
+  c.loads += 1;
+  put_counts(r.raw, &c, cx.iters);
+  access acc[2];
+  int nacc = 0;
+  block rows = {1, 0, {{1, 8.0 * st->ldm.count}}};
+  add_access(w, acc, &nacc, st->ldm.dst, NULL, 1, NULL);
+  add_access(w, acc, &nacc, st->ldm.src, st->ldm.src_index, 0, &rows);
+  record(w, &r, &cx, acc, nacc);
+}
+
 /* a stride of a bf16 dot-product block: a constant or the dynamic sizes' expression at the measured sizes; 0 when
  * neither */
 static double block_stride(const walker *w, const kg_irexpr *e) {
@@ -552,7 +570,8 @@ static void visit_tensor(walker *w, const kg_irstmt *st) {
      * 32nd of the step. The fragments are read whole, wherever the loops are. */
     double k = kg_mma_kstep(st->mma.dtype);
     fma = 16 * 8 * k / 32;
-    block fa = {1, 0, {{1, (double)st->mma.a->size}}}, fb = {1, 0, {{1, (double)st->mma.b->size}}};
+    const double per = st->mma.dtype == KG_DT_F32 ? 1 : 2; /* one step's fragments, wherever they start */
+    block fa = {1, 0, {{1, 4 * per}}}, fb = {1, 0, {{1, 2 * per}}};
     add_access(w, acc, &nacc, st->mma.a, NULL, 0, &fa);
     add_access(w, acc, &nacc, st->mma.b, NULL, 0, &fb);
     for (int i = 0; i < 4; i++)
@@ -634,6 +653,7 @@ static void walk(walker *w, const kg_irstmt *s) {
     case KG_IRS_ASYNC_WAIT: return;
     case KG_IRS_MMA:
     case KG_IRS_BFDOT: visit_tensor(w, s); return;
+    case KG_IRS_LDMATRIX: visit_ldmatrix(w, s); return;
   }
 }
 

@@ -333,15 +333,30 @@ kg_irstmt *kg_ir_async_wait(kg_arena *a, int pending) {
   return s;
 }
 
-kg_irstmt *kg_ir_mma(kg_arena *a, kg_buffer *fa, kg_buffer *fb, kg_buffer *c, kg_irexpr *const c_index[4], kg_dtype t,
-                     const char *stage_name) {
+kg_irstmt *kg_ir_mma(kg_arena *a, kg_buffer *fa, kg_irexpr *a_off, kg_buffer *fb, kg_irexpr *b_off, kg_buffer *c,
+                     kg_irexpr *const c_index[4], kg_dtype t, const char *stage_name) {
   kg_irstmt *s = new_stmt(a, KG_IRS_MMA);
   s->mma.a = fa;
   s->mma.b = fb;
+  s->mma.a_off = a_off;
+  s->mma.b_off = b_off;
   s->mma.c = c;
   for (int i = 0; i < 4; i++) s->mma.c_index[i] = c_index[i];
   s->mma.dtype = t;
   s->mma.stage_name = stage_name;
+  return s;
+}
+
+kg_irstmt *kg_ir_ldmatrix(kg_arena *a, kg_buffer *dst, kg_irexpr *dst_off, kg_buffer *src, kg_irexpr *src_index,
+                          int count, int trans, const char *stage_name) {
+  kg_irstmt *s = new_stmt(a, KG_IRS_LDMATRIX);
+  s->ldm.dst = dst;
+  s->ldm.dst_off = dst_off;
+  s->ldm.src = src;
+  s->ldm.src_index = src_index;
+  s->ldm.count = count;
+  s->ldm.trans = trans;
+  s->ldm.stage_name = stage_name;
   return s;
 }
 
@@ -526,8 +541,19 @@ static void print_stmt(kg_strbuf *b, const kg_irstmt *s, int ind) {
         if (i) kg_strbuf_puts(b, "], [");
         print_expr(b, s->mma.c_index[i]);
       }
-      kg_strbuf_printf(b, "] += %s x %s  # %s\n", s->mma.a->name, s->mma.b->name,
-                       s->mma.stage_name ? s->mma.stage_name : "?");
+      kg_strbuf_printf(b, "] += %s[", s->mma.a->name);
+      print_expr(b, s->mma.a_off);
+      kg_strbuf_printf(b, ":] x %s[", s->mma.b->name);
+      print_expr(b, s->mma.b_off);
+      kg_strbuf_printf(b, ":]  # %s\n", s->mma.stage_name ? s->mma.stage_name : "?");
+      break;
+    case KG_IRS_LDMATRIX:
+      kg_strbuf_indent(b, ind);
+      kg_strbuf_printf(b, "%s[", s->ldm.dst->name);
+      print_expr(b, s->ldm.dst_off);
+      kg_strbuf_printf(b, ":] = ldmatrix x%d%s %s[", s->ldm.count, s->ldm.trans ? " trans" : "", s->ldm.src->name);
+      print_expr(b, s->ldm.src_index);
+      kg_strbuf_printf(b, "]  # %s\n", s->ldm.stage_name ? s->ldm.stage_name : "?");
       break;
     case KG_IRS_BFDOT:
       kg_strbuf_indent(b, ind);

@@ -112,7 +112,8 @@ typedef enum {
   KG_IRS_MMA,          /* one tensor-core step of a warp (`tensorize`, CUDA): mma.sync.aligned.m16n8k16.row.col with
                           f32 accumulation over mma.dtype operands (f16, bf16), or m16n8k8 over f32 ones rounded to
                           TF32 (mma.dtype f32). Every thread of the warp reaches it together with its fragments in
-                          mma.a (8 elements, LOCAL, of mma.dtype; TF32: 4), mma.b (4; TF32: 2) and its four
+                          mma.a from mma.a_off (8 elements, LOCAL, of mma.dtype; TF32: 4), mma.b from mma.b_off (4;
+                          TF32: 2; the arrays may hold the fragments of several steps) and its four
                           accumulators at mma.c[mma.c_index[0..3]] (f32); each accumulator then has the sum over the
                           16 (TF32: 8) k of its row of A times its column of B added. Which elements a lane holds is
                           the PTX ISA's layout (schedule/sched.h, kg_mma_plan), lane = threadIdx.x */
@@ -120,6 +121,13 @@ typedef enum {
                           bfdot.c[c_index + r c_row + c] (f32) += the sum over k < bfdot.k (even) of
                           a[a_index + r a_row + k a_k] * b[b_index + k b_k + c] (bf16 buffers), computed a pair of k
                           at a time: the instruction (x86 vdpbf16ps) adds both products of a pair to each lane */
+  KG_IRS_LDMATRIX,     /* a warp's load of ldm.count (1, 2, 4) 8 x 8 matrices of 16-bit elements from shared memory
+                          (ldmatrix.sync.aligned.m8n8.x{count}[.trans].shared.b16, CUDA): lane l names the row
+                          (l % 8) of matrix l / 8, which starts at ldm.src[ldm.src_index] (8 contiguous elements,
+                          16-byte aligned); lane (g = l / 4, t = l % 4) then holds of matrix i the elements at row g,
+                          columns 2t and 2t + 1 (trans: rows 2t and 2t + 1, column g), stored at
+                          ldm.dst[ldm.dst_off + 2 i] and + 1 (LOCAL): an mma fragment in one instruction where 8
+                          loads of single elements would take eight. The whole warp reaches it together */
 } kg_irstmt_kind;
 
 struct kg_irstmt {
@@ -178,10 +186,17 @@ struct kg_irstmt {
     } async_wait;
     struct {
       kg_buffer *a, *b, *c;
+      kg_irexpr *a_off, *b_off; /* INT: where the fragments start in a and b (a warp tile's fragments share an array) */
       kg_irexpr *c_index[4];
       kg_dtype dtype;
       const char *stage_name; /* for messages and comments */
     } mma;
+    struct {
+      kg_buffer *src, *dst;
+      kg_irexpr *src_index, *dst_off;
+      int count, trans;
+      const char *stage_name;
+    } ldm;
     struct {
       kg_buffer *a, *b, *c;
       kg_irexpr *a_index, *b_index, *c_index; /* the elements at row 0, column 0, k 0 */
@@ -271,8 +286,11 @@ kg_irstmt *kg_ir_allreduce(kg_arena *a, kg_buffer *b, kg_reducer red, kg_thread_
 kg_irstmt *kg_ir_comment(kg_arena *a, const char *text);
 kg_irstmt *kg_ir_async_commit(kg_arena *a);
 kg_irstmt *kg_ir_async_wait(kg_arena *a, int pending);
-kg_irstmt *kg_ir_mma(kg_arena *a, kg_buffer *fa, kg_buffer *fb, kg_buffer *c, kg_irexpr *const c_index[4], kg_dtype t,
+kg_irstmt *kg_ir_mma(kg_arena *a, kg_buffer *fa, kg_irexpr *a_off, kg_buffer *fb, kg_irexpr *b_off, kg_buffer *c,
+                     kg_irexpr *const c_index[4], kg_dtype t,
                      const char *stage_name);
+kg_irstmt *kg_ir_ldmatrix(kg_arena *a, kg_buffer *dst, kg_irexpr *dst_off, kg_buffer *src, kg_irexpr *src_index,
+                          int count, int trans, const char *stage_name);
 /* A KG_IRS_BFDOT with the fields of the struct (stage_name and the index expressions kept as given). */
 kg_irstmt *kg_ir_bfdot(kg_arena *a, const kg_irstmt *fields);
 int kg_ir_is_const(const kg_irexpr *e, int64_t *v);

@@ -750,6 +750,7 @@ static kg_irstmt *build_body(lctx *L, nest *n, int k) {
 }
 
 static kg_irstmt *build_mma(lctx *L, nest *n, int k);
+static int mma_tiles_from(lctx *L, const nest *n, int k);
 static kg_irstmt *build_bfdot(lctx *L, nest *n, int k);
 
 /* Most instruction tiles a thread keeps in registers across the reduction (4 accumulators each). */
@@ -842,7 +843,7 @@ static kg_irstmt *build_from(lctx *L, nest *n, int k) {
     return build_store(L, n, leafval, n->red_buf ? STORE_PARTIAL : STORE_UPDATE);
   }
   if (k == n->R && n->X >= 0) return build_cross_thread(L, n);
-  if (st->mma[0] && k == st->nleaves - 3) return build_mma(L, n, k);
+  if (st->mma[0] && (k == st->nleaves - 3 || mma_tiles_from(L, n, k) == k)) return build_mma(L, n, k);
   if (st->bfdot[0] && k == st->nleaves - 3 && !n->plain) return build_bfdot(L, n, k);
   kg_iter *it = st->leaves[k];
   /* tensorize inside the reduction's loops: the accumulators of the warp's tiles in registers across them, set to
@@ -953,13 +954,179 @@ static int attached_at_any(lctx *L, const kg_sstage *st, kg_iter *const *loops, 
   return 0;
 }
 
-/* Replaces leaves k.. (the three tensorized loops) of n by the fragments' copies and one KG_IRS_MMA: each thread
- * loads the elements the PTX layout gives its lane (groupID = lane / 4, thread in group = lane % 4; m16n8k16: A rows
- * g and g + 8, columns 2 tig + {0, 1} and + 8, B rows 2 tig + {0, 1} and + 8, column g; m16n8k8 (TF32): A rows g and
- * g + 8, columns tig and tig + 4, B rows tig and tig + 4, column g; its accumulators, both: rows g and g + 8,
- * columns 2 tig + {0, 1}), which are exactly the loops' own points with the loop values substituted: the rows loop
- * is g's high bit (row = 8 rows + g), the columns loop the low bit of the column (column = 2 tig + cols). B's column
- * g is another lane's: its column loops take g's value in place of this lane's. */
+/* The elements of the step's fragments that this lane loads, at the leaves' values base (the tensorized loops' own
+ * values replaced): xa[0..na) of A, xb[0..nb) of B, in the PTX ISA's layout (groupID g = lane / 4, thread in group
+ * tig = lane % 4; m16n8k16: A rows g and g + 8, columns 2 tig + {0, 1} and + 8, B rows 2 tig + {0, 1} and + 8,
+ * column g; m16n8k8 (TF32): A rows g and g + 8, columns tig and tig + 4, B rows tig and tig + 4, column g), which are
+ * exactly the loops' own points with the loop values substituted: the rows loop is g's high bit (row = 8 rows + g),
+ * the columns loop the low bit of the column (column = 2 tig + cols). B's column g is another lane's: its column
+ * loops take g's value in place of this lane's. */
+static void mma_fragment_loads(lctx *L, nest *n, const kg_mma_plan *p, kg_irexpr **base, kg_irexpr **xa,
+                               kg_irexpr **xb) {
+  kg_arena *a = L->a;
+  kg_sstage *st = n->st;
+  kg_irexpr **lv = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
+  kg_irexpr *lane = base[p->lane->id];
+  kg_irexpr *tig = kg_ir_binary(a, KG_OP_MOD, lane, kg_ir_int(a, 4));
+  kg_irexpr *grp = kg_ir_binary(a, KG_OP_DIV, lane, kg_ir_int(a, 4));
+  /* the reduction index of A's element e (B's: kb) in this lane: m16n8k16's pairs 2 tig + {0, 1} (+ 8), m16n8k8's
+   * single elements tig (+ 4) */
+  const int tf32 = p->kstep == 8, na = tf32 ? 4 : 8, nb = tf32 ? 2 : 4;
+#define KAT(c) kg_ir_binary(a, KG_OP_ADD, tf32 ? tig : kg_ir_binary(a, KG_OP_MUL, tig, kg_ir_int(a, 2)), kg_ir_int(a, (c)))
+  for (int e = 0; e < na; e++) {
+    memcpy(lv, base, sizeof(kg_irexpr *) * (size_t)(st->nall + 1));
+    lv[p->rows->id] = kg_ir_int(a, tf32 ? e & 1 : (e >> 1) & 1);
+    lv[p->cols->id] = kg_ir_int(a, 0);
+    lv[p->k->id] = tf32 ? KAT(4 * (e >> 1)) : KAT((e & 1) + 8 * (e >> 2));
+    xa[e] = mma_operand(L, n, lv, p->a, p->dtype, "tensorize");
+  }
+  for (int e = 0; e < nb; e++) {
+    memcpy(lv, base, sizeof(kg_irexpr *) * (size_t)(st->nall + 1));
+    lv[p->rows->id] = kg_ir_int(a, 0);
+    lv[p->lane->id] = kg_ir_binary(a, KG_OP_DIV, lane, kg_ir_int(a, 8)); /* thread in group = g / 2 */
+    lv[p->cols->id] = kg_ir_binary(a, KG_OP_MOD, grp, kg_ir_int(a, 2));
+    lv[p->k->id] = tf32 ? KAT(4 * e) : KAT((e & 1) + 8 * (e >> 1));
+    xb[e] = mma_operand(L, n, lv, p->b, p->dtype, "tensorize");
+  }
+#undef KAT
+}
+
+/* The load of operand q (0: A, 1: B) at the leaves' values lv with those of the tensorized loops set: A's element at
+ * row 8 rows + lane / 4, column k; B's at row k, column 2 (lane % 4) + cols (B's columns are the lanes' groups). */
+static kg_irexpr *mma_element(lctx *L, nest *n, const kg_mma_plan *p, kg_irexpr **lv, int q, kg_irexpr *rows,
+                              kg_irexpr *lane, kg_irexpr *cols, kg_irexpr *k) {
+  lv[p->rows->id] = rows;
+  lv[p->lane->id] = lane;
+  lv[p->cols->id] = cols;
+  lv[p->k->id] = k;
+  return mma_operand(L, n, lv, q ? p->b : p->a, p->dtype, "tensorize");
+}
+
+/* Is the difference y - x the constant d (after simplification)? */
+static int differs_by(lctx *L, kg_irexpr *x, kg_irexpr *y, int64_t d) {
+  int64_t v;
+  return kg_ir_is_const(kg_bounds_simplify(L->a, kg_ir_binary(L->a, KG_OP_SUB, y, x), NULL, 0), &v) && v == d;
+}
+
+/* ldmatrix for operand q of the step at the leaves' values base (fragment-tile copies in place): the index of the
+ * row this lane names (*src its buffer), or NULL when the fragment cannot be loaded so. A (x4): lane l names row
+ * l % 8 + 8 ((l / 8) % 2) at columns 8 (l / 16) ..; B (x2, transposed: a fragment register pairs two rows of one
+ * column): row k = l % 16, columns 0... ldmatrix needs 16-bit elements in shared memory, each row's 8 elements
+ * contiguous (differences 1..7 along the row, checked element by element) and 16-byte aligned: every coefficient of
+ * the row's affine index and its constant multiples of 8 (the arrays start 16-byte aligned, pipeline rings hold
+ * slots of a multiple of 32 elements). */
+static kg_irexpr *mma_ldmatrix_row(lctx *L, nest *n, const kg_mma_plan *p, kg_irexpr **base, int q, kg_buffer **src) {
+  kg_arena *a = L->a;
+  kg_sstage *st = n->st;
+  if (p->kstep != 16 || (p->dtype != KG_DT_F16 && p->dtype != KG_DT_BF16)) return NULL;
+  kg_irexpr **lv = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
+  memcpy(lv, base, sizeof(kg_irexpr *) * (size_t)(st->nall + 1));
+  kg_irexpr *l = base[p->lane->id], *zero = kg_ir_int(a, 0);
+#define I(v) kg_ir_int(a, (v))
+#define B2(op, x, y) kg_ir_binary(a, op, (x), (y))
+  kg_irexpr *row;
+  if (q == 0) {
+    kg_irexpr *g = B2(KG_OP_MUL, B2(KG_OP_MOD, l, I(8)), I(4)), *hi = B2(KG_OP_MOD, B2(KG_OP_DIV, l, I(8)), I(2));
+    kg_irexpr *k0 = B2(KG_OP_MUL, B2(KG_OP_DIV, l, I(16)), I(8));
+    row = mma_element(L, n, p, lv, 0, hi, g, zero, k0);
+    for (int d = 1; d < 8 && row; d++) {
+      kg_irexpr *x = mma_element(L, n, p, lv, 0, hi, g, zero, B2(KG_OP_ADD, k0, I(d)));
+      if (row->kind != KG_IRE_LOAD || x->kind != KG_IRE_LOAD || x->load.buf != row->load.buf ||
+          !differs_by(L, row->load.index, x->load.index, d))
+        row = NULL;
+    }
+  } else {
+    kg_irexpr *k0 = B2(KG_OP_MOD, l, I(16));
+    row = mma_element(L, n, p, lv, 1, zero, zero, zero, k0);
+    for (int d = 1; d < 8 && row; d++) {
+      kg_irexpr *x = mma_element(L, n, p, lv, 1, zero, I(d / 2), I(d % 2), k0);
+      if (row->kind != KG_IRE_LOAD || x->kind != KG_IRE_LOAD || x->load.buf != row->load.buf ||
+          !differs_by(L, row->load.index, x->load.index, d))
+        row = NULL;
+    }
+  }
+#undef I
+#undef B2
+  if (!row || row->kind != KG_IRE_LOAD || row->load.buf->scope != KG_SCOPE_SHARED) return NULL;
+  kg_affine f = kg_bounds_affine(a, row->load.index, NULL, 0);
+  if (!f.ok || f.c % 8) return NULL;
+  for (int i = 0; i < f.n; i++)
+    if (f.t[i].coef % 8) return NULL;
+  *src = row->load.buf;
+  return row->load.index;
+}
+
+/* The step's accumulators at the leaves' values base (cix[0..4)), after the checks that the tile is whole (no guard:
+ * the far end of the k stretch included, for a reduction the step does not divide) and accumulates in f32. */
+static void mma_accumulators(lctx *L, nest *n, const kg_mma_plan *p, kg_irexpr **base, kg_irexpr **cix) {
+  kg_arena *a = L->a;
+  kg_sstage *st = n->st;
+  kg_irexpr **lv = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
+  for (int e = 0; e < 5; e++) {
+    memcpy(lv, base, sizeof(kg_irexpr *) * (size_t)(st->nall + 1));
+    lv[p->rows->id] = kg_ir_int(a, e < 4 ? e >> 1 : 0);
+    lv[p->cols->id] = kg_ir_int(a, e < 4 ? e & 1 : 0);
+    lv[p->k->id] = kg_ir_int(a, e < 4 ? 0 : p->kstep - 1);
+    kg_irexpr *guard;
+    kg_irexpr *ix = out_index_at(L, n, lv, &guard);
+    if (e < 4) cix[e] = ix;
+    if (guard)
+      fail(L, "lower: tensorize: stage %s: its tile needs a guard (a split that does not divide, or a region past "
+           "its tensor's edge); the tensor cores compute whole 16 x 8 x %d tiles", st->name, p->kstep);
+  }
+  if (n->out_buf->dtype != KG_DT_F32)
+    fail(L, "lower: tensorize: stage %s: its accumulators are %s; they must be f32", st->name,
+         kg_dtype_names[n->out_buf->dtype]);
+}
+
+/* The first of the warp's instruction-tile loops that build_mma takes over from leaf k on: with register
+ * accumulators (n->mma_acc), the run of unrolled spatial loops (no thread, constant extents) that ends right outside
+ * the three tensorized ones, when no stage is computed at any of them; nleaves - 3 when there is none. Leaves k..
+ * are then built by build_mma, which loads each fragment once for the tiles that share it. */
+static int mma_tiles_from(lctx *L, const nest *n, int k) {
+  const kg_sstage *st = n->st;
+  const int t = st->nleaves - 3;
+  if (!n->mma_acc || k <= n->R || k >= t) return t;
+  for (int j = k; j < t; j++) {
+    const kg_iter *it = st->leaves[j];
+    if (it->is_reduce || it->kind != KG_LOOP_UNROLLED || it->tag != KG_THREAD_NONE || n->sext[it->id]) return t;
+  }
+  for (int i = 0; i < L->s->nstages; i++) {
+    const kg_sstage *x = L->s->stages[i];
+    if (x->attach == KG_ATTACH_AT && x->attach_stage == st)
+      for (int j = k; j < t; j++)
+        if (x->attach_iter == st->leaves[j]) return t;
+  }
+  return k;
+}
+
+/* Unrolled copies of the tile loops in mask (leaves from..nleaves-3 of n, innermost last) around body. */
+static kg_irstmt *mma_tile_loops(lctx *L, nest *n, int from, const unsigned char *mask, kg_irvar **vars,
+                                 const char *suffix, kg_irstmt *body) {
+  kg_sstage *st = n->st;
+  for (int j = st->nleaves - 4; j >= from; j--)
+    if (mask[j])
+      body = kg_ir_for(L->a, vars[j], kg_ir_int(L->a, n->ext[st->leaves[j]->id]), KG_LOOP_UNROLLED, KG_THREAD_NONE,
+                       kg_arena_printf(L->a, "%s%s", st->leaves[j]->name, suffix), st->name, body);
+  return body;
+}
+
+/* Mixed-radix index over the tile loops in mask at their variables' values. */
+static kg_irexpr *mma_tile_linear(lctx *L, nest *n, int from, const unsigned char *mask, kg_irvar **vars) {
+  kg_irexpr *t = kg_ir_int(L->a, 0);
+  for (int j = from; j < n->st->nleaves - 3; j++)
+    if (mask[j])
+      t = kg_ir_binary(L->a, KG_OP_ADD, kg_ir_binary(L->a, KG_OP_MUL, t, kg_ir_int(L->a, n->ext[n->st->leaves[j]->id])),
+                       kg_ir_var(L->a, vars[j]));
+  return t;
+}
+
+/* Replaces leaves k.. of n by the fragments' copies and KG_IRS_MMA steps: the three tensorized loops, and when k is
+ * before them (mma_tiles_from) the warp's instruction-tile loops too. Then each fragment is loaded once for all the
+ * tiles that read it: an A fragment depends on the tile loops A's index uses (the rows' tiles), B's on the columns'
+ * ones, so a warp's tile of mt x nt steps loads mt A and nt B fragments instead of mt nt of each (the loads, not the
+ * tensor cores, bound a step's issue rate); every fragment of the tile is loaded before the first step, which also
+ * gives the loads of the next steps time to land. */
 static kg_irstmt *build_mma(lctx *L, nest *n, int k) {
   kg_arena *a = L->a;
   kg_sstage *st = n->st;
@@ -980,81 +1147,107 @@ static kg_irstmt *build_mma(lctx *L, nest *n, int k) {
          (long long)n->ext[p.lane->id], p.kstep);
     return kg_ir_seq(a);
   }
-  if (n->X >= 0 || n->red_buf || n->R < 0 || n->R >= k) {
+  if (n->X >= 0 || n->red_buf || n->R < 0 || n->R >= st->nleaves - 3) {
     fail(L, "lower: tensorize: stage %s: the reduction must start outside the tensorized loops, in one thread",
          st->name);
     return kg_ir_seq(a);
   }
   kg_iter *const mloops[3] = {p.rows, p.cols, p.k};
   if (attached_at_any(L, st, mloops, "tensorize")) return kg_ir_seq(a);
+  const int tf32 = p.kstep == 8, na = tf32 ? 4 : 8, nb = tf32 ? 2 : 4, t = st->nleaves - 3;
+  /* the tile loops: their own variables for the steps, copies for each operand's loads */
+  kg_irvar **cv[2];
+  unsigned char *uses[2], *all = KG_NEW_ARRAY(a, unsigned char, st->nleaves + 1);
+  int64_t count[2] = {1, 1};
+  for (int j = k; j < t; j++) all[j] = 1;
+  kg_irexpr *xs[2][8], *row[2] = {NULL, NULL};
+  kg_buffer *src[2] = {NULL, NULL};
   kg_irexpr **base = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
   for (int j = 0; j < st->nleaves; j++) base[st->leaves[j]->id] = kg_ir_var(a, n->leafvar[j]);
-  kg_irexpr **lv = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
-  kg_irexpr *lane = base[p.lane->id];
-  kg_irexpr *tig = kg_ir_binary(a, KG_OP_MOD, lane, kg_ir_int(a, 4));
-  kg_irexpr *grp = kg_ir_binary(a, KG_OP_DIV, lane, kg_ir_int(a, 4));
-  /* the reduction index of A's element e (B's: kb) in this lane: m16n8k16's pairs 2 tig + {0, 1} (+ 8), m16n8k8's
-   * single elements tig (+ 4) */
-  const int tf32 = p.kstep == 8, na = tf32 ? 4 : 8, nb = tf32 ? 2 : 4;
-#define KAT(c) kg_ir_binary(a, KG_OP_ADD, tf32 ? tig : kg_ir_binary(a, KG_OP_MUL, tig, kg_ir_int(a, 2)), kg_ir_int(a, (c)))
-  kg_buffer *fa = KG_NEW(a, kg_buffer), *fb = KG_NEW(a, kg_buffer);
-  kg_buffer *frag[2] = {fa, fb};
+  if (k < t) {
+    /* which tile loops each operand's index uses: loaded with fresh copies of them, then looked at */
+    for (int q = 0; q < 2; q++) {
+      cv[q] = KG_NEW_ARRAY(a, kg_irvar *, st->nleaves + 1);
+      uses[q] = KG_NEW_ARRAY(a, unsigned char, st->nleaves + 1);
+    }
+    kg_irexpr **lv = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
+    memcpy(lv, base, sizeof(kg_irexpr *) * (size_t)(st->nall + 1));
+    for (int j = k; j < t; j++)
+      for (int q = 0; q < 2; q++) {
+        cv[q][j] = new_var(L, kg_arena_printf(a, "%s.%c", st->leaves[j]->name, q ? 'b' : 'a'), st->name);
+        set_range(L, cv[q][j], 0, n->ext[st->leaves[j]->id] - 1);
+      }
+    for (int q = 0; q < 2; q++) {
+      for (int j = k; j < t; j++) lv[st->leaves[j]->id] = kg_ir_var(a, cv[q][j]);
+      kg_irexpr *ya[8], *yb[4];
+      mma_fragment_loads(L, n, &p, lv, ya, yb);
+      for (int e = 0; e < (q ? nb : na); e++) xs[q][e] = q ? yb[e] : ya[e];
+      row[q] = mma_ldmatrix_row(L, n, &p, lv, q, &src[q]);
+      unsigned char *mark = KG_NEW_ARRAY(a, unsigned char, L->nvars + 1);
+      for (int j = k; j < t; j++) {
+        mark[cv[q][j]->id] = 1;
+        for (int e = 0; e < (q ? nb : na) && !uses[q][j]; e++) uses[q][j] = kg_ir_uses_marked(xs[q][e], mark, L->nvars);
+        mark[cv[q][j]->id] = 0;
+        if (uses[q][j]) count[q] *= n->ext[st->leaves[j]->id];
+      }
+    }
+  } else {
+    kg_irexpr *ya[8], *yb[4];
+    mma_fragment_loads(L, n, &p, base, ya, yb);
+    for (int e = 0; e < na; e++) xs[0][e] = ya[e];
+    for (int e = 0; e < nb; e++) xs[1][e] = yb[e];
+    for (int q = 0; q < 2; q++) row[q] = mma_ldmatrix_row(L, n, &p, base, q, &src[q]);
+  }
+  kg_buffer *frag[2];
   for (int q = 0; q < 2; q++) {
+    frag[q] = KG_NEW(a, kg_buffer);
     frag[q]->name = unique_name(L, q ? "kg_mma_b" : "kg_mma_a", NULL);
     frag[q]->id = L->nbuffers++;
     frag[q]->scope = KG_SCOPE_LOCAL;
     frag[q]->tensor = (q ? p.b : p.a)->read.tensor;
     frag[q]->dtype = p.dtype;
-    frag[q]->size = q ? nb : na;
+    frag[q]->size = (q ? nb : na) * count[q];
     frag[q]->param_index = -1;
   }
   kg_irstmt *seq = kg_ir_seq(a);
-  kg_ir_seq_push(a, seq, kg_ir_comment(a, kg_arena_printf(a, "stage %s: loops %s, %s, %s as one mma.m16n8k%d (%s)",
+  kg_ir_seq_push(a, seq, kg_ir_comment(a, kg_arena_printf(a, "stage %s: loops %s, %s, %s as one mma.m16n8k%d (%s)%s",
                                                           st->name, p.rows->name, p.cols->name, p.k->name, p.kstep,
-                                                          tf32 ? "tf32" : kg_dtype_names[p.dtype])));
-  for (int e = 0; e < na; e++) {
-    memcpy(lv, base, sizeof(kg_irexpr *) * (size_t)(st->nall + 1));
-    lv[p.rows->id] = kg_ir_int(a, tf32 ? e & 1 : (e >> 1) & 1);
-    lv[p.cols->id] = kg_ir_int(a, 0);
-    lv[p.k->id] = tf32 ? KAT(4 * (e >> 1)) : KAT((e & 1) + 8 * (e >> 2));
-    kg_ir_seq_push(a, seq, kg_ir_store(a, fa, kg_ir_int(a, e), mma_operand(L, n, lv, p.a, p.dtype, "tensorize")));
+                                                          tf32 ? "tf32" : kg_dtype_names[p.dtype],
+                                                          k < t ? " a tile, each fragment loaded once" : "")));
+  kg_irexpr *off[2] = {kg_ir_int(a, 0), kg_ir_int(a, 0)};
+  for (int q = 0; q < 2; q++) {
+    kg_irstmt *loads = kg_ir_seq(a);
+    kg_irexpr *at = k < t ? kg_ir_binary(a, KG_OP_MUL, mma_tile_linear(L, n, k, uses[q], cv[q]), kg_ir_int(a, q ? nb : na))
+                          : kg_ir_int(a, 0);
+    if (row[q])
+      kg_ir_seq_push(a, loads, kg_ir_ldmatrix(a, frag[q], at, src[q], row[q], q ? 2 : 4, q, st->name));
+    else
+      for (int e = 0; e < (q ? nb : na); e++)
+        kg_ir_seq_push(a, loads, kg_ir_store(a, frag[q], kg_ir_binary(a, KG_OP_ADD, at, kg_ir_int(a, e)), xs[q][e]));
+    kg_ir_seq_push(a, seq, k < t ? mma_tile_loops(L, n, k, uses[q], cv[q], q ? ".b" : ".a", loads) : loads);
+    if (k < t)
+      off[q] = kg_ir_binary(a, KG_OP_MUL, mma_tile_linear(L, n, k, uses[q], n->leafvar), kg_ir_int(a, q ? nb : na));
   }
-  for (int e = 0; e < nb; e++) {
-    memcpy(lv, base, sizeof(kg_irexpr *) * (size_t)(st->nall + 1));
-    lv[p.rows->id] = kg_ir_int(a, 0);
-    lv[p.lane->id] = kg_ir_binary(a, KG_OP_DIV, lane, kg_ir_int(a, 8)); /* thread in group = g / 2 */
-    lv[p.cols->id] = kg_ir_binary(a, KG_OP_MOD, grp, kg_ir_int(a, 2));
-    lv[p.k->id] = tf32 ? KAT(4 * e) : KAT((e & 1) + 8 * (e >> 1));
-    kg_ir_seq_push(a, seq, kg_ir_store(a, fb, kg_ir_int(a, e), mma_operand(L, n, lv, p.b, p.dtype, "tensorize")));
-  }
-#undef KAT
   kg_irexpr *cix[4];
-  /* the four accumulators' points, then the far end of the k stretch (a reduction the step does not divide) */
-  for (int e = 0; e < 5; e++) {
-    memcpy(lv, base, sizeof(kg_irexpr *) * (size_t)(st->nall + 1));
-    lv[p.rows->id] = kg_ir_int(a, e < 4 ? e >> 1 : 0);
-    lv[p.cols->id] = kg_ir_int(a, e < 4 ? e & 1 : 0);
-    lv[p.k->id] = kg_ir_int(a, e < 4 ? 0 : p.kstep - 1);
-    kg_irexpr *guard;
-    kg_irexpr *ix = out_index_at(L, n, lv, &guard);
-    if (e < 4) cix[e] = ix;
-    if (guard)
-      fail(L, "lower: tensorize: stage %s: its tile needs a guard (a split that does not divide, or a region past "
-           "its tensor's edge); the tensor cores compute whole 16 x 8 x %d tiles", st->name, p.kstep);
-  }
-  if (n->out_buf->dtype != KG_DT_F32)
-    fail(L, "lower: tensorize: stage %s: its accumulators are %s; they must be f32", st->name,
-         kg_dtype_names[n->out_buf->dtype]);
+  mma_accumulators(L, n, &p, base, cix);
+  kg_irstmt *step;
   if (n->mma_acc) {
     kg_irexpr *ai[4];
     kg_irexpr *t4 = kg_ir_binary(a, KG_OP_MUL, mma_tile_index(L, n, base), kg_ir_int(a, 4));
     for (int e = 0; e < 4; e++) ai[e] = kg_ir_binary(a, KG_OP_ADD, t4, kg_ir_int(a, e));
     n->mma_seen = 1;
-    kg_ir_seq_push(a, seq, kg_ir_mma(a, fa, fb, n->mma_acc, ai, p.dtype, st->name));
+    step = kg_ir_mma(a, frag[0], off[0], frag[1], off[1], n->mma_acc, ai, p.dtype, st->name);
   } else {
-    kg_ir_seq_push(a, seq, kg_ir_mma(a, fa, fb, n->out_buf, cix, p.dtype, st->name));
+    step = kg_ir_mma(a, frag[0], off[0], frag[1], off[1], n->out_buf, cix, p.dtype, st->name);
   }
-  return kg_ir_alloc(a, fa, kg_ir_alloc(a, fb, seq));
+  /* the steps, in the tile loops' own order and names */
+  for (int j = t - 1; j >= k; j--) {
+    kg_iter *it = st->leaves[j];
+    step = kg_ir_for(a, n->leafvar[j], kg_ir_int(a, n->ext[it->id]), KG_LOOP_UNROLLED, KG_THREAD_NONE, it->name,
+                     st->name, step);
+  }
+  kg_ir_seq_push(a, seq, step);
+  return kg_ir_alloc(a, frag[0], kg_ir_alloc(a, frag[1], seq));
 }
 
 /* ---- bfdot: bf16 pair dot products in place of the three innermost loops (C target) ---- */

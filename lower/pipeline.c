@@ -206,6 +206,21 @@ static kg_irstmt *rw_stmt(pctx *P, const kg_irstmt *s) {
       break;
     }
     case KG_IRS_ALLOC: c = kg_ir_alloc(a, s->alloc.buf, rw_stmt(P, s->alloc.body)); break;
+    case KG_IRS_MMA: { /* its indices name loop variables, which a copy may have renamed */
+      kg_irexpr *ci[4];
+      for (int i = 0; i < 4; i++) ci[i] = rw_expr(P, s->mma.c_index[i]);
+      c = kg_ir_mma(a, s->mma.a, rw_expr(P, s->mma.a_off), s->mma.b, rw_expr(P, s->mma.b_off), s->mma.c, ci,
+                    s->mma.dtype, s->mma.stage_name);
+      break;
+    }
+    case KG_IRS_LDMATRIX: { /* a load of its source, which may be a ring's (its stride keeps 16-byte rows aligned) */
+      kg_irexpr *ix = rw_expr(P, s->ldm.src_index);
+      int ri = ring_index(P, s->ldm.src);
+      if (ri >= 0 && P->load_slot) ix = slot_offset(P, ix, P->load_slot, ri);
+      c = kg_ir_ldmatrix(a, s->ldm.dst, rw_expr(P, s->ldm.dst_off), s->ldm.src, ix, s->ldm.count, s->ldm.trans,
+                         s->ldm.stage_name);
+      break;
+    }
     default: /* barriers, reductions, comments, async marks: no expressions to rewrite */
       c = KG_NEW(a, kg_irstmt);
       *c = *s;

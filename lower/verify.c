@@ -209,6 +209,7 @@ static void describe(vctx *V, const kg_irstmt *s, char *buf, size_t len) {
     case KG_IRS_ASYNC_COMMIT: snprintf(buf, len, "async commit"); break;
     case KG_IRS_ASYNC_WAIT: snprintf(buf, len, "async wait"); break;
     case KG_IRS_MMA: snprintf(buf, len, "mma of stage %s", nm(s->mma.stage_name)); break;
+    case KG_IRS_LDMATRIX: snprintf(buf, len, "ldmatrix of stage %s", nm(s->ldm.stage_name)); break;
     case KG_IRS_BFDOT: snprintf(buf, len, "bfdot of stage %s", nm(s->bfdot.stage_name)); break;
     default: snprintf(buf, len, "statement of unknown kind %d", (int)s->kind); break;
   }
@@ -405,14 +406,40 @@ static void check_stmt(vctx *V, const kg_irstmt *s) {
       for (int q = 0; q < 2; q++) {
         if (!check_buf_id(V, fr[q])) return;
         if (!V->buf_live[fr[q]->id]) FAIL("fragment %s outside its allocation", fr[q]->name);
-        if (fr[q]->scope != KG_SCOPE_LOCAL || fr[q]->size != (q ? 2 : 4) * per || fr[q]->dtype != s->mma.dtype)
-          FAIL("fragment %s is not a local array of %d %s", fr[q]->name, (q ? 2 : 4) * per,
+        const int len = (q ? 2 : 4) * per;
+        if (fr[q]->scope != KG_SCOPE_LOCAL || fr[q]->size < len || fr[q]->size % len || fr[q]->dtype != s->mma.dtype)
+          FAIL("fragment %s is not a local array of %d %s (or of a multiple of them)", fr[q]->name, len,
                kg_dtype_names[s->mma.dtype]);
+        const kg_irexpr *off = q ? s->mma.b_off : s->mma.a_off;
+        check_index(V, fr[q], off, "fragment");
+        if (V->failed) return;
+        int64_t c;
+        if (kg_ir_is_const(off, &c) && (c % len || c + len > fr[q]->size))
+          FAIL("fragment %s from %lld: not a whole fragment of its %lld elements", fr[q]->name, (long long)c,
+               (long long)fr[q]->size);
       }
       for (int i = 0; i < 4 && !V->failed; i++) check_index(V, s->mma.c, s->mma.c_index[i], "accumulator");
       if (V->failed) return;
       if (s->mma.c->dtype != KG_DT_F32 || s->mma.c->is_input) FAIL("accumulators in %s", s->mma.c->name);
       /* the warp runs it whole: no guard that tells its threads apart may enclose it */
+      if (V->divergent) FAIL("under a condition that depends on the thread");
+      return;
+    }
+    case KG_IRS_LDMATRIX: {
+      if (!cuda) FAIL("an ldmatrix on the C target");
+      const kg_buffer *src = s->ldm.src, *dst = s->ldm.dst;
+      const int n = s->ldm.count;
+      if (n != 1 && n != 2 && n != 4) FAIL("%d matrices (1, 2 or 4)", n);
+      check_index(V, src, s->ldm.src_index, "ldmatrix row");
+      check_index(V, dst, s->ldm.dst_off, "ldmatrix destination");
+      if (V->failed) return;
+      if (src->scope != KG_SCOPE_SHARED || (src->dtype != KG_DT_F16 && src->dtype != KG_DT_BF16))
+        FAIL("source %s is not a shared array of 16-bit elements", src->name);
+      if (dst->scope != KG_SCOPE_LOCAL || dst->dtype != src->dtype || dst->size < 2 * n)
+        FAIL("destination %s is not a local array of %d %s", dst->name, 2 * n, kg_dtype_names[src->dtype]);
+      int64_t c;
+      if (kg_ir_is_const(s->ldm.dst_off, &c) && c + 2 * n > dst->size)
+        FAIL("destination %s from %lld: past its %lld elements", dst->name, (long long)c, (long long)dst->size);
       if (V->divergent) FAIL("under a condition that depends on the thread");
       return;
     }

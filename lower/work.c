@@ -480,6 +480,33 @@ static void stmt(wctx *W, kg_irstmt *s) {
       w->other_insts += factor(W) * 10; /* packing the fragments, the accumulators' moves */
       break;
     }
+    case KG_IRS_LDMATRIX: {
+      /* one warp instruction; each matrix is a phase of 8 rows of 4 words, conflict-free when the rows' 16 bytes
+       * fall on 8 distinct groups of 4 banks */
+      expr(W, s->ldm.src_index);
+      double warps = factor(W) / 32;
+      int64_t addr[32 * 4];
+      int n = 0, wf = 0, known = warp_addresses(W, s->ldm.src_index, 1, addr, &n) && n == 32;
+      for (int m = 0; m < s->ldm.count; m++) {
+        if (!known) {
+          wf++;
+          continue;
+        }
+        int64_t words[32];
+        for (int r = 0; r < 8; r++)
+          for (int q = 0; q < 4; q++) words[4 * r + q] = kg_int_floordiv(addr[8 * m + r], 2) + q;
+        wf += wavefronts(words, 32);
+      }
+      w->sh_insts += factor(W);
+      w->sh_wavefronts += warps * wf;
+      w->other_insts += factor(W) * (1 + s->ldm.count);
+      int degree = (wf + s->ldm.count - 1) / s->ldm.count;
+      if (known && degree > w->bank_degree) {
+        w->bank_degree = degree;
+        snprintf(w->bank_where, sizeof w->bank_where, "%s ldmatrix", s->ldm.src->name);
+      }
+      break;
+    }
     case KG_IRS_BFDOT: {
       double dots = factor(W) * (double)s->bfdot.rows * (double)(s->bfdot.cols / 16) * (double)(s->bfdot.k / 2);
       w->flops += dots * 16 * 4;

@@ -46,6 +46,16 @@ static const char *const KOUT = "split C i 32\nsplit C i.i 16\nsplit C i.i.i 8\n
                                 "bind C i.i.i.i*j.i.i.o threadIdx.x\n%s"
                                 "tensorize C i.i.i.o j.i.i.i k.i\n";
 
+/* One warp of four tiles along the rows, in two unrolled loops (i.i.o, i.i.i.o) inside the k loop: A's fragments
+ * depend on both, B's on neither. */
+static const char *const ROWS4 = "split C i 64\nsplit C i.i 32\nsplit C i.i.i 16\nsplit C i.i.i.i 8\n"
+                                 "split C j 8\nsplit C j.i 2\nsplit C k 16\n"
+                                 "reorder C i.o j.o i.i.i.i.i j.i.o k.o i.i.o i.i.i.o i.i.i.i.o j.i.i k.i\n"
+                                 "fuse C i.i.i.i.i j.i.o\n"
+                                 "bind C i.o blockIdx.y\nbind C j.o blockIdx.x\nbind C i.i.i.i.i*j.i.o threadIdx.x\n"
+                                 "unroll C i.i.o\nunroll C i.i.i.o\n"
+                                 "tensorize C i.i.i.i.o j.i.i k.i\n";
+
 /* The same with the reduction in TF32's steps of 8 ("split C k 16" made "split C k 8"). */
 static const char *k8(const char *sched, char *buf, size_t len) {
   snprintf(buf, len, "%s", sched);
@@ -102,8 +112,16 @@ static void check_one_regs(const char *t, const char *sizes, const char *sched, 
                != NULL, "%s: no mma step:\n%s", what, prog.source);
     /* k.o right outside the tensorized loops (or outside unrolled tile loops): the accumulators in registers
      * across it, set to zero there and stored once, so the output is never read */
+    /* regs: strings the source must have, '|' between them */
     const char *want = regs ? regs : "kg_rc[0] = vkg_mma_c[0];";
-    CHECKF(strstr(prog.source, want) != NULL, "%s: want '%s' in:\n%s", what, want, prog.source);
+    for (const char *w0 = want; *w0;) {
+      const char *bar = strchr(w0, '|');
+      size_t len = bar ? (size_t)(bar - w0) : strlen(w0);
+      char one[160];
+      snprintf(one, sizeof one, "%.*s", (int)len, w0);
+      CHECKF(strstr(prog.source, one) != NULL, "%s: want '%s' in:\n%s", what, one, prog.source);
+      w0 += len + (bar != NULL);
+    }
     if (!regs || regs[0]) CHECKF(strstr(prog.source, "= C[") == NULL, "%s: C read:\n%s", what, prog.source);
     else CHECKF(strstr(prog.source, "vkg_mma_c") == NULL, "%s: registers indexed by a serial loop:\n%s", what, prog.source);
     kg_kernel_work wk;
@@ -168,8 +186,16 @@ static void test_legal(void) {
     char kout[1024], s3[1024];
     snprintf(kout, sizeof kout, KOUT, "unroll C j.i.o\n");
     snprintf(what, sizeof what, "%s two warps, k outside four unrolled tiles", types[t]);
-    check_one_regs(types[t], "M=64 N=64 K=64", t == 2 ? k8(kout, s3, sizeof s3) : kout, what,
-                   "kg_rc[0] = vkg_mma_c[j_i_o * 4];");
+    /* one A fragment for the four tiles of a row, each B fragment once: 1 x 4 fragments, not 4 x 4 */
+    char regs[256];
+    snprintf(regs, sizeof regs, "kg_rc[0] = vkg_mma_c[j_i_o * 4];| vkg_mma_a[%d];| vkg_mma_b[%d];", t == 2 ? 4 : 8,
+             4 * (t == 2 ? 2 : 4));
+    check_one_regs(types[t], "M=64 N=64 K=64", t == 2 ? k8(kout, s3, sizeof s3) : kout, what, regs);
+    /* four tiles along the rows in two unrolled loops: the A fragments indexed by both, one B fragment */
+    snprintf(regs, sizeof regs, "vkg_mma_c[(i_i_o * 2 + i_i_i_o) * 4]| vkg_mma_a[%d];| vkg_mma_b[%d];",
+             4 * (t == 2 ? 4 : 8), t == 2 ? 2 : 4);
+    snprintf(what, sizeof what, "%s one warp, 2 x 2 unrolled tiles along the rows", types[t]);
+    check_one_regs(types[t], "M=128 N=16 K=32", t == 2 ? k8(ROWS4, s3, sizeof s3) : ROWS4, what, regs);
     snprintf(kout, sizeof kout, KOUT, "");
     snprintf(what, sizeof what, "%s two warps, k outside four serial tiles", types[t]);
     check_one_regs(types[t], "M=64 N=64 K=64", t == 2 ? k8(kout, s3, sizeof s3) : kout, what, "");
@@ -575,7 +601,8 @@ static void test_build_staged(void) {
     const char *t, *sizes;
     int64_t ks, pad, want_ks, mt, want_mt;
   } c[] = {{"bf16", "M=64 N=32 K=64", 4, 4, 4, 2, 2}, {"bf16", "M=32 N=16 K=48", 4, 2, 1, 4, 1},
-           {"bf16", "M=32 N=16 K=96", 4, 8, 2, 1, 1}, {"tf32", "M=64 N=32 K=32", 4, 8, 4, 2, 2},
+           {"bf16", "M=32 N=16 K=96", 4, 8, 2, 1, 1}, {"f16", "M=64 N=32 K=64", 2, 8, 2, 2, 2},
+           {"bf16", "M=64 N=64 K=32", 1, 0, 1, 2, 2}, {"tf32", "M=64 N=32 K=32", 4, 8, 4, 2, 2},
            {"tf32", "M=32 N=32 K=24", 2, 4, 1, 1, 1}};
   for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
     const int tf32 = !strcmp(c[i].t, "tf32");
@@ -615,8 +642,26 @@ static void test_build_staged(void) {
       /* 4 accumulators a tile, mt x 2 tiles a warp */
       snprintf(want, sizeof want, "vkg_mma_c[%lld]", (long long)(8 * c[i].want_mt));
       CHECKF(strstr(prog.source, want) != NULL, "%s: accumulators not in registers (%s)", what, want);
+      /* 16-bit rows of a multiple of 8 elements (the tiles' 32 or 64 columns, padded by 0 or 8) are 16-byte
+       * aligned: the fragments come by ldmatrix, A's four matrices at once, B's two transposed; padded by 2 or 4
+       * they are not, and come element by element */
+      const int ldm = !tf32 && c[i].pad % 8 == 0;
+      CHECKF((strstr(prog.source, "kg_ldmatrix(kg_rl, &A_shared[") != NULL) == ldm, "%s: A by ldmatrix: want %d", what, ldm);
+      CHECKF((strstr(prog.source, "kg_ldmatrix(kg_rl, &B_shared[") != NULL) == ldm, "%s: B by ldmatrix: want %d", what, ldm);
       CHECKF(kg_test_emu_verify(&em, &prog, &w, err, sizeof err), "%s: %s\n%s", what, err, trace);
       kg_emu_module_free(&em);
+      /* the instructions themselves in the PTX (sm_80), and compiled where only ldmatrix is hardware (sm_75) */
+      for (int a = 0; a < 2 && ldm; a++) {
+        kg_cubin cb;
+        memset(&cb, 0, sizeof cb);
+        int rc = kg_nvrtc_compile(&prog, a ? "sm_75" : "sm_80", &cb);
+        CHECKF(rc == 0, "%s: NVRTC: %s", what, cb.log ? cb.log : "?");
+        if (rc == 0) {
+          CHECKF(cb.ptx && strstr(cb.ptx, "ldmatrix.sync.aligned.m8n8.x4.shared.b16") != NULL, "%s: no x4 ldmatrix", what);
+          CHECKF(cb.ptx && strstr(cb.ptx, "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16") != NULL, "%s: no x2.trans", what);
+        }
+        kg_cubin_free(&cb);
+      }
     }
     free(trace);
     kg_cuda_program_free(&prog);
