@@ -613,14 +613,19 @@ static void put_ldmatrix(cgen *g, const kg_irstmt *s, int ind) {
   kg_strbuf_indent(b, ind + 1);
   kg_strbuf_puts(b, "unsigned kg_rl[4];\n");
   kg_strbuf_indent(b, ind + 1);
-  kg_strbuf_printf(b, "kg_ldmatrix(kg_rl, &%s[", s->ldm.src->name);
+  /* f32 elements (TF32's A) are pairs of 16-bit ones to the instruction, one to a register */
+  const int wide = s->ldm.src->dtype == KG_DT_F32;
+  kg_strbuf_printf(b, "kg_ldmatrix(kg_rl, %s&%s[", wide ? "(const unsigned short *)" : "", s->ldm.src->name);
   put_expr(g, s->ldm.src_index);
   kg_strbuf_printf(b, "], %d, %d);\n", s->ldm.count, s->ldm.trans);
-  for (int i = 0; i < 2 * s->ldm.count; i++) {
+  for (int i = 0; i < (wide ? 1 : 2) * s->ldm.count; i++) {
     kg_strbuf_indent(b, ind + 1);
     kg_strbuf_printf(b, "%s[", s->ldm.dst->name);
     put_expr(g, s->ldm.dst_off);
-    kg_strbuf_printf(b, " + %d] = (unsigned short)(kg_rl[%d]%s);\n", i, i / 2, i % 2 ? " >> 16" : "");
+    if (wide)
+      kg_strbuf_printf(b, " + %d] = __uint_as_float(kg_rl[%d]);\n", i, i);
+    else
+      kg_strbuf_printf(b, " + %d] = (unsigned short)(kg_rl[%d]%s);\n", i, i / 2, i % 2 ? " >> 16" : "");
   }
   kg_strbuf_indent(b, ind);
   kg_strbuf_puts(b, "}\n");

@@ -239,7 +239,7 @@ void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, const kg_gpu_mma_axes *ax, c
   const int64_t wy = o->wy, nt = o->nt, pad = o->pad;
   const int unroll = o->unroll, staged = o->staged;
   int64_t mt = o->mt < 1 ? 1 : o->mt, ks = o->ks;
-  while (mt > 1 && ax->m % (16 * wy * mt) != 0) mt /= 2;
+  while (mt > 1 && (ax->m % (16 * wy * mt) != 0 || mt * nt > KG_MMA_MAX_TILES)) mt /= 2;
   /* batch, rows, columns, reductions: then each set's loops are adjacent, to be fused */
   kg_iter *order[2 * KG_GPU_MMA_MAX_AXES + 16];
   int n = 0;

@@ -517,7 +517,7 @@ static int tensor_cores(gctx *g, kg_sstage *st) {
   if (!kg_gpu_mma_shape(g->b.s->prog, st, &ax) || !chance(g->r, 40)) return 0;
   int64_t M = ax.m, N = ax.n, wy = 1, nt = 1;
   for (int c = below(g->r, 3); c > 0 && M % (32 * wy) == 0; c--) wy *= 2;
-  for (int c = below(g->r, 3); c > 0 && N % (16 * nt) == 0; c--) nt *= 2;
+  for (int c = below(g->r, 5); c > 0 && N % (16 * nt) == 0; c--) nt *= 2;
   kg_gpu_mma_opts o = {.wy = wy, .nt = nt, .mt = 1};
   o.unroll = nt > 1 && chance(g->r, 50);
   o.staged = chance(g->r, 50);

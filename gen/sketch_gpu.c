@@ -753,8 +753,9 @@ static int realizable(const kg_space *sp, int k) {
 }
 
 /* gpu/mma: every stage shaped for the tensor cores (kg_gpu_mma_shape) gets their structure, its knobs the warps
- * per block (1, 2, 4), the instruction tiles per warp (1, 2, 4; both only where the block's tile divides the rows
- * and the columns), whether their loop is unrolled and whether the
+ * per block (1, 2, 4, 8), the instruction tiles per warp along the columns (1 to 16; both only where the block's tile
+ * divides the rows and the columns: a warp of 16 tiles has 128 columns), whether their loop is unrolled
+ * and whether the
  * operands are staged in shared memory, and staged, the instruction steps of a shared k step (1, 2, 4) and the
  * shared rows' padding (0, 2, 4, 8 elements); the tiles a warp has along the rows (1, 2, 4); the other stages the naive mapping (kg_schedule_gpu_default). */
 static int realize_mma(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char *err, size_t errlen) {
@@ -793,7 +794,7 @@ static void sketch_mma(kg_space *sp, const kg_schedule *sc) {
   if (!any) return;
   kg_sketch *sk = kg_space_add_sketch(sp, "gpu/mma", realize_mma, NULL);
   if (!sk) return;
-  static const int64_t counts[] = {1, 2, 4}, onoff[] = {0, 1}, pads[] = {0, 2, 4, 8};
+  static const int64_t counts[] = {1, 2, 4, 8, 16}, onoff[] = {0, 1}, pads[] = {0, 2, 4, 8};
   int full = 0;
   for (int i = 0; i < sc->nstages; i++) {
     kg_gpu_mma_axes ax;
@@ -802,10 +803,10 @@ static void sketch_mma(kg_space *sp, const kg_schedule *sc) {
     const char *name = kg_arena_strdup(&sp->arena, st->name);
     /* only the warps and tiles whose block tile divides the rows and the columns (the instruction computes whole
      * tiles: any other point would fail to lower) */
-    int64_t wv[3], tv[3];
+    int64_t wv[4], tv[5];
     int nwv = 0, ntv = 0;
-    for (int c = 0; c < 3; c++) {
-      if (ax.m % (16 * counts[c]) == 0) wv[nwv++] = counts[c];
+    for (int c = 0; c < 5; c++) {
+      if (c < 4 && ax.m % (16 * counts[c]) == 0) wv[nwv++] = counts[c];
       if (ax.n % (8 * counts[c]) == 0) tv[ntv++] = counts[c];
     }
     knob(sk, &full, KG_KNOB_CHOICE, name, "mma_warps", wv, nwv);

@@ -127,7 +127,9 @@ typedef enum {
                           16-byte aligned); lane (g = l / 4, t = l % 4) then holds of matrix i the elements at row g,
                           columns 2t and 2t + 1 (trans: rows 2t and 2t + 1, column g), stored at
                           ldm.dst[ldm.dst_off + 2 i] and + 1 (LOCAL): an mma fragment in one instruction where 8
-                          loads of single elements would take eight. The whole warp reaches it together */
+                          loads of single elements would take eight. A source of f32 elements (TF32's A, not
+                          transposed) is read as pairs of 16-bit ones: a row is 4 elements, and register i is the
+                          element ldm.dst[ldm.dst_off + i]. The whole warp reaches it together */
 } kg_irstmt_kind;
 
 struct kg_irstmt {

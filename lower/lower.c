@@ -753,8 +753,6 @@ static kg_irstmt *build_mma(lctx *L, nest *n, int k);
 static int mma_tiles_from(lctx *L, const nest *n, int k);
 static kg_irstmt *build_bfdot(lctx *L, nest *n, int k);
 
-/* Most instruction tiles a thread keeps in registers across the reduction (4 accumulators each). */
-#define MMA_MAX_TILES 16
 
 /* The instruction tiles whose accumulators can stay in registers across the reduction from its first loop R (a
  * tensorized stage on CUDA): the product of the extents of the spatial loops between R and the three tensorized
@@ -770,7 +768,7 @@ static int64_t mma_register_tiles(lctx *L, const nest *n) {
     if (it->is_reduce) continue;
     if (it->kind != KG_LOOP_UNROLLED || it->tag != KG_THREAD_NONE || n->sext[it->id]) return 0;
     tiles *= n->ext[it->id];
-    if (tiles > MMA_MAX_TILES) return 0;
+    if (tiles > KG_MMA_MAX_TILES) return 0;
   }
   return tiles;
 }
@@ -1011,14 +1009,17 @@ static int differs_by(lctx *L, kg_irexpr *x, kg_irexpr *y, int64_t d) {
 /* ldmatrix for operand q of the step at the leaves' values base (fragment-tile copies in place): the index of the
  * row this lane names (*src its buffer), or NULL when the fragment cannot be loaded so. A (x4): lane l names row
  * l % 8 + 8 ((l / 8) % 2) at columns 8 (l / 16) ..; B (x2, transposed: a fragment register pairs two rows of one
- * column): row k = l % 16, columns 0... ldmatrix needs 16-bit elements in shared memory, each row's 8 elements
- * contiguous (differences 1..7 along the row, checked element by element) and 16-byte aligned: every coefficient of
- * the row's affine index and its constant multiples of 8 (the arrays start 16-byte aligned, pipeline rings hold
- * slots of a multiple of 32 elements). */
+ * column): row k = l % 16, columns 0... TF32's A (x4 of 32-bit elements seen as pairs of 16-bit ones: a lane gets
+ * an element, row g, column t of each matrix, which is A's fragment): row l % 8 + 8 ((l / 8) % 2) at columns
+ * 4 (l / 16) ..; TF32's B would need a transpose of 32-bit elements, which ldmatrix has not. The rows are 16 bytes in
+ * shared memory, contiguous (differences 1.. along the row, checked element by element) and 16-byte aligned: every
+ * coefficient of the row's affine index and its constant multiples of 16 bytes (the arrays start 16-byte aligned,
+ * pipeline rings hold slots of a multiple of 32 elements). */
 static kg_irexpr *mma_ldmatrix_row(lctx *L, nest *n, const kg_mma_plan *p, kg_irexpr **base, int q, kg_buffer **src) {
   kg_arena *a = L->a;
   kg_sstage *st = n->st;
-  if (p->kstep != 16 || (p->dtype != KG_DT_F16 && p->dtype != KG_DT_BF16)) return NULL;
+  const int tf32 = p->kstep == 8, per_row = tf32 ? 4 : 8;
+  if (tf32 ? q != 0 || p->dtype != KG_DT_F32 : p->dtype != KG_DT_F16 && p->dtype != KG_DT_BF16) return NULL;
   kg_irexpr **lv = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
   memcpy(lv, base, sizeof(kg_irexpr *) * (size_t)(st->nall + 1));
   kg_irexpr *l = base[p->lane->id], *zero = kg_ir_int(a, 0);
@@ -1027,9 +1028,9 @@ static kg_irexpr *mma_ldmatrix_row(lctx *L, nest *n, const kg_mma_plan *p, kg_ir
   kg_irexpr *row;
   if (q == 0) {
     kg_irexpr *g = B2(KG_OP_MUL, B2(KG_OP_MOD, l, I(8)), I(4)), *hi = B2(KG_OP_MOD, B2(KG_OP_DIV, l, I(8)), I(2));
-    kg_irexpr *k0 = B2(KG_OP_MUL, B2(KG_OP_DIV, l, I(16)), I(8));
+    kg_irexpr *k0 = B2(KG_OP_MUL, B2(KG_OP_DIV, l, I(16)), I(per_row));
     row = mma_element(L, n, p, lv, 0, hi, g, zero, k0);
-    for (int d = 1; d < 8 && row; d++) {
+    for (int d = 1; d < per_row && row; d++) {
       kg_irexpr *x = mma_element(L, n, p, lv, 0, hi, g, zero, B2(KG_OP_ADD, k0, I(d)));
       if (row->kind != KG_IRE_LOAD || x->kind != KG_IRE_LOAD || x->load.buf != row->load.buf ||
           !differs_by(L, row->load.index, x->load.index, d))
@@ -1049,9 +1050,9 @@ static kg_irexpr *mma_ldmatrix_row(lctx *L, nest *n, const kg_mma_plan *p, kg_ir
 #undef B2
   if (!row || row->kind != KG_IRE_LOAD || row->load.buf->scope != KG_SCOPE_SHARED) return NULL;
   kg_affine f = kg_bounds_affine(a, row->load.index, NULL, 0);
-  if (!f.ok || f.c % 8) return NULL;
+  if (!f.ok || f.c % per_row) return NULL;
   for (int i = 0; i < f.n; i++)
-    if (f.t[i].coef % 8) return NULL;
+    if (f.t[i].coef % per_row) return NULL;
   *src = row->load.buf;
   return row->load.index;
 }
@@ -1157,9 +1158,8 @@ static kg_irstmt *build_mma(lctx *L, nest *n, int k) {
   const int tf32 = p.kstep == 8, na = tf32 ? 4 : 8, nb = tf32 ? 2 : 4, t = st->nleaves - 3;
   /* the tile loops: their own variables for the steps, copies for each operand's loads */
   kg_irvar **cv[2];
-  unsigned char *uses[2], *all = KG_NEW_ARRAY(a, unsigned char, st->nleaves + 1);
+  unsigned char *uses[2];
   int64_t count[2] = {1, 1};
-  for (int j = k; j < t; j++) all[j] = 1;
   kg_irexpr *xs[2][8], *row[2] = {NULL, NULL};
   kg_buffer *src[2] = {NULL, NULL};
   kg_irexpr **base = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);

@@ -433,12 +433,15 @@ static void check_stmt(vctx *V, const kg_irstmt *s) {
       check_index(V, src, s->ldm.src_index, "ldmatrix row");
       check_index(V, dst, s->ldm.dst_off, "ldmatrix destination");
       if (V->failed) return;
-      if (src->scope != KG_SCOPE_SHARED || (src->dtype != KG_DT_F16 && src->dtype != KG_DT_BF16))
-        FAIL("source %s is not a shared array of 16-bit elements", src->name);
-      if (dst->scope != KG_SCOPE_LOCAL || dst->dtype != src->dtype || dst->size < 2 * n)
-        FAIL("destination %s is not a local array of %d %s", dst->name, 2 * n, kg_dtype_names[src->dtype]);
+      /* 16-bit elements two a register; f32 ones (TF32's A, not transposed) one */
+      const int wide = src->dtype == KG_DT_F32, per = wide ? 1 : 2;
+      if (src->scope != KG_SCOPE_SHARED || (src->dtype != KG_DT_F16 && src->dtype != KG_DT_BF16 && !wide) ||
+          (wide && s->ldm.trans))
+        FAIL("source %s is not a shared array of 16-bit elements (or of 32-bit ones, not transposed)", src->name);
+      if (dst->scope != KG_SCOPE_LOCAL || dst->dtype != src->dtype || dst->size < per * n)
+        FAIL("destination %s is not a local array of %d %s", dst->name, per * n, kg_dtype_names[src->dtype]);
       int64_t c;
-      if (kg_ir_is_const(s->ldm.dst_off, &c) && c + 2 * n > dst->size)
+      if (kg_ir_is_const(s->ldm.dst_off, &c) && c + per * n > dst->size)
         FAIL("destination %s from %lld: past its %lld elements", dst->name, (long long)c, (long long)dst->size);
       if (V->divergent) FAIL("under a condition that depends on the thread");
       return;

@@ -477,7 +477,16 @@ static void stmt(wctx *W, kg_irstmt *s) {
       /* a TF32 m16n8k8 has half the FMAs of an m16n8k16 and takes the tensor cores as long (half their FMA rate),
        * so both count as one step */
       w->flops += warps * 2 * 16 * 8 * kg_mma_kstep(s->mma.dtype);
-      w->other_insts += factor(W) * 10; /* packing the fragments, the accumulators' moves */
+      /* accumulators in registers (a warp's tiles, lower.c): the steps are independent chains, one per tile, and
+       * cost no moves; in the stage's buffer, each step loads and stores its four */
+      const int regs = s->mma.c->scope == KG_SCOPE_LOCAL;
+      w->other_insts += factor(W) * (regs ? 1 : 10);
+      double c = factor(W);
+      if (c > W->busiest) {
+        W->busiest = c;
+        int64_t chains = regs ? s->mma.c->size / 4 : 1;
+        w->ilp = chains < 1 ? 1 : chains > 64 ? 64 : (int)chains;
+      }
       break;
     }
     case KG_IRS_LDMATRIX: {
@@ -493,8 +502,9 @@ static void stmt(wctx *W, kg_irstmt *s) {
           continue;
         }
         int64_t words[32];
+        const int64_t eb = kg_dtype_size[s->ldm.src->dtype]; /* a row is 16 bytes: 4 words */
         for (int r = 0; r < 8; r++)
-          for (int q = 0; q < 4; q++) words[4 * r + q] = kg_int_floordiv(addr[8 * m + r], 2) + q;
+          for (int q = 0; q < 4; q++) words[4 * r + q] = kg_int_floordiv(addr[8 * m + r] * eb, 4) + q;
         wf += wavefronts(words, 32);
       }
       w->sh_insts += factor(W);

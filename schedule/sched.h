@@ -258,6 +258,9 @@ typedef struct kg_mma_plan {
   kg_dtype dtype;           /* theirs: f16 or bf16, or f32 (computed as TF32) */
   int kstep;                /* the instruction's reduction: kg_mma_kstep(dtype) */
 } kg_mma_plan;
+/* The most instruction tiles of a warp whose accumulators a thread keeps in registers across the reduction
+ * (lower/lower.c; 4 floats each, 128 in all): the generators build no warp tile larger. */
+#define KG_MMA_MAX_TILES 32
 /* The reduction one tensor-core step covers for operands of type t: 16 (f16, bf16: m16n8k16), 8 (f32 as TF32:
  * m16n8k8). */
 int kg_mma_kstep(kg_dtype t);

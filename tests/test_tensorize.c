@@ -644,21 +644,39 @@ static void test_build_staged(void) {
       CHECKF(strstr(prog.source, want) != NULL, "%s: accumulators not in registers (%s)", what, want);
       /* 16-bit rows of a multiple of 8 elements (the tiles' 32 or 64 columns, padded by 0 or 8) are 16-byte
        * aligned: the fragments come by ldmatrix, A's four matrices at once, B's two transposed; padded by 2 or 4
-       * they are not, and come element by element */
-      const int ldm = !tf32 && c[i].pad % 8 == 0;
-      CHECKF((strstr(prog.source, "kg_ldmatrix(kg_rl, &A_shared[") != NULL) == ldm, "%s: A by ldmatrix: want %d", what, ldm);
-      CHECKF((strstr(prog.source, "kg_ldmatrix(kg_rl, &B_shared[") != NULL) == ldm, "%s: B by ldmatrix: want %d", what, ldm);
+       * they are not, and come element by element. TF32: A's f32 rows are aligned padded by 4 or 8, B's fragments
+       * (a transpose of 32-bit elements) always come element by element */
+      const int ldm = !tf32 && c[i].pad % 8 == 0, ldm_a = tf32 ? c[i].pad % 4 == 0 : ldm;
+      CHECKF((strstr(prog.source, tf32 ? "kg_ldmatrix(kg_rl, (const unsigned short *)&A_shared["
+                                       : "kg_ldmatrix(kg_rl, &A_shared[") != NULL) == ldm_a,
+             "%s: A by ldmatrix: want %d", what, ldm_a);
+      CHECKF((strstr(prog.source, "&B_shared[") != NULL) == ldm, "%s: B by ldmatrix: want %d", what, ldm);
       CHECKF(kg_test_emu_verify(&em, &prog, &w, err, sizeof err), "%s: %s\n%s", what, err, trace);
       kg_emu_module_free(&em);
+      /* the work model's bank conflicts of ldmatrix, a phase of 8 rows of 16 bytes: rows padded by 8 16-bit
+       * elements fall on 8 different groups of 4 banks; unpadded 32-byte rows on 4, two rows each */
+      if (ldm) {
+        kg_arena la2;
+        kg_arena_init(&la2);
+        kg_lowered *lw = kg_lower(s, KG_TARGET_CUDA, &la2, err, sizeof err);
+        kg_kernel_work wk;
+        CHECK(lw && kg_lower_kernel_work(lw, 0, &wk) == 0);
+        if (lw && c[i].pad == 8) CHECKF(wk.bank_degree == 1, "%s: %d-way conflicts (%s)", what, wk.bank_degree, wk.bank_where);
+        if (lw && c[i].pad == 0)
+          CHECKF(wk.bank_degree == 2 && strstr(wk.bank_where, "_shared ldmatrix"), "%s: %d-way conflicts (%s), want 2 at an "
+                 "ldmatrix", what, wk.bank_degree, wk.bank_where);
+        kg_arena_free(&la2);
+      }
       /* the instructions themselves in the PTX (sm_80), and compiled where only ldmatrix is hardware (sm_75) */
-      for (int a = 0; a < 2 && ldm; a++) {
+      for (int a = 0; a < 2 && ldm_a; a++) {
         kg_cubin cb;
         memset(&cb, 0, sizeof cb);
         int rc = kg_nvrtc_compile(&prog, a ? "sm_75" : "sm_80", &cb);
         CHECKF(rc == 0, "%s: NVRTC: %s", what, cb.log ? cb.log : "?");
         if (rc == 0) {
           CHECKF(cb.ptx && strstr(cb.ptx, "ldmatrix.sync.aligned.m8n8.x4.shared.b16") != NULL, "%s: no x4 ldmatrix", what);
-          CHECKF(cb.ptx && strstr(cb.ptx, "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16") != NULL, "%s: no x2.trans", what);
+          CHECKF((cb.ptx && strstr(cb.ptx, "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16") != NULL) == ldm,
+                 "%s: x2.trans: want %d", what, ldm);
         }
         kg_cubin_free(&cb);
       }
@@ -671,6 +689,75 @@ static void test_build_staged(void) {
   }
 }
 
+/* A warp tile as large as registers allow: 2 warps of 4 x 16 tiles asked, the rows' tiles halved to 2 (2 x 16 =
+ * KG_MMA_MAX_TILES), a block of 64 x 128; the 128 accumulators of a thread in registers, the fragments by ldmatrix
+ * (rows padded by 8), no spills for sm_80, sm_86 and sm_90, verified on the emulator. And the sketch offers such
+ * tiles: 1 to 16 a warp along 128 columns. */
+static void test_big_warp_tile(void) {
+  char text[256], err[1024];
+  const char *what = "bf16 64x128x32, 2 warps of 4 x 16 tiles asked";
+  snprintf(text, sizeof text, GEMM, "bf16", "bf16");
+  kg_test_workload w;
+  if (kg_test_workload_from_text(&w, text, "M=64 N=128 K=32", 5, what) != 0) return;
+  kg_schedule *s = kg_schedule_new(w.p);
+  kg_sstage *st = kg_schedule_find_stage(s, "C");
+  kg_gpu_mma_axes ax;
+  CHECK(st && kg_gpu_mma_shape(w.p, st, &ax));
+  kg_builder b;
+  kg_builder_init(&b, s);
+  kg_gpu_mma_opts o = {.wy = 2, .mt = 4, .nt = 16, .unroll = 1, .staged = 1, .ks = 2, .pad = 8};
+  if (st) kg_gpu_mma_build(&b, st, &ax, &o);
+  CHECKF(!b.failed, "%s: %s", what, b.err);
+  kg_schedule_gpu_default(s, 256);
+  char *trace = kg_trace_to_text(&s->trace);
+  CHECKF(strstr(trace, "split C i 64\n") && strstr(trace, "split C j 128\n"), "%s: not a 64 x 128 block:\n%s", what,
+         trace);
+  kg_arena la;
+  kg_arena_init(&la);
+  kg_cuda_program prog;
+  kg_emu_module em;
+  int ok = !b.failed && emu_build(s, &la, &prog, &em, err, sizeof err);
+  CHECKF(ok, "%s: %s\n%s", what, err, trace);
+  if (ok) {
+    CHECKF(strstr(prog.source, "float vkg_mma_c[128];") != NULL, "%s: 128 accumulators not in registers", what);
+    CHECKF(strstr(prog.source, "kg_ldmatrix(kg_rl, &A_shared[") && strstr(prog.source, "kg_ldmatrix(kg_rl, &B_shared["),
+           "%s: fragments not by ldmatrix", what);
+    CHECKF(kg_test_emu_verify(&em, &prog, &w, err, sizeof err), "%s: %s", what, err);
+    kg_emu_module_free(&em);
+    static const char *const arches[] = {"sm_80", "sm_86", "sm_90"};
+    for (int a = 0; a < 3; a++) {
+      kg_cubin cb;
+      memset(&cb, 0, sizeof cb);
+      int rc = kg_nvrtc_compile(&prog, arches[a], &cb);
+      CHECKF(rc == 0, "%s: NVRTC %s: %s", what, arches[a], cb.log ? cb.log : "?");
+      kg_gpu_limits lim;
+      char why[256];
+      CHECK(kg_gpu_limits_for_arch(arches[a], &lim) == 0);
+      if (rc == 0) CHECKF(kg_gpu_check_limits(&prog, &cb, &lim, why, sizeof why) == 0, "%s: %s: %s", what, arches[a], why);
+      for (int k = 0; rc == 0 && k < cb.nres; k++)
+        CHECKF(cb.res[k].spill_stores == 0, "%s: %s: kernel %d spills", what, arches[a], k);
+      kg_cubin_free(&cb);
+    }
+  }
+  kg_cuda_program_free(&prog);
+  kg_arena_free(&la);
+  free(trace);
+  kg_schedule_free(s);
+  kg_gpu_limits lim;
+  CHECK(kg_gpu_limits_for_arch("sm_90", &lim) == 0);
+  kg_space *sp = kg_space_new(w.p, KG_TARGET_CUDA, &lim);
+  int k = sp ? kg_space_find_sketch(sp, "gpu/mma") : -1;
+  int found = 0;
+  for (int i = 0; k >= 0 && i < sp->sketches[k].nknobs; i++) {
+    const kg_knob *kb = &sp->sketches[k].knobs[i];
+    if (strcmp(kb->name, "C.mma_tiles")) continue;
+    found = kb->nvalues == 5 && kb->values[4] == 16;
+  }
+  CHECKF(found, "%s: the sketch does not offer 16 tiles a warp", what);
+  kg_space_free(sp);
+  kg_test_workload_free(&w);
+}
+
 int main(void) {
   char why[512];
   CHECKF(kg_nvrtc_available(why, sizeof why) == 0, "NVRTC is needed: %s", why);
@@ -680,6 +767,7 @@ int main(void) {
   test_random();
   test_conv();
   test_build_staged();
+  test_big_warp_tile();
   test_sketch();
   TEST_END();
 }
