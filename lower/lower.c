@@ -989,13 +989,16 @@ static void mma_fragment_loads(lctx *L, nest *n, const kg_mma_plan *p, kg_irexpr
 #undef KAT
 }
 
-/* The load of operand q (0: A, 1: B) at the leaves' values lv with those of the tensorized loops set: A's element at
- * row 8 rows + lane / 4, column k; B's at row k, column 2 (lane % 4) + cols (B's columns are the lanes' groups). */
-static kg_irexpr *mma_element(lctx *L, nest *n, const kg_mma_plan *p, kg_irexpr **lv, int q, kg_irexpr *rows,
-                              kg_irexpr *lane, kg_irexpr *cols, kg_irexpr *k) {
-  lv[p->rows->id] = rows;
-  lv[p->lane->id] = lane;
-  lv[p->cols->id] = cols;
+/* The element of operand q (0: A, 1: B) at the leaves' values lv and, within the step's tile, outer index
+ * 8 hi + lo (A: the row, lo < 8 its groupID; B: the column, hi 0) and reduction index k: the tensorized loops' values
+ * that give it (A: rows = hi, lane = 4 lo; B: lane = lo / 2, cols = lo % 2, B's columns being the lanes' groups). */
+static kg_irexpr *mma_element(lctx *L, nest *n, const kg_mma_plan *p, kg_irexpr **lv, int q, kg_irexpr *hi,
+                              kg_irexpr *lo, kg_irexpr *k) {
+  kg_arena *a = L->a;
+  kg_irexpr *zero = kg_ir_int(a, 0);
+  lv[p->rows->id] = q ? zero : hi;
+  lv[p->lane->id] = q ? kg_ir_binary(a, KG_OP_DIV, lo, kg_ir_int(a, 2)) : kg_ir_binary(a, KG_OP_MUL, lo, kg_ir_int(a, 4));
+  lv[p->cols->id] = q ? kg_ir_binary(a, KG_OP_MOD, lo, kg_ir_int(a, 2)) : zero;
   lv[p->k->id] = k;
   return mma_operand(L, n, lv, q ? p->b : p->a, p->dtype, "tensorize");
 }
@@ -1007,54 +1010,60 @@ static int differs_by(lctx *L, kg_irexpr *x, kg_irexpr *y, int64_t d) {
 }
 
 /* ldmatrix for operand q of the step at the leaves' values base (fragment-tile copies in place): the index of the
- * row this lane names (*src its buffer), or NULL when the fragment cannot be loaded so. A (x4): lane l names row
- * l % 8 + 8 ((l / 8) % 2) at columns 8 (l / 16) ..; B (x2, transposed: a fragment register pairs two rows of one
- * column): row k = l % 16, columns 0... TF32's A (x4 of 32-bit elements seen as pairs of 16-bit ones: a lane gets
- * an element, row g, column t of each matrix, which is A's fragment): row l % 8 + 8 ((l / 8) % 2) at columns
- * 4 (l / 16) ..; TF32's B would need a transpose of 32-bit elements, which ldmatrix has not. The rows are 16 bytes in
- * shared memory, contiguous (differences 1.. along the row, checked element by element) and 16-byte aligned: every
- * coefficient of the row's affine index and its constant multiples of 16 bytes (the arrays start 16-byte aligned,
- * pipeline rings hold slots of a multiple of 32 elements). */
-static kg_irexpr *mma_ldmatrix_row(lctx *L, nest *n, const kg_mma_plan *p, kg_irexpr **base, int q, kg_buffer **src) {
+ * row this lane names (*src its buffer, *trans whether transposed), or NULL when the fragment cannot be loaded so.
+ * A row of ldmatrix is 16 bytes of shared memory (per_row elements: 8 of 16 bits, or 4 f32 read as 16-bit pairs),
+ * contiguous (differences 1.. along it, checked element by element) and 16-byte aligned (every coefficient of its
+ * affine index and its constant multiples of per_row: the arrays start 16-byte aligned, pipeline rings hold slots of
+ * a multiple of 32 elements). Lane (g, t) receives of matrix i the elements at its row g, 16-bit columns 2t and
+ * 2t + 1 (transposed: rows 2t, 2t + 1, column g), which is the fragment of the PTX layout in either of two
+ * orientations:
+ * - contiguous along k (A as stored, B k-major; 16 and 32 bits): not transposed, the matrices' rows the outer index
+ *   (A: 4 matrices, row l % 8 + 8 ((l / 8) % 2), k from per_row (l / 16); B: 2, column l % 8, k from
+ *   per_row ((l / 8) % 2));
+ * - contiguous along the outer index (A k-major, B as stored; 16 bits only, the transpose being of 16-bit elements):
+ *   transposed, the matrices' rows k (A: k = l % 8 + 8 (l / 16), rows from 8 ((l / 8) % 2); B: k = l % 16). */
+static kg_irexpr *mma_ldmatrix_row(lctx *L, nest *n, const kg_mma_plan *p, kg_irexpr **base, int q, kg_buffer **src,
+                                   int *trans) {
   kg_arena *a = L->a;
   kg_sstage *st = n->st;
   const int tf32 = p->kstep == 8, per_row = tf32 ? 4 : 8;
-  if (tf32 ? q != 0 || p->dtype != KG_DT_F32 : p->dtype != KG_DT_F16 && p->dtype != KG_DT_BF16) return NULL;
+  if (tf32 ? p->dtype != KG_DT_F32 : p->dtype != KG_DT_F16 && p->dtype != KG_DT_BF16) return NULL;
   kg_irexpr **lv = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
   memcpy(lv, base, sizeof(kg_irexpr *) * (size_t)(st->nall + 1));
-  kg_irexpr *l = base[p->lane->id], *zero = kg_ir_int(a, 0);
+  kg_irexpr *l = base[p->lane->id];
 #define I(v) kg_ir_int(a, (v))
 #define B2(op, x, y) kg_ir_binary(a, op, (x), (y))
-  kg_irexpr *row;
-  if (q == 0) {
-    kg_irexpr *g = B2(KG_OP_MUL, B2(KG_OP_MOD, l, I(8)), I(4)), *hi = B2(KG_OP_MOD, B2(KG_OP_DIV, l, I(8)), I(2));
-    kg_irexpr *k0 = B2(KG_OP_MUL, B2(KG_OP_DIV, l, I(16)), I(per_row));
-    row = mma_element(L, n, p, lv, 0, hi, g, zero, k0);
+  for (int o = 0; o < 2 - tf32; o++) {
+    kg_irexpr *hi, *lo, *k;
+    if (o == 0) {
+      hi = q ? I(0) : B2(KG_OP_MOD, B2(KG_OP_DIV, l, I(8)), I(2));
+      lo = B2(KG_OP_MOD, l, I(8));
+      k = B2(KG_OP_MUL, q ? B2(KG_OP_MOD, B2(KG_OP_DIV, l, I(8)), I(2)) : B2(KG_OP_DIV, l, I(16)), I(per_row));
+    } else {
+      hi = q ? I(0) : B2(KG_OP_MOD, B2(KG_OP_DIV, l, I(8)), I(2));
+      lo = I(0);
+      k = q ? B2(KG_OP_MOD, l, I(16)) : B2(KG_OP_ADD, B2(KG_OP_MOD, l, I(8)), B2(KG_OP_MUL, B2(KG_OP_DIV, l, I(16)), I(8)));
+    }
+    kg_irexpr *row = mma_element(L, n, p, lv, q, hi, lo, k);
     for (int d = 1; d < per_row && row; d++) {
-      kg_irexpr *x = mma_element(L, n, p, lv, 0, hi, g, zero, B2(KG_OP_ADD, k0, I(d)));
+      kg_irexpr *x = o == 0 ? mma_element(L, n, p, lv, q, hi, lo, B2(KG_OP_ADD, k, I(d)))
+                            : mma_element(L, n, p, lv, q, hi, I(d), k);
       if (row->kind != KG_IRE_LOAD || x->kind != KG_IRE_LOAD || x->load.buf != row->load.buf ||
           !differs_by(L, row->load.index, x->load.index, d))
         row = NULL;
     }
-  } else {
-    kg_irexpr *k0 = B2(KG_OP_MOD, l, I(16));
-    row = mma_element(L, n, p, lv, 1, zero, zero, zero, k0);
-    for (int d = 1; d < 8 && row; d++) {
-      kg_irexpr *x = mma_element(L, n, p, lv, 1, zero, I(d / 2), I(d % 2), k0);
-      if (row->kind != KG_IRE_LOAD || x->kind != KG_IRE_LOAD || x->load.buf != row->load.buf ||
-          !differs_by(L, row->load.index, x->load.index, d))
-        row = NULL;
-    }
+    if (!row || row->kind != KG_IRE_LOAD || row->load.buf->scope != KG_SCOPE_SHARED) continue;
+    kg_affine f = kg_bounds_affine(a, row->load.index, NULL, 0);
+    int aligned = f.ok && f.c % per_row == 0;
+    for (int i = 0; i < f.n && aligned; i++) aligned = f.t[i].coef % per_row == 0;
+    if (!aligned) continue;
+    *src = row->load.buf;
+    *trans = o;
+    return row->load.index;
   }
 #undef I
 #undef B2
-  if (!row || row->kind != KG_IRE_LOAD || row->load.buf->scope != KG_SCOPE_SHARED) return NULL;
-  kg_affine f = kg_bounds_affine(a, row->load.index, NULL, 0);
-  if (!f.ok || f.c % per_row) return NULL;
-  for (int i = 0; i < f.n; i++)
-    if (f.t[i].coef % per_row) return NULL;
-  *src = row->load.buf;
-  return row->load.index;
+  return NULL;
 }
 
 /* The step's accumulators at the leaves' values base (cix[0..4)), after the checks that the tile is whole (no guard:
@@ -1162,6 +1171,7 @@ static kg_irstmt *build_mma(lctx *L, nest *n, int k) {
   int64_t count[2] = {1, 1};
   kg_irexpr *xs[2][8], *row[2] = {NULL, NULL};
   kg_buffer *src[2] = {NULL, NULL};
+  int trans[2] = {0, 0};
   kg_irexpr **base = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
   for (int j = 0; j < st->nleaves; j++) base[st->leaves[j]->id] = kg_ir_var(a, n->leafvar[j]);
   if (k < t) {
@@ -1182,7 +1192,7 @@ static kg_irstmt *build_mma(lctx *L, nest *n, int k) {
       kg_irexpr *ya[8], *yb[4];
       mma_fragment_loads(L, n, &p, lv, ya, yb);
       for (int e = 0; e < (q ? nb : na); e++) xs[q][e] = q ? yb[e] : ya[e];
-      row[q] = mma_ldmatrix_row(L, n, &p, lv, q, &src[q]);
+      row[q] = mma_ldmatrix_row(L, n, &p, lv, q, &src[q], &trans[q]);
       unsigned char *mark = KG_NEW_ARRAY(a, unsigned char, L->nvars + 1);
       for (int j = k; j < t; j++) {
         mark[cv[q][j]->id] = 1;
@@ -1196,7 +1206,7 @@ static kg_irstmt *build_mma(lctx *L, nest *n, int k) {
     mma_fragment_loads(L, n, &p, base, ya, yb);
     for (int e = 0; e < na; e++) xs[0][e] = ya[e];
     for (int e = 0; e < nb; e++) xs[1][e] = yb[e];
-    for (int q = 0; q < 2; q++) row[q] = mma_ldmatrix_row(L, n, &p, base, q, &src[q]);
+    for (int q = 0; q < 2; q++) row[q] = mma_ldmatrix_row(L, n, &p, base, q, &src[q], &trans[q]);
   }
   kg_buffer *frag[2];
   for (int q = 0; q < 2; q++) {
@@ -1220,7 +1230,7 @@ static kg_irstmt *build_mma(lctx *L, nest *n, int k) {
     kg_irexpr *at = k < t ? kg_ir_binary(a, KG_OP_MUL, mma_tile_linear(L, n, k, uses[q], cv[q]), kg_ir_int(a, q ? nb : na))
                           : kg_ir_int(a, 0);
     if (row[q])
-      kg_ir_seq_push(a, loads, kg_ir_ldmatrix(a, frag[q], at, src[q], row[q], q ? 2 : 4, q, st->name));
+      kg_ir_seq_push(a, loads, kg_ir_ldmatrix(a, frag[q], at, src[q], row[q], q ? 2 : 4, trans[q], st->name));
     else
       for (int e = 0; e < (q ? nb : na); e++)
         kg_ir_seq_push(a, loads, kg_ir_store(a, frag[q], kg_ir_binary(a, KG_OP_ADD, at, kg_ir_int(a, e)), xs[q][e]));

@@ -56,6 +56,19 @@ static const char *const ROWS4 = "split C i 64\nsplit C i.i 32\nsplit C i.i.i 16
                                  "unroll C i.i.o\nunroll C i.i.i.o\n"
                                  "tensorize C i.i.i.i.o j.i.i k.i\n";
 
+/* Staged with the shared tiles' storage transposed (reorder_storage: A.shared k-major, B.shared n-major; %s the k
+ * step, 16 or 8, and which tiles are transposed): 2 warps of 2 x 4 tiles, rows padded by 8. */
+static const char *const TRANSPOSED = "split C i 64\nsplit C i.i 32\nsplit C i.i.i 16\nsplit C i.i.i.i 8\n"
+                                      "split C j 32\nsplit C j.i 8\nsplit C j.i.i 2\nsplit C k 32\nsplit C k.i %d\n"
+                                      "reorder C i.o j.o i.i.o i.i.i.i.i j.i.i.o k.o k.i.o i.i.i.o j.i.o i.i.i.i.o j.i.i.i "
+                                      "k.i.i\nfuse C i.i.i.i.i j.i.i.o\n"
+                                      "bind C i.o blockIdx.y\nbind C j.o blockIdx.x\nbind C i.i.o threadIdx.y\n"
+                                      "bind C i.i.i.i.i*j.i.i.o threadIdx.x\nunroll C i.i.i.o\nunroll C j.i.o\n"
+                                      "tensorize C i.i.i.i.o j.i.i.i k.i.i\n"
+                                      "cache_read A shared C\n%scompute_at A.shared C k.o\n"
+                                      "cache_read B shared C\n%scompute_at B.shared C k.o\n"
+                                      "pad A.shared 8\npad B.shared 8\n";
+
 /* The same with the reduction in TF32's steps of 8 ("split C k 16" made "split C k 8"). */
 static const char *k8(const char *sched, char *buf, size_t len) {
   snprintf(buf, len, "%s", sched);
@@ -167,6 +180,23 @@ static void check_one_regs(const char *t, const char *sizes, const char *sched, 
 
 static void check_one(const char *t, const char *sizes, const char *sched, const char *what) {
   check_one_regs(t, sizes, sched, what, NULL);
+}
+
+/* Fragments by ldmatrix from transposed shared tiles: A stored k-major is loaded transposed (.x4.trans), B stored
+ * with k contiguous is not (.x2), in 16 bits; TF32's B stored so is loaded by ldmatrix too (32-bit elements, not
+ * transposed), where B stored as it is (n contiguous) would need a 32-bit transpose. Verified on the emulator,
+ * compiled by NVRTC. */
+static void test_transposed(void) {
+  static const char *const ts = "reorder_storage A.shared ax1 ax0\n", *const tb = "reorder_storage B.shared ax1 ax0\n";
+  char sched[2048];
+  snprintf(sched, sizeof sched, TRANSPOSED, 16, ts, tb);
+  check_one_regs("bf16", "M=128 N=64 K=64", sched, "bf16, both tiles transposed",
+                 "kg_rc[0] = vkg_mma_c[(i_i_i_o * 4 + j_i_o) * 4];|&A_shared[|], 4, 1);|&B_shared[|], 2, 0);");
+  snprintf(sched, sizeof sched, TRANSPOSED, 8, "", tb);
+  check_one_regs("tf32", "M=128 N=64 K=64", sched, "TF32, B transposed",
+                 "(const unsigned short *)&A_shared[|], 4, 0);|(const unsigned short *)&B_shared[|], 2, 0);");
+  snprintf(sched, sizeof sched, TRANSPOSED, 8, "", "");
+  check_one_regs("tf32", "M=128 N=64 K=64", sched, "TF32, as stored", "(const unsigned short *)&A_shared[|] = B_shared[");
 }
 
 static void test_legal(void) {
@@ -764,6 +794,7 @@ int main(void) {
   test_legal();
   test_tf32_rounding();
   test_illegal();
+  test_transposed();
   test_random();
   test_conv();
   test_build_staged();
