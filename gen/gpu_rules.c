@@ -134,7 +134,9 @@ static void check_nest(vcheck *v, const kg_irstmt *st, int guarded) {
       check_nest(v, st->cond.otherwise, 1);
       break;
     case KG_IRS_ALLOC:
-      if (st->alloc.buf->scope == KG_SCOPE_SHARED) v->shared += st->alloc.buf->size;
+      /* in floats' room: an f16/bf16 array takes half its element count */
+      if (st->alloc.buf->scope == KG_SCOPE_SHARED)
+        v->shared += (st->alloc.buf->size * (int64_t)kg_dtype_size[st->alloc.buf->dtype] + 3) / 4;
       if (st->alloc.buf->scope == KG_SCOPE_LOCAL) {
         v->local += st->alloc.buf->size;
         if (st->alloc.buf->size > v->budget->local_array) v->bad = "a register array too large";
@@ -309,5 +311,10 @@ void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, const kg_gpu_mma_axes *ax, c
     kg_builder_compute_at(b, sh, st, ko);
     kg_gpu_cooperative_fetch(b, sh, 32, wy, 4);
     if (pad > 0 && !b->failed) kg_builder_step(b, KG_STEP_PAD, sh->name, NULL, 0, pad, 0, 1);
+  }
+  /* the next k steps' tiles fetched while the warps compute on this one */
+  if (o->pipe > 1 && !b->failed) {
+    const char *loop = ko->name;
+    kg_builder_step(b, KG_STEP_PIPELINE, st->name, &loop, 1, o->pipe, 0, 1);
   }
 }

@@ -47,6 +47,7 @@ typedef struct kg_gpu_mma_opts {
   int64_t wy, mt, nt; /* warps a block, tiles a warp along the rows and along the columns */
   int unroll, staged;
   int64_t ks, pad;    /* staged only */
+  int64_t pipe;       /* staged only: a ring of pipe shared tiles filled by cp.async (`pipeline`); 0 or 1: none */
 } kg_gpu_mma_opts;
 void kg_gpu_mma_build(kg_builder *b, kg_sstage *st, const kg_gpu_mma_axes *ax, const kg_gpu_mma_opts *o);
 

@@ -527,6 +527,7 @@ static int tensor_cores(gctx *g, kg_sstage *st) {
     o.ks = (int64_t)1 << below(g->r, 3);
     o.pad = (int64_t[]){0, 2, 4, 8}[below(g->r, 4)];
     o.mt = (int64_t)1 << below(g->r, 3);
+    o.pipe = chance(g->r, 40) ? 2 + below(g->r, 2) : 1;
   }
   kg_gpu_mma_build(&g->b, st, &ax, &o);
   return 1;

@@ -752,13 +752,9 @@ static int realizable(const kg_space *sp, int k) {
   return 0;
 }
 
-/* gpu/mma: every stage shaped for the tensor cores (kg_gpu_mma_shape) gets their structure, its knobs the warps
- * per block (1, 2, 4, 8), the instruction tiles per warp along the columns (1 to 16; both only where the block's tile
- * divides the rows and the columns: a warp of 16 tiles has 128 columns), whether their loop is unrolled
- * and whether the
- * operands are staged in shared memory, and staged, the instruction steps of a shared k step (1, 2, 4) and the
- * shared rows' padding (0, 2, 4, 8 elements); the tiles a warp has along the rows (1, 2, 4); the other stages the naive mapping (kg_schedule_gpu_default). */
-static int realize_mma(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char *err, size_t errlen) {
+/* The point built into s with its rings of shared tiles cut by `cut` (at least 1: none), then its launch checked. */
+static int build_mma_point(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, int64_t cut, int64_t *ring_max,
+                           char *err, size_t errlen) {
   kg_builder b;
   kg_builder_init(&b, s);
   int n = s->nstages;
@@ -772,7 +768,9 @@ static int realize_mma(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, 
                          .unroll = (int)kg_point_knob(sk, pt, st->name, "mma_unroll", 0),
                          .staged = (int)kg_point_knob(sk, pt, st->name, "mma_staged", 0),
                          .ks = kg_point_knob(sk, pt, st->name, "mma_ksteps", 1),
-                         .pad = kg_point_knob(sk, pt, st->name, "mma_pad", 0)};
+                         .pad = kg_point_knob(sk, pt, st->name, "mma_pad", 0),
+                         .pipe = kg_point_knob(sk, pt, st->name, "mma_pipeline", 1) - cut};
+    if (o.staged && o.pipe > *ring_max) *ring_max = o.pipe;
     kg_gpu_mma_build(&b, st, &ax, &o);
   }
   if (b.failed) {
@@ -783,6 +781,26 @@ static int realize_mma(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, 
   kg_gpu_budget budget;
   budget_of(&sk->space->limits, &budget);
   return kg_gpu_launchable(s, &budget, err, errlen);
+}
+
+/* gpu/mma: every stage shaped for the tensor cores (kg_gpu_mma_shape) gets their structure, its knobs the warps
+ * per block (1, 2, 4, 8), the instruction tiles per warp along the columns (1 to 16; both only where the block's tile
+ * divides the rows and the columns: a warp of 16 tiles has 128 columns), whether their loop is unrolled
+ * and whether the
+ * operands are staged in shared memory, and staged, the instruction steps of a shared k step (1, 2, 4), the
+ * shared rows' padding (0, 2, 4, 8 elements) and the ring of shared tiles (1, 2, 3: pipelined by cp.async); the tiles
+ * a warp has along the rows (1, 2, 4); the other stages the naive mapping (kg_schedule_gpu_default). A ring too
+ * large for the arch's shared memory is made shorter until the kernel launches (as the builder halves tile counts
+ * that do not divide): the point is built afresh, then its trace applied to s. */
+static int realize_mma(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char *err, size_t errlen) {
+  for (int64_t cut = 0;; cut++) {
+    kg_schedule *t = kg_schedule_new(s->prog);
+    int64_t ring = 1;
+    int rc = build_mma_point(sk, pt, t, cut, &ring, err, errlen);
+    if (rc == 0) rc = kg_schedule_apply_trace(s, &t->trace, err, errlen);
+    kg_schedule_free(t);
+    if (rc == 0 || ring <= 1) return rc;
+  }
 }
 
 static void sketch_mma(kg_space *sp, const kg_schedule *sc) {
@@ -819,6 +837,10 @@ static void sketch_mma(kg_space *sp, const kg_schedule *sc) {
     /* the warp's tiles along the rows too (a register tile of instructions: each A fragment then serves nt
      * instructions and each B fragment mt); halved by the builder until the block's rows divide the rows */
     knob(sk, &full, KG_KNOB_CHOICE, name, "mma_rows", counts, 3);
+    /* staged only: the shared tiles in a ring of 1 (none), 2 or 3 filled by cp.async (a ring too large for the
+     * arch's shared memory is refused by the launch check, as any point is) */
+    static const int64_t rings[] = {1, 2, 3};
+    knob(sk, &full, KG_KNOB_CHOICE, name, "mma_pipeline", rings, 3);
   }
   if (full || !realizable(sp, sp->nsketches - 1)) sp->nsketches--;
 }
