@@ -838,7 +838,7 @@ static void sketch_mma(kg_space *sp, const kg_schedule *sc) {
      * instructions and each B fragment mt); halved by the builder until the block's rows divide the rows */
     knob(sk, &full, KG_KNOB_CHOICE, name, "mma_rows", counts, 3);
     /* staged only: the shared tiles in a ring of 1 (none), 2 or 3 filled by cp.async (a ring too large for the
-     * arch's shared memory is refused by the launch check, as any point is) */
+     * arch's shared memory is shortened by realize_mma) */
     static const int64_t rings[] = {1, 2, 3};
     knob(sk, &full, KG_KNOB_CHOICE, name, "mma_pipeline", rings, 3);
   }

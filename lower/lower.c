@@ -952,15 +952,14 @@ static int attached_at_any(lctx *L, const kg_sstage *st, kg_iter *const *loops, 
   return 0;
 }
 
-/* The elements of the step's fragments that this lane loads, at the leaves' values base (the tensorized loops' own
- * values replaced): xa[0..na) of A, xb[0..nb) of B, in the PTX ISA's layout (groupID g = lane / 4, thread in group
+/* The elements of operand q's fragment (0: A, 1: B) that this lane loads, at the leaves' values base (the
+ * tensorized loops' own values replaced): x[0..na) of A, x[0..nb) of B, in the PTX ISA's layout (groupID g = lane / 4, thread in group
  * tig = lane % 4; m16n8k16: A rows g and g + 8, columns 2 tig + {0, 1} and + 8, B rows 2 tig + {0, 1} and + 8,
  * column g; m16n8k8 (TF32): A rows g and g + 8, columns tig and tig + 4, B rows tig and tig + 4, column g), which are
  * exactly the loops' own points with the loop values substituted: the rows loop is g's high bit (row = 8 rows + g),
  * the columns loop the low bit of the column (column = 2 tig + cols). B's column g is another lane's: its column
  * loops take g's value in place of this lane's. */
-static void mma_fragment_loads(lctx *L, nest *n, const kg_mma_plan *p, kg_irexpr **base, kg_irexpr **xa,
-                               kg_irexpr **xb) {
+static void mma_fragment_loads(lctx *L, nest *n, const kg_mma_plan *p, kg_irexpr **base, int q, kg_irexpr **x) {
   kg_arena *a = L->a;
   kg_sstage *st = n->st;
   kg_irexpr **lv = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
@@ -971,20 +970,20 @@ static void mma_fragment_loads(lctx *L, nest *n, const kg_mma_plan *p, kg_irexpr
    * single elements tig (+ 4) */
   const int tf32 = p->kstep == 8, na = tf32 ? 4 : 8, nb = tf32 ? 2 : 4;
 #define KAT(c) kg_ir_binary(a, KG_OP_ADD, tf32 ? tig : kg_ir_binary(a, KG_OP_MUL, tig, kg_ir_int(a, 2)), kg_ir_int(a, (c)))
-  for (int e = 0; e < na; e++) {
+  for (int e = 0; e < na && q == 0; e++) {
     memcpy(lv, base, sizeof(kg_irexpr *) * (size_t)(st->nall + 1));
     lv[p->rows->id] = kg_ir_int(a, tf32 ? e & 1 : (e >> 1) & 1);
     lv[p->cols->id] = kg_ir_int(a, 0);
     lv[p->k->id] = tf32 ? KAT(4 * (e >> 1)) : KAT((e & 1) + 8 * (e >> 2));
-    xa[e] = mma_operand(L, n, lv, p->a, p->dtype, "tensorize");
+    x[e] = mma_operand(L, n, lv, p->a, p->dtype, "tensorize");
   }
-  for (int e = 0; e < nb; e++) {
+  for (int e = 0; e < nb && q == 1; e++) {
     memcpy(lv, base, sizeof(kg_irexpr *) * (size_t)(st->nall + 1));
     lv[p->rows->id] = kg_ir_int(a, 0);
     lv[p->lane->id] = kg_ir_binary(a, KG_OP_DIV, lane, kg_ir_int(a, 8)); /* thread in group = g / 2 */
     lv[p->cols->id] = kg_ir_binary(a, KG_OP_MOD, grp, kg_ir_int(a, 2));
     lv[p->k->id] = tf32 ? KAT(4 * e) : KAT((e & 1) + 8 * (e >> 1));
-    xb[e] = mma_operand(L, n, lv, p->b, p->dtype, "tensorize");
+    x[e] = mma_operand(L, n, lv, p->b, p->dtype, "tensorize");
   }
 #undef KAT
 }
@@ -1034,13 +1033,12 @@ static kg_irexpr *mma_ldmatrix_row(lctx *L, nest *n, const kg_mma_plan *p, kg_ir
 #define I(v) kg_ir_int(a, (v))
 #define B2(op, x, y) kg_ir_binary(a, op, (x), (y))
   for (int o = 0; o < 2 - tf32; o++) {
-    kg_irexpr *hi, *lo, *k;
+    /* A's matrices alternate between its two 8-row halves in both orientations */
+    kg_irexpr *hi = q ? I(0) : B2(KG_OP_MOD, B2(KG_OP_DIV, l, I(8)), I(2)), *lo, *k;
     if (o == 0) {
-      hi = q ? I(0) : B2(KG_OP_MOD, B2(KG_OP_DIV, l, I(8)), I(2));
       lo = B2(KG_OP_MOD, l, I(8));
       k = B2(KG_OP_MUL, q ? B2(KG_OP_MOD, B2(KG_OP_DIV, l, I(8)), I(2)) : B2(KG_OP_DIV, l, I(16)), I(per_row));
     } else {
-      hi = q ? I(0) : B2(KG_OP_MOD, B2(KG_OP_DIV, l, I(8)), I(2));
       lo = I(0);
       k = q ? B2(KG_OP_MOD, l, I(16)) : B2(KG_OP_ADD, B2(KG_OP_MOD, l, I(8)), B2(KG_OP_MUL, B2(KG_OP_DIV, l, I(16)), I(8)));
     }
@@ -1174,39 +1172,27 @@ static kg_irstmt *build_mma(lctx *L, nest *n, int k) {
   int trans[2] = {0, 0};
   kg_irexpr **base = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
   for (int j = 0; j < st->nleaves; j++) base[st->leaves[j]->id] = kg_ir_var(a, n->leafvar[j]);
-  if (k < t) {
-    /* which tile loops each operand's index uses: loaded with fresh copies of them, then looked at */
-    for (int q = 0; q < 2; q++) {
-      cv[q] = KG_NEW_ARRAY(a, kg_irvar *, st->nleaves + 1);
-      uses[q] = KG_NEW_ARRAY(a, unsigned char, st->nleaves + 1);
+  /* which tile loops each operand's index uses: its elements loaded with fresh copies of them (none when k is the
+   * tensorized loops' first), then looked at */
+  kg_irexpr **lv = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
+  memcpy(lv, base, sizeof(kg_irexpr *) * (size_t)(st->nall + 1));
+  for (int q = 0; q < 2; q++) {
+    cv[q] = KG_NEW_ARRAY(a, kg_irvar *, st->nleaves + 1);
+    uses[q] = KG_NEW_ARRAY(a, unsigned char, st->nleaves + 1);
+    for (int j = k; j < t; j++) {
+      cv[q][j] = new_var(L, kg_arena_printf(a, "%s.%c", st->leaves[j]->name, q ? 'b' : 'a'), st->name);
+      set_range(L, cv[q][j], 0, n->ext[st->leaves[j]->id] - 1);
+      lv[st->leaves[j]->id] = kg_ir_var(a, cv[q][j]);
     }
-    kg_irexpr **lv = KG_NEW_ARRAY(a, kg_irexpr *, st->nall + 1);
-    memcpy(lv, base, sizeof(kg_irexpr *) * (size_t)(st->nall + 1));
-    for (int j = k; j < t; j++)
-      for (int q = 0; q < 2; q++) {
-        cv[q][j] = new_var(L, kg_arena_printf(a, "%s.%c", st->leaves[j]->name, q ? 'b' : 'a'), st->name);
-        set_range(L, cv[q][j], 0, n->ext[st->leaves[j]->id] - 1);
-      }
-    for (int q = 0; q < 2; q++) {
-      for (int j = k; j < t; j++) lv[st->leaves[j]->id] = kg_ir_var(a, cv[q][j]);
-      kg_irexpr *ya[8], *yb[4];
-      mma_fragment_loads(L, n, &p, lv, ya, yb);
-      for (int e = 0; e < (q ? nb : na); e++) xs[q][e] = q ? yb[e] : ya[e];
-      row[q] = mma_ldmatrix_row(L, n, &p, lv, q, &src[q], &trans[q]);
-      unsigned char *mark = KG_NEW_ARRAY(a, unsigned char, L->nvars + 1);
-      for (int j = k; j < t; j++) {
-        mark[cv[q][j]->id] = 1;
-        for (int e = 0; e < (q ? nb : na) && !uses[q][j]; e++) uses[q][j] = kg_ir_uses_marked(xs[q][e], mark, L->nvars);
-        mark[cv[q][j]->id] = 0;
-        if (uses[q][j]) count[q] *= n->ext[st->leaves[j]->id];
-      }
+    mma_fragment_loads(L, n, &p, lv, q, xs[q]);
+    row[q] = mma_ldmatrix_row(L, n, &p, lv, q, &src[q], &trans[q]);
+    unsigned char *mark = KG_NEW_ARRAY(a, unsigned char, L->nvars + 1);
+    for (int j = k; j < t; j++) {
+      mark[cv[q][j]->id] = 1;
+      for (int e = 0; e < (q ? nb : na) && !uses[q][j]; e++) uses[q][j] = kg_ir_uses_marked(xs[q][e], mark, L->nvars);
+      mark[cv[q][j]->id] = 0;
+      if (uses[q][j]) count[q] *= n->ext[st->leaves[j]->id];
     }
-  } else {
-    kg_irexpr *ya[8], *yb[4];
-    mma_fragment_loads(L, n, &p, base, ya, yb);
-    for (int e = 0; e < na; e++) xs[0][e] = ya[e];
-    for (int e = 0; e < nb; e++) xs[1][e] = yb[e];
-    for (int q = 0; q < 2; q++) row[q] = mma_ldmatrix_row(L, n, &p, base, q, &src[q], &trans[q]);
   }
   kg_buffer *frag[2];
   for (int q = 0; q < 2; q++) {
@@ -1234,7 +1220,7 @@ static kg_irstmt *build_mma(lctx *L, nest *n, int k) {
     else
       for (int e = 0; e < (q ? nb : na); e++)
         kg_ir_seq_push(a, loads, kg_ir_store(a, frag[q], kg_ir_binary(a, KG_OP_ADD, at, kg_ir_int(a, e)), xs[q][e]));
-    kg_ir_seq_push(a, seq, k < t ? mma_tile_loops(L, n, k, uses[q], cv[q], q ? ".b" : ".a", loads) : loads);
+    kg_ir_seq_push(a, seq, mma_tile_loops(L, n, k, uses[q], cv[q], q ? ".b" : ".a", loads));
     if (k < t)
       off[q] = kg_ir_binary(a, KG_OP_MUL, mma_tile_linear(L, n, k, uses[q], n->leafvar), kg_ir_int(a, q ? nb : na));
   }
