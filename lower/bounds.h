@@ -80,6 +80,9 @@ void kg_lower_regacc(kg_arena *a, kg_lowered *f);
 /* recip.c: a vectorized (on CUDA also thread-bound) loop dividing by a value it does not change multiplies by its
  * reciprocal, computed once before the loop (C: after regacc; CUDA: after the writer pass, before launch). */
 void kg_lower_recip(kg_arena *a, kg_lowered *f, kg_target_kind target);
+/* unrollidx.c: on the C target, indices that vary with an unrolled loop end with that loop's terms, so that the
+ * compiler's unrolled copies share one base address (after regacc). */
+void kg_lower_unroll_index(kg_arena *a, kg_lowered *f);
 /* pipeline.c: on the CUDA target, each loop the schedule pipelines fills a ring of its shared stages ahead of the
  * step that reads them; -1 with a message in err when the loop's body is not what the pass requires. */
 int kg_lower_pipeline(kg_arena *a, kg_lowered *f, char *err, size_t errlen);

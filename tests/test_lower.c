@@ -184,6 +184,16 @@ static void test_matmul(void) {
   CHECK_STR_CONTAINS(o.code, "#pragma GCC unroll 3");
   outcome_free(&o);
 
+  /* under an unrolled loop, an index that varies with it ends with its term (lower/unrollidx.c): the unrolled
+   * copies then share one base address and differ by a constant, where A[C_i * 8 + k] (C_i = i.o * 8 + i.i) would
+   * give gcc one register per row, which it spills in larger tiles; indices free of it keep their LETs */
+  o = expect_ok("matmul unrolled rows", KG_TEST_MATMUL, "M=16 N=32 K=8",
+                "split C i 8\nsplit C j 16\nreorder C i.o j.o k i.i j.i\nunroll C i.i\nvectorize C j.i\n");
+  CHECK_STR_CONTAINS(o.code, "A[i_o * 64 + k + i_i * 8]");
+  CHECK_STR_CONTAINS(o.code, "B[k * 32 + C_j]");
+  CHECK_STR_CONTAINS(o.code, "= C[i_o * 256 + j_o * 16 + j_i + i_i * 32];");
+  CHECK_STR_CONTAINS(o.code, "C[i_o * 256 + j_o * 16 + j_i_init + i_i_init * 32] = 0.0f;");
+  outcome_free(&o);
   /* vectorized loop with loops inside: no simd pragma */
   o = expect_ok("matmul vectorize outer", KG_TEST_MATMUL, sz, "vectorize C j\n");
   CHECK(count(o.code, "#pragma omp simd") == 0);

@@ -1,0 +1,158 @@
+/* Index order under unrolled loops, for the C target.
+ *
+ * Once gcc unrolls a loop, each copy of an access indexed by the unrolled variable u is its own address
+ * expression. When u's term sits in the middle of the index (A[(t + u) * 1024 + k], as lowering writes it through
+ * the LET of the root axis i = t + u), every copy's loop-invariant part differs (t * 1024 + u * 1024 with u a
+ * different constant each time), and gcc keeps one register per copy instead of one base register with a
+ * constant displacement: the 8-row register tile of a GEMM then holds 8 row offsets, half of which it spills and
+ * reloads from the stack on every step of k (4 loads per 16 FMAs). Written with u's term last
+ * (t * 1024 + k + u * 1024), the copies share the base and differ by a displacement only.
+ *
+ * So every load and store index inside an unrolled loop that depends on an unrolled variable is rewritten as its
+ * affine form (kg_bounds_affine, through the LETs in scope that compute indices without loads), its terms ordered
+ * by the loop they vary with, outermost first, the terms that vary with an unrolled loop after all others, the
+ * constant last. The index's value is the same, so the results are bit-identical.
+ *
+ * Requires: lowered IR for KG_TARGET_C (variable ids below f->n_vars), after kg_lower_regacc (whose accumulator
+ * slots are indexed by the unrolled variables too). Guarantees: IR that the verifier accepts; only index
+ * expressions of loads and stores change. Statements shared between versions of a nest are rewritten once per
+ * visit, to the same value. */
+#include <stdlib.h>
+#include <string.h>
+#include "../base/xalloc.h"
+#include "bounds.h"
+#include "ir.h"
+
+typedef struct uctx {
+  kg_arena *a;
+  int nvars;
+  kg_irexpr **lets;        /* by variable id: the value of a LET without loads (substituted), else NULL */
+  int *depth;              /* by variable id: the loop depth where it is declared (loops: their own depth) */
+  unsigned char *unrolled; /* by variable id: it varies with an unrolled loop's variable */
+  int nunrolled;           /* unrolled loops around the statement being visited */
+} uctx;
+
+/* Does e compute an index from variables and constants only (no loads, calls or floats)? */
+static int pure_index(const kg_irexpr *e) {
+  if (e->ty != KG_TY_INT || e->kind == KG_IRE_LOAD || e->kind == KG_IRE_CALL || e->kind == KG_IRE_THREAD) return 0;
+  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
+  int n = kg_ir_children((kg_irexpr *)e, kids);
+  for (int i = 0; i < n; i++)
+    if (!pure_index(*kids[i])) return 0;
+  return 1;
+}
+
+/* The deepest declaration depth of the variables e uses (0 for none: sizes and constants). */
+static int max_depth(const uctx *U, const kg_irexpr *e) {
+  if (e->kind == KG_IRE_VAR) return e->var->id < U->nvars ? U->depth[e->var->id] : 0;
+  int d = 0;
+  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
+  int n = kg_ir_children((kg_irexpr *)e, kids);
+  for (int i = 0; i < n; i++) {
+    int k = max_depth(U, *kids[i]);
+    if (k > d) d = k;
+  }
+  return d;
+}
+
+/* The order of a term: after every term that does not vary with an unrolled loop, then by depth. */
+static int term_key(const uctx *U, const kg_irexpr *atom) {
+  int unrolled = kg_ir_uses_marked(atom, U->unrolled, U->nvars);
+  return unrolled * 1000000 + max_depth(U, atom);
+}
+
+/* index rewritten when it varies with an unrolled loop's variable; else index itself */
+static kg_irexpr *reorder_index(uctx *U, kg_irexpr *index) {
+  if (index->ty != KG_TY_INT || !kg_ir_uses_marked(index, U->unrolled, U->nvars)) return index;
+  kg_affine l = kg_bounds_affine(U->a, index, U->lets, U->nvars);
+  if (!l.ok || l.n == 0) return index;
+  int *key = kg_xrealloc(NULL, sizeof *key * (size_t)l.n);
+  for (int i = 0; i < l.n; i++) key[i] = term_key(U, l.t[i].atom);
+  /* a stable insertion sort: terms of equal key keep the affine form's order (their order in the index) */
+  for (int i = 1; i < l.n; i++)
+    for (int j = i; j > 0 && key[j - 1] > key[j]; j--) {
+      kg_affine_term t = l.t[j];
+      l.t[j] = l.t[j - 1];
+      l.t[j - 1] = t;
+      int k = key[j];
+      key[j] = key[j - 1];
+      key[j - 1] = k;
+    }
+  free(key);
+  kg_irexpr *r = NULL;
+  for (int i = 0; i < l.n; i++) {
+    int64_t c = l.t[i].coef;
+    /* |c| fits: INT64_MIN coefficients are multiplied as they are */
+    int neg = c < 0 && c != INT64_MIN;
+    int64_t m = neg ? -c : c;
+    kg_irexpr *term = m == 1 ? l.t[i].atom : kg_ir_binary(U->a, KG_OP_MUL, l.t[i].atom, kg_ir_int(U->a, m));
+    if (!r) r = neg ? kg_ir_unary(U->a, KG_OP_NEG, term) : term;
+    else r = kg_ir_binary(U->a, neg ? KG_OP_SUB : KG_OP_ADD, r, term);
+  }
+  if (l.c != 0) r = kg_ir_binary(U->a, KG_OP_ADD, r, kg_ir_int(U->a, l.c));
+  return r;
+}
+
+/* The loads in e, their indices rewritten (in place: the new index has the same value wherever e is). */
+static void visit_expr(uctx *U, kg_irexpr *e) {
+  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
+  int n = kg_ir_children(e, kids);
+  for (int i = 0; i < n; i++) visit_expr(U, *kids[i]);
+  if (e->kind == KG_IRE_LOAD) e->load.index = reorder_index(U, e->load.index);
+}
+
+static void visit_stmt(uctx *U, kg_irstmt *s, int depth) {
+  if (!s) return;
+  switch (s->kind) {
+    case KG_IRS_SEQ:
+      for (int i = 0; i < s->seq.n; i++) visit_stmt(U, s->seq.items[i], depth);
+      break;
+    case KG_IRS_FOR: {
+      int id = s->loop.var->id, unrolled = s->loop.kind == KG_LOOP_UNROLLED;
+      if (id < U->nvars) {
+        U->depth[id] = depth + 1;
+        U->unrolled[id] = (unsigned char)unrolled;
+      }
+      U->nunrolled += unrolled;
+      visit_stmt(U, s->loop.body, depth + 1);
+      U->nunrolled -= unrolled;
+      break;
+    }
+    case KG_IRS_LET: {
+      int id = s->let.var->id;
+      if (id >= U->nvars) break;
+      U->depth[id] = depth;
+      U->unrolled[id] = (unsigned char)kg_ir_uses_marked(s->let.value, U->unrolled, U->nvars);
+      U->lets[id] = pure_index(s->let.value) ? s->let.value : NULL;
+      if (U->nunrolled) visit_expr(U, s->let.value);
+      break;
+    }
+    case KG_IRS_STORE:
+      if (!U->nunrolled) break;
+      s->store.index = reorder_index(U, s->store.index);
+      visit_expr(U, s->store.value);
+      break;
+    case KG_IRS_IF:
+      if (U->nunrolled) visit_expr(U, s->cond.cond);
+      visit_stmt(U, s->cond.then, depth);
+      visit_stmt(U, s->cond.otherwise, depth);
+      break;
+    case KG_IRS_ALLOC: visit_stmt(U, s->alloc.body, depth); break;
+    default: break;
+  }
+}
+
+void kg_lower_unroll_index(kg_arena *a, kg_lowered *f) {
+  size_t n = (size_t)(f->n_vars > 0 ? f->n_vars : 1);
+  uctx U = {.a = a, .nvars = f->n_vars};
+  U.lets = kg_xrealloc(NULL, sizeof *U.lets * n);
+  U.depth = kg_xrealloc(NULL, sizeof *U.depth * n);
+  U.unrolled = kg_xrealloc(NULL, n);
+  memset(U.lets, 0, sizeof *U.lets * n);
+  memset(U.depth, 0, sizeof *U.depth * n);
+  memset(U.unrolled, 0, n);
+  visit_stmt(&U, f->body, 0);
+  free(U.lets);
+  free(U.depth);
+  free(U.unrolled);
+}
