@@ -673,20 +673,27 @@ int kg_ir_is_launch_guard(const kg_irstmt *s) {
           (kg_ir_is_const(c->bin.b, &x) && kg_ir_is_const(l->loop.extent, &y) && x == y));
 }
 
-int kg_ir_contains(const kg_irstmt *s, int (*is)(const kg_irstmt *)) {
+int kg_ir_contains_ctx(const kg_irstmt *s, int (*is)(const kg_irstmt *, const void *), const void *ctx) {
   if (!s) return 0;
-  if (is(s)) return 1;
+  if (is(s, ctx)) return 1;
   switch (s->kind) {
     case KG_IRS_SEQ:
       for (int i = 0; i < s->seq.n; i++)
-        if (kg_ir_contains(s->seq.items[i], is)) return 1;
+        if (kg_ir_contains_ctx(s->seq.items[i], is, ctx)) return 1;
       return 0;
-    case KG_IRS_FOR: return kg_ir_contains(s->loop.body, is);
-    case KG_IRS_IF: return kg_ir_contains(s->cond.then, is) || kg_ir_contains(s->cond.otherwise, is);
-    case KG_IRS_ALLOC: return kg_ir_contains(s->alloc.body, is);
+    case KG_IRS_FOR: return kg_ir_contains_ctx(s->loop.body, is, ctx);
+    case KG_IRS_IF: return kg_ir_contains_ctx(s->cond.then, is, ctx) || kg_ir_contains_ctx(s->cond.otherwise, is, ctx);
+    case KG_IRS_ALLOC: return kg_ir_contains_ctx(s->alloc.body, is, ctx);
     default: return 0;
   }
 }
+
+static int call_is(const kg_irstmt *s, const void *is) {
+  int (*const *f)(const kg_irstmt *) = is;
+  return (*f)(s);
+}
+
+int kg_ir_contains(const kg_irstmt *s, int (*is)(const kg_irstmt *)) { return kg_ir_contains_ctx(s, call_is, &is); }
 
 static int is_sync(const kg_irstmt *s) { return s->kind == KG_IRS_BARRIER || s->kind == KG_IRS_ALLREDUCE; }
 static int is_loop(const kg_irstmt *s) { return s->kind == KG_IRS_FOR; }

@@ -301,6 +301,8 @@ int kg_ir_contains_loop(const kg_irstmt *s);
 /* Whether s or a statement inside it (through sequences, loop bodies, both branches of an IF and allocation
  * bodies) satisfies is; 0 for a NULL s. */
 int kg_ir_contains(const kg_irstmt *s, int (*is)(const kg_irstmt *));
+/* The same with a context passed to is. */
+int kg_ir_contains_ctx(const kg_irstmt *s, int (*is)(const kg_irstmt *, const void *), const void *ctx);
 /* Whether s holds a barrier or a cross-thread reduction (which has barriers), looking as kg_ir_contains_loop does. */
 int kg_ir_contains_sync(const kg_irstmt *s);
 /* The children of an expression node, as the addresses of the fields that hold them (so that a pass can replace

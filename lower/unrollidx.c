@@ -11,7 +11,8 @@
  * So every load and store index inside an unrolled loop that depends on an unrolled variable is rewritten as its
  * affine form (kg_bounds_affine, through the LETs in scope that compute indices without loads), its terms ordered
  * by the loop they vary with, outermost first, the terms that vary with an unrolled loop after all others, the
- * constant last. The index's value is the same, so the results are bit-identical.
+ * constant last. The index's value is the same, so the results are bit-identical. Unrolled loops are those the
+ * schedule unrolls and the constant loops of a register accumulator's tile, which gcc unrolls completely.
  *
  * Requires: lowered IR for KG_TARGET_C (variable ids below f->n_vars), after kg_lower_regacc (whose accumulator
  * slots are indexed by the unrolled variables too). Guarantees: IR that the verifier accepts; only index
@@ -30,6 +31,7 @@ typedef struct uctx {
   int *depth;              /* by variable id: the loop depth where it is declared (loops: their own depth) */
   unsigned char *unrolled; /* by variable id: it varies with an unrolled loop's variable */
   int nunrolled;           /* unrolled loops around the statement being visited */
+  unsigned char *scratch;  /* by variable id: all clear between uses */
 } uctx;
 
 /* Does e compute an index from variables and constants only (no loads, calls or floats)? */
@@ -101,6 +103,27 @@ static void visit_expr(uctx *U, kg_irexpr *e) {
   if (e->kind == KG_IRE_LOAD) e->load.index = reorder_index(U, e->load.index);
 }
 
+/* Is s a store into a register accumulator whose slot (a sum over the nest's loop variables themselves, no LETs)
+ * uses the variables marked in the uctx? */
+static int acc_slot_store(const kg_irstmt *s, const void *ctx) {
+  const uctx *U = ctx;
+  return s->kind == KG_IRS_STORE && s->store.buf->reg_acc && kg_ir_uses_marked(s->store.index, U->scratch, U->nvars);
+}
+
+/* Loops the compiler unrolls: those the schedule unrolls, and the constant loops of a register accumulator's
+ * tile (regacc.c: the loops its slot numbers), which it must unroll completely to keep the accumulators in
+ * registers. */
+static int unrolled_loop(uctx *U, const kg_irstmt *s) {
+  int64_t ext;
+  int id = s->loop.var->id;
+  if (s->loop.kind == KG_LOOP_UNROLLED) return 1;
+  if (s->loop.kind != KG_LOOP_SERIAL || !kg_ir_is_const(s->loop.extent, &ext) || ext > 64 || id >= U->nvars) return 0;
+  U->scratch[id] = 1;
+  int r = kg_ir_contains_ctx(s->loop.body, acc_slot_store, U);
+  U->scratch[id] = 0;
+  return r;
+}
+
 static void visit_stmt(uctx *U, kg_irstmt *s, int depth) {
   if (!s) return;
   switch (s->kind) {
@@ -108,7 +131,7 @@ static void visit_stmt(uctx *U, kg_irstmt *s, int depth) {
       for (int i = 0; i < s->seq.n; i++) visit_stmt(U, s->seq.items[i], depth);
       break;
     case KG_IRS_FOR: {
-      int id = s->loop.var->id, unrolled = s->loop.kind == KG_LOOP_UNROLLED;
+      int id = s->loop.var->id, unrolled = unrolled_loop(U, s);
       if (id < U->nvars) {
         U->depth[id] = depth + 1;
         U->unrolled[id] = (unsigned char)unrolled;
@@ -148,6 +171,8 @@ void kg_lower_unroll_index(kg_arena *a, kg_lowered *f) {
   U.lets = kg_xrealloc(NULL, sizeof *U.lets * n);
   U.depth = kg_xrealloc(NULL, sizeof *U.depth * n);
   U.unrolled = kg_xrealloc(NULL, n);
+  U.scratch = kg_xrealloc(NULL, n);
+  memset(U.scratch, 0, n);
   memset(U.lets, 0, sizeof *U.lets * n);
   memset(U.depth, 0, sizeof *U.depth * n);
   memset(U.unrolled, 0, n);
@@ -155,4 +180,5 @@ void kg_lower_unroll_index(kg_arena *a, kg_lowered *f) {
   free(U.lets);
   free(U.depth);
   free(U.unrolled);
+  free(U.scratch);
 }

@@ -194,6 +194,14 @@ static void test_matmul(void) {
   CHECK_STR_CONTAINS(o.code, "= C[i_o * 256 + j_o * 16 + j_i + i_i * 32];");
   CHECK_STR_CONTAINS(o.code, "C[i_o * 256 + j_o * 16 + j_i_init + i_i_init * 32] = 0.0f;");
   outcome_free(&o);
+  /* a register accumulator's tile loops count as unrolled (gcc unrolls them to keep the accumulators in
+   * registers), its reduction loop and the loops around it do not */
+  o = expect_ok("matmul register tile rows", KG_TEST_MATMUL, "M=16 N=32 K=8",
+                "split C i 8\nsplit C j 16\nreorder C i.o j.o k i.i j.i\nvectorize C j.i\n");
+  CHECK_STR_CONTAINS(o.code, "kg_acc0");
+  CHECK_STR_CONTAINS(o.code, "A[i_o * 64 + k + i_i * 8]");
+  CHECK_STR_CONTAINS(o.code, "= C[i_o * 256 + j_o * 16 + j_i + i_i * 32];");
+  outcome_free(&o);
   /* vectorized loop with loops inside: no simd pragma */
   o = expect_ok("matmul vectorize outer", KG_TEST_MATMUL, sz, "vectorize C j\n");
   CHECK(count(o.code, "#pragma omp simd") == 0);
