@@ -77,6 +77,9 @@ void kg_lower_tighten(kg_arena *a, kg_irstmt *body, const kg_var_ranges *ranges,
 /* regacc.c: on the C target, reductions into tiles accumulate in small local arrays that compilers keep in
  * registers (after tightening, whose ragged extents it versions). */
 void kg_lower_regacc(kg_arena *a, kg_lowered *f);
+/* initfold.c: on the C target, a reduction's init nest folds into its register accumulator's first load (after
+ * regacc). */
+void kg_lower_initfold(kg_arena *a, kg_lowered *f);
 /* recip.c: a vectorized (on CUDA also thread-bound) loop dividing by a value it does not change multiplies by its
  * reciprocal, computed once before the loop (C: after regacc; CUDA: after the writer pass, before launch). */
 void kg_lower_recip(kg_arena *a, kg_lowered *f, kg_target_kind target);

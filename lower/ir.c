@@ -695,6 +695,25 @@ static int call_is(const kg_irstmt *s, const void *is) {
 
 int kg_ir_contains(const kg_irstmt *s, int (*is)(const kg_irstmt *)) { return kg_ir_contains_ctx(s, call_is, &is); }
 
+int kg_ir_has_load(const kg_irexpr *e) {
+  if (e->kind == KG_IRE_LOAD) return 1;
+  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
+  int n = kg_ir_children((kg_irexpr *)e, kids);
+  for (int i = 0; i < n; i++)
+    if (kg_ir_has_load(*kids[i])) return 1;
+  return 0;
+}
+
+int kg_ir_reads(const kg_irexpr *e, const kg_buffer *b) {
+  if (!e) return 0;
+  if (e->kind == KG_IRE_LOAD && e->load.buf == b) return 1;
+  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
+  int n = kg_ir_children((kg_irexpr *)e, kids);
+  for (int i = 0; i < n; i++)
+    if (kg_ir_reads(*kids[i], b)) return 1;
+  return 0;
+}
+
 static int is_sync(const kg_irstmt *s) { return s->kind == KG_IRS_BARRIER || s->kind == KG_IRS_ALLREDUCE; }
 static int is_loop(const kg_irstmt *s) { return s->kind == KG_IRS_FOR; }
 

@@ -309,6 +309,9 @@ int kg_ir_contains_sync(const kg_irstmt *s);
  * them), in evaluation order: up to KG_IR_MAX_CHILDREN; returns their number (0 for constants and variables). */
 #define KG_IR_MAX_CHILDREN 3
 int kg_ir_children(kg_irexpr *e, kg_irexpr **kids[KG_IR_MAX_CHILDREN]);
+/* Does e load any element (kg_ir_has_load), or an element of b (kg_ir_reads; NULL e: no)? */
+int kg_ir_has_load(const kg_irexpr *e);
+int kg_ir_reads(const kg_irexpr *e, const kg_buffer *b);
 /* Sets mark[v->id] for every variable v (with id < n) that e uses. */
 void kg_ir_mark_vars(const kg_irexpr *e, unsigned char *mark, int n);
 /* Does e use a variable v (with id < n) whose mark[v->id] is set? */

@@ -6,8 +6,8 @@
  * around the loop's body), and the innermost body holds the root-axis LETs, the guard and the store. Reductions
  * get their init before the outermost reduction loop, inside copies of the spatial loops that follow it. On the C
  * target, tighten.c then turns the guards of perfect nests into tighter loop extents, and regacc.c turns reductions
- * into tiles into register accumulations (small local arrays), recip.c divides by reciprocals and unrollidx.c
- * orders the indices under unrolled loops, so that the IR is the code the C printer prints.
+ * into tiles into register accumulations (small local arrays), initfold.c folds their inits into them, recip.c
+ * divides by reciprocals and unrollidx.c orders the indices under unrolled loops, so that the IR is the code the C printer prints.
  * Unless NDEBUG, verify.c then checks the invariants the printers rely on.
  *
  * On the CUDA target: the loop variables of the enclosing threadIdx-bound loops are relaxed in the region of a
@@ -1659,6 +1659,7 @@ kg_lowered *kg_lower(const kg_schedule *s, kg_target_kind target, kg_arena *a, c
   if (L->failed) return NULL;
   /* after tightening, whose ragged extents it versions; the IR is then what the C printer prints */
   if (target == KG_TARGET_C) kg_lower_regacc(a, f);
+  if (target == KG_TARGET_C) kg_lower_initfold(a, f);
   if (target == KG_TARGET_C) kg_lower_recip(a, f, target);
   if (target == KG_TARGET_C) kg_lower_unroll_index(a, f);
   /* before the writer: the copies it makes are stores like any other */

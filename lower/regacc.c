@@ -68,15 +68,6 @@ static int other_loads(const kg_irexpr *e, const kg_buffer *buf, const kg_irexpr
   return 0;
 }
 
-static int has_load(const kg_irexpr *e) {
-  if (e->kind == KG_IRE_LOAD) return 1;
-  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
-  int n = kg_ir_children((kg_irexpr *)e, kids);
-  for (int i = 0; i < n; i++)
-    if (has_load(*kids[i])) return 1;
-  return 0;
-}
-
 /* The LETs of the nest that use its variables, substituted in the store's index, and the variables that depend on
  * the nest's (its loop variables and those LETs). */
 typedef struct racc_lin {
@@ -151,7 +142,7 @@ static int racc_walk(const rctx *R, racc *ra, racc_lin *L, const kg_irstmt *s) {
       case KG_IRS_COMMENT: break;
       case KG_IRS_LET: {
         int id = x->let.var->id;
-        if (id >= R->nvars || has_load(x->let.value)) return 0;
+        if (id >= R->nvars || kg_ir_has_load(x->let.value)) return 0;
         ra->inner[id] = 1;
         if (kg_ir_uses_marked(x->let.value, ra->dep, R->nvars)) ra->dep[id] = 1;
         if (kg_ir_uses_marked(x->let.value, L->nestdep, R->nvars)) {

@@ -103,11 +103,14 @@ static void visit_expr(uctx *U, kg_irexpr *e) {
   if (e->kind == KG_IRE_LOAD) e->load.index = reorder_index(U, e->load.index);
 }
 
-/* Is s a store into a register accumulator whose slot (a sum over the nest's loop variables themselves, no LETs)
- * uses the variables marked in the uctx? */
+/* Is s a store into a register accumulator, or of one's element back, whose slot (a sum over the nest's loop
+ * variables themselves, no LETs) uses the variables marked in the uctx? */
 static int acc_slot_store(const kg_irstmt *s, const void *ctx) {
   const uctx *U = ctx;
-  return s->kind == KG_IRS_STORE && s->store.buf->reg_acc && kg_ir_uses_marked(s->store.index, U->scratch, U->nvars);
+  if (s->kind != KG_IRS_STORE) return 0;
+  const kg_irexpr *v = s->store.value;
+  if (v->kind == KG_IRE_LOAD && v->load.buf->reg_acc) return kg_ir_uses_marked(v->load.index, U->scratch, U->nvars);
+  return s->store.buf->reg_acc && kg_ir_uses_marked(s->store.index, U->scratch, U->nvars);
 }
 
 /* Loops the compiler unrolls: those the schedule unrolls, and the constant loops of a register accumulator's

@@ -384,16 +384,6 @@ static void expr(wctx *W, const kg_irexpr *e) {
   for (int i = 0; i < n; i++) expr(W, *kids[i]);
 }
 
-static int reads_buf(const kg_irexpr *e, const kg_buffer *b) {
-  if (!e) return 0;
-  if (e->kind == KG_IRE_LOAD && e->load.buf == b) return 1;
-  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
-  int n = kg_ir_children((kg_irexpr *)e, kids);
-  for (int i = 0; i < n; i++)
-    if (reads_buf(*kids[i], b)) return 1;
-  return 0;
-}
-
 /* A loop's extent: a constant, or at the program's bound sizes (1 when neither). */
 static int64_t extent_of(const wctx *W, const kg_irexpr *e) {
   int64_t v;
@@ -463,7 +453,7 @@ static void stmt(wctx *W, kg_irstmt *s) {
       double c = factor(W);
       if (c > W->busiest) {
         W->busiest = c;
-        int acc = reads_buf(s->store.value, s->store.buf);
+        int acc = kg_ir_reads(s->store.value, s->store.buf);
         int64_t chains = s->store.buf->scope == KG_SCOPE_LOCAL ? s->store.buf->size : 1;
         w->ilp = !acc ? 4 : chains < 1 ? 1 : chains > 64 ? 64 : (int)chains;
       }

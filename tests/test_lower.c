@@ -179,7 +179,7 @@ static void test_matmul(void) {
                 "unroll C k.i\n");
   /* OpenMP pragmas only where OpenMP runs (see codegen/c.c) */
   CHECK_STR_CONTAINS(o.code, "#ifdef _OPENMP\n  #pragma omp parallel for\n  #endif\n");
-  CHECK_STR_CONTAINS(o.code, "#ifdef _OPENMP\n    #pragma omp simd\n    #endif\n");
+  CHECK_STR_CONTAINS(o.code, "#ifdef _OPENMP\n        #pragma omp simd\n        #endif\n");
   CHECK(count(o.code, "#pragma omp") == count(o.code, "#ifdef _OPENMP"));
   CHECK_STR_CONTAINS(o.code, "#pragma GCC unroll 3");
   outcome_free(&o);
@@ -191,8 +191,7 @@ static void test_matmul(void) {
                 "split C i 8\nsplit C j 16\nreorder C i.o j.o k i.i j.i\nunroll C i.i\nvectorize C j.i\n");
   CHECK_STR_CONTAINS(o.code, "A[i_o * 64 + k + i_i * 8]");
   CHECK_STR_CONTAINS(o.code, "B[k * 32 + C_j]");
-  CHECK_STR_CONTAINS(o.code, "= C[i_o * 256 + j_o * 16 + j_i + i_i * 32];");
-  CHECK_STR_CONTAINS(o.code, "C[i_o * 256 + j_o * 16 + j_i_init + i_i_init * 32] = 0.0f;");
+  CHECK_STR_CONTAINS(o.code, "C[i_o * 256 + j_o * 16 + j_i + i_i * 32] = kg_acc0[j_i + i_i * 16];");
   outcome_free(&o);
   /* a register accumulator's tile loops count as unrolled (gcc unrolls them to keep the accumulators in
    * registers), its reduction loop and the loops around it do not */
@@ -200,7 +199,7 @@ static void test_matmul(void) {
                 "split C i 8\nsplit C j 16\nreorder C i.o j.o k i.i j.i\nvectorize C j.i\n");
   CHECK_STR_CONTAINS(o.code, "kg_acc0");
   CHECK_STR_CONTAINS(o.code, "A[i_o * 64 + k + i_i * 8]");
-  CHECK_STR_CONTAINS(o.code, "= C[i_o * 256 + j_o * 16 + j_i + i_i * 32];");
+  CHECK_STR_CONTAINS(o.code, "C[i_o * 256 + j_o * 16 + j_i + i_i * 32] = kg_acc0[j_i + i_i * 16];");
   outcome_free(&o);
   /* vectorized loop with loops inside: no simd pragma */
   o = expect_ok("matmul vectorize outer", KG_TEST_MATMUL, sz, "vectorize C j\n");
@@ -229,6 +228,41 @@ static void test_matmul(void) {
   /* rfactor + parallel on the rf axis */
   ok_case("matmul rfactor", KG_TEST_MATMUL, sz, "rfactor C k 4\n");
   ok_case("matmul rfactor parallel", KG_TEST_MATMUL, sz, "rfactor C k 4\nparallel C.rf k.i\n");
+}
+
+/* The init of a reduction folded into its register accumulator's first load (lower/initfold.c): the outputs are
+ * poisoned before each call (run_case), so an element the fold left unwritten fails verification. */
+static void test_initfold(void) {
+  /* k split, its outer loop around the register tile: the accumulator starts from 0 at k.o == 0, no init nest */
+  outcome o = expect_ok("initfold matmul", KG_TEST_MATMUL, "M=16 N=32 K=12",
+                        "split C i 8\nsplit C j 16\nsplit C k 4\nreorder C i.o j.o k.o i.i k.i j.i\nvectorize C j.i\n");
+  CHECK_STR_CONTAINS(o.code, "/* init of C: the register accumulator's first load */");
+  CHECK_STR_CONTAINS(o.code, "(k_o == 0 ? 0.0f : C[");
+  CHECK(count(o.code, "_init") == 0);
+  outcome_free(&o);
+  /* the reduction loop outside the tile loops it does not index: first = both of them at 0 */
+  o = expect_ok("initfold matmul, two loops", KG_TEST_MATMUL, "M=16 N=32 K=12",
+                "split C i 8\nsplit C j 16\nsplit C k 4\nreorder C i.o k.o j.o i.i k.i j.i\nvectorize C j.i\n");
+  CHECK(count(o.code, "_init") == 0);
+  CHECK_STR_CONTAINS(o.code, "(k_o == 0 ? 0.0f : C[");
+  outcome_free(&o);
+  /* convolution: c, r and s outside the register tile of x */
+  o = expect_ok("initfold conv2d", CONV2D, "N=1 C=3 H=4 W=8 F=4",
+                "compute_inline P\nsplit Y x 8\nreorder Y n f y c r s x.o x.i\nvectorize Y x.i\n");
+  CHECK_STR_CONTAINS(o.code, "init of Y");
+  CHECK(count(o.code, "_init") == 0);
+  outcome_free(&o);
+  /* a tile that does not divide (M=33): the register tile is versioned under a condition, the init stays */
+  o = expect_ok("initfold ragged", KG_TEST_MATMUL, "M=33 N=32 K=12",
+                "split C i 8\nsplit C j 16\nsplit C k 4\nreorder C i.o j.o k.o i.i k.i j.i\nvectorize C j.i\n");
+  CHECK(count(o.code, "_init") > 0);
+  CHECK(count(o.code, "init of C") == 0);
+  outcome_free(&o);
+  /* a max-reduction (identity -inf) */
+  o = expect_ok("initfold min", MISC, "N=8 M=16 N2=4", "split S.r0 i 2\nreorder S.r0 i.o j i.i\n");
+  CHECK_STR_CONTAINS(o.code, "kg_acc0[i_i] = INFINITY;");
+  CHECK(count(o.code, "init of S_r0") == 1);
+  outcome_free(&o);
 }
 
 /* Loop-bound tightening (C target): the guard of a non-dividing split around the store of a perfect nest becomes
@@ -762,6 +796,7 @@ static void test_verify(void) {
 int main(int argc, char **argv) {
   verbose = argc > 1 && !strcmp(argv[1], "-v");
   test_matmul();
+  test_initfold();
   test_tighten();
   test_softmax();
   test_conv2d();
