@@ -127,18 +127,20 @@ static lin lin_from_ir(kg_arena *a, kg_irexpr *e, kg_irexpr *const *lets, int nl
   return lin_atom(a, e);
 }
 
-static kg_irexpr *lin_to_ir(kg_arena *a, const lin *l) {
+static kg_irexpr *lin_build(kg_arena *a, const lin *l, int in_order) {
   assert(l->ok);
   kg_irexpr *r = NULL;
-  /* positive terms first so that the result reads "x * 4 + y - z + 3" */
-  for (int pass = 0; pass < 2; pass++)
+  /* positive terms first so that the result reads "x * 4 + y - z + 3", unless the order is the caller's */
+  for (int pass = 0; pass < (in_order ? 1 : 2); pass++)
     for (int i = 0; i < l->n; i++) {
       int64_t c = l->t[i].coef;
-      if ((c > 0) != (pass == 0)) continue;
-      int64_t m = c > 0 ? c : -c;
+      if (!in_order && (c > 0) != (pass == 0)) continue;
+      /* |c| fits: an INT64_MIN coefficient multiplies as it is */
+      int neg = c < 0 && c != INT64_MIN;
+      int64_t m = neg ? -c : c;
       kg_irexpr *term = m == 1 ? l->t[i].atom : kg_ir_binary(a, KG_OP_MUL, l->t[i].atom, kg_ir_int(a, m));
-      if (!r) r = c > 0 ? term : kg_ir_unary(a, KG_OP_NEG, term);
-      else r = kg_ir_binary(a, c > 0 ? KG_OP_ADD : KG_OP_SUB, r, term);
+      if (!r) r = neg ? kg_ir_unary(a, KG_OP_NEG, term) : term;
+      else r = kg_ir_binary(a, neg ? KG_OP_SUB : KG_OP_ADD, r, term);
     }
   if (!r) return kg_ir_int(a, l->c);
   if (l->c > 0) return kg_ir_binary(a, KG_OP_ADD, r, kg_ir_int(a, l->c));
@@ -156,6 +158,8 @@ static kg_irexpr *lin_to_ir(kg_arena *a, const lin *l) {
   return r;
 }
 
+static kg_irexpr *lin_to_ir(kg_arena *a, const lin *l) { return lin_build(a, l, 0); }
+
 kg_affine kg_bounds_affine(kg_arena *a, kg_irexpr *e, kg_irexpr *const *lets, int nlets) {
   if (e->ty != KG_TY_INT) return (lin){0, 0, NULL, 0};
   return lin_from_ir(a, e, lets, nlets);
@@ -166,6 +170,8 @@ kg_irexpr *kg_bounds_simplify(kg_arena *a, kg_irexpr *e, kg_irexpr *const *lets,
   lin l = lin_from_ir(a, e, lets, nlets);
   return l.ok ? lin_to_ir(a, &l) : e;
 }
+
+kg_irexpr *kg_bounds_affine_ir(kg_arena *a, const kg_affine *l) { return lin_build(a, l, 1); }
 
 /* ---- integer ranges ---- */
 

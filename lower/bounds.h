@@ -33,6 +33,8 @@ typedef struct kg_affine {
 } kg_affine;
 /* When lets is non-NULL, variables with lets[id] != NULL (id < nlets) are replaced by their values first. */
 kg_affine kg_bounds_affine(kg_arena *a, kg_irexpr *e, kg_irexpr *const *lets, int nlets);
+/* The INT expression of an affine form (l->ok), its terms summed in their order in l->t, the constant last. */
+kg_irexpr *kg_bounds_affine_ir(kg_arena *a, const kg_affine *l);
 /* Rebuilds an INT expression as a normalised sum (terms merged, constants folded). When lets is non-NULL,
  * variables with lets[id] != NULL (id < nlets) are replaced by their values first. */
 kg_irexpr *kg_bounds_simplify(kg_arena *a, kg_irexpr *e, kg_irexpr *const *lets, int nlets);

@@ -7,7 +7,8 @@
  * get their init before the outermost reduction loop, inside copies of the spatial loops that follow it. On the C
  * target, tighten.c then turns the guards of perfect nests into tighter loop extents, and regacc.c turns reductions
  * into tiles into register accumulations (small local arrays), initfold.c folds their inits into them, recip.c
- * divides by reciprocals and unrollidx.c orders the indices under unrolled loops, so that the IR is the code the C printer prints.
+ * divides by reciprocals and unrollidx.c orders the indices under unrolled loops, so that the IR is the code the C
+ * printer prints.
  * Unless NDEBUG, verify.c then checks the invariants the printers rely on.
  *
  * On the CUDA target: the loop variables of the enclosing threadIdx-bound loops are relaxed in the region of a

@@ -34,16 +34,6 @@ typedef struct uctx {
   unsigned char *scratch;  /* by variable id: all clear between uses */
 } uctx;
 
-/* Does e compute an index from variables and constants only (no loads, calls or floats)? */
-static int pure_index(const kg_irexpr *e) {
-  if (e->ty != KG_TY_INT || e->kind == KG_IRE_LOAD || e->kind == KG_IRE_CALL || e->kind == KG_IRE_THREAD) return 0;
-  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
-  int n = kg_ir_children((kg_irexpr *)e, kids);
-  for (int i = 0; i < n; i++)
-    if (!pure_index(*kids[i])) return 0;
-  return 1;
-}
-
 /* The deepest declaration depth of the variables e uses (0 for none: sizes and constants). */
 static int max_depth(const uctx *U, const kg_irexpr *e) {
   if (e->kind == KG_IRE_VAR) return e->var->id < U->nvars ? U->depth[e->var->id] : 0;
@@ -81,18 +71,7 @@ static kg_irexpr *reorder_index(uctx *U, kg_irexpr *index) {
       key[j - 1] = k;
     }
   free(key);
-  kg_irexpr *r = NULL;
-  for (int i = 0; i < l.n; i++) {
-    int64_t c = l.t[i].coef;
-    /* |c| fits: INT64_MIN coefficients are multiplied as they are */
-    int neg = c < 0 && c != INT64_MIN;
-    int64_t m = neg ? -c : c;
-    kg_irexpr *term = m == 1 ? l.t[i].atom : kg_ir_binary(U->a, KG_OP_MUL, l.t[i].atom, kg_ir_int(U->a, m));
-    if (!r) r = neg ? kg_ir_unary(U->a, KG_OP_NEG, term) : term;
-    else r = kg_ir_binary(U->a, neg ? KG_OP_SUB : KG_OP_ADD, r, term);
-  }
-  if (l.c != 0) r = kg_ir_binary(U->a, KG_OP_ADD, r, kg_ir_int(U->a, l.c));
-  return r;
+  return kg_bounds_affine_ir(U->a, &l);
 }
 
 /* The loads in e, their indices rewritten (in place: the new index has the same value wherever e is). */
@@ -149,7 +128,7 @@ static void visit_stmt(uctx *U, kg_irstmt *s, int depth) {
       if (id >= U->nvars) break;
       U->depth[id] = depth;
       U->unrolled[id] = (unsigned char)kg_ir_uses_marked(s->let.value, U->unrolled, U->nvars);
-      U->lets[id] = pure_index(s->let.value) ? s->let.value : NULL;
+      U->lets[id] = s->let.value->ty == KG_TY_INT && !kg_ir_has_load(s->let.value) ? s->let.value : NULL;
       if (U->nunrolled) visit_expr(U, s->let.value);
       break;
     }
