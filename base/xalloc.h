@@ -6,6 +6,7 @@
 #define KG_XALLOC_H
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static inline void *kg_xrealloc(void *p, size_t n) {
   void *q = realloc(p, n ? n : 1);
@@ -14,5 +15,10 @@ static inline void *kg_xrealloc(void *p, size_t n) {
     abort();
   }
   return q;
+}
+
+static inline char *kg_xstrdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  return memcpy(kg_xrealloc(NULL, n), s, n);
 }
 #endif

@@ -16,6 +16,7 @@ machine.txt as bench/tune-cpu.sh writes them.
 """
 import argparse
 import datetime
+import math
 import os
 import re
 import statistics
@@ -84,7 +85,10 @@ def valid_record(r):
 
 
 def median_s(r):
-    """A record's median time in seconds, or None when it is not a successful measurement."""
+    """A record's median time in seconds, or None when it is not a successful measurement; for best_record's
+    record, its schedule's median over all its records."""
+    if isinstance(r.get('trace_median_s'), float):
+        return r['trace_median_s']
     res = r['result']
     times = res.get('times') or []
     if res.get('status') != 'ok' or not times or not all(isinstance(t, (int, float)) for t in times):
@@ -102,15 +106,48 @@ def trace_text(trace):
     return ''.join(line + '\n' for line in lines)
 
 
+def trace_key(r):
+    """What makes records measurements of one schedule: the workload, the target and the trace."""
+    w, t = r.get('workload') or {}, r.get('target') or {}
+    return (str(w.get('name')), str(w.get('hash')), str(t.get('kind')), str(t.get('arch')), str(t.get('device')),
+            repr(r['trace']))
+
+
+def trials(recs):
+    """The records that were trials: the first of each schedule. `kgen tune` measures its fastest schedules again
+    at the end of a run (its confirmation, --confirm), and those records are not trials."""
+    seen, out = set(), []
+    for r in recs:
+        k = trace_key(r)
+        if k not in seen:
+            seen.add(k)
+            out.append(r)
+    return out
+
+
 def best_record(recs):
-    ok = [(median_s(r), i) for i, r in enumerate(recs) if median_s(r) is not None]
-    return recs[min(ok)[1]] if ok else None
+    """The first record of the best schedule, ranked as kgen ranks a log (tlog.h, kg_tlog_trace_times): by the
+    median of its records' medians, a failed record counting as infinitely slow. The record returned carries that
+    median as 'trace_median_s' (median_s reads it)."""
+    by = {}
+    for i, r in enumerate(recs):
+        by.setdefault(trace_key(r), []).append(i)
+    best = None
+    for idx in by.values():
+        ts = [median_s(recs[i]) for i in idx]
+        if all(t is None for t in ts):
+            continue
+        m = statistics.median([math.inf if t is None else t for t in ts])
+        first = next(i for i, t in zip(idx, ts) if t is not None)
+        if math.isfinite(m) and (best is None or (m, first) < best):
+            best = (m, first)
+    return dict(recs[best[1]], trace_median_s=best[0]) if best else None
 
 
 def curve(recs):
-    """Best median so far (seconds, None before the first success) after each record."""
+    """Best median so far (seconds, None before the first success) after each trial (trials(recs))."""
     out, best = [], None
-    for r in recs:
+    for r in trials(recs):
         t = median_s(r)
         if t is not None and (best is None or t < best):
             best = t
@@ -220,7 +257,8 @@ def load(a):
             path = os.path.join(a.logdir, f'{w}-{m}.msgpack')
             recs, skipped = read_log(path) if os.path.exists(path) else ([], 0)
             runs[(w, m)] = {
-                'path': path, 'recs': recs, 'skipped': skipped, 'best': best_record(recs), 'curve': curve(recs),
+                'path': path, 'recs': recs, 'trials': trials(recs), 'skipped': skipped, 'best': best_record(recs),
+                'curve': curve(recs),
                 'remeasured': parse_run_time(os.path.join(a.logdir, f'{w}-{m}.best.txt')),
                 'default': next((median_s(r) for r in recs if r['trace'] == [] and median_s(r) is not None), None),
             }
@@ -274,7 +312,7 @@ def write_report(a):
     out.append('## Tuning runs\n')
     out.append(table(['workload', 'model', 'run', 'records', 'ok', 'errors', 'default schedule', 'best (tuning)',
                       'rate', 'best measured again', 'speedup over default', 'wall time'], rows))
-    short = [f'{LABELS[w]} ({m})' for (w, m), run in sorted(runs.items()) if 0 < len(run['recs']) < a.trials]
+    short = [f'{LABELS[w]} ({m})' for (w, m), run in sorted(runs.items()) if 0 < len(run['trials']) < a.trials]
     if short:
         out.append('\nFewer records than trials: the search space ran dry (`kgen tune` says "search space exhausted" '
                    'when no schedule it can reach is left unmeasured) for ' + ', '.join(short) + '.\n')

@@ -246,7 +246,7 @@ static const cli_option options[] = {
     {CLI_OPT_TRIALS, "--trials", "N", C(CLI_CMD_TUNE), check_count, 1, 1000000,
      "measurements this run, over all workloads (default 64)"},
     {CLI_OPT_LOG, "--log", "FILE", C(CLI_CMD_TUNE), NULL, 0, 0,
-     "the tuning log: read first (resume, never re-measure), appended to\n"
+     "the tuning log: read first (resume: the search measures nothing twice), appended to\n"
      "(default NAME.TARGET.kglog for the first workload; FILE.model beside it)"},
     {CLI_OPT_MODEL, "--model", "xgb|random", C(CLI_CMD_TUNE), check_model, 0, 0,
      "rank candidates with the XGBoost cost model (default) or not at all"},
@@ -257,6 +257,11 @@ static const cli_option options[] = {
     {CLI_OPT_PER_ROUND, "--per-round", "N", C(CLI_CMD_TUNE), check_count, 1, 100000, "candidates measured per round"},
     {CLI_OPT_BEST_OUT, "--best-out", "FILE", C(CLI_CMD_TUNE), NULL, 0, 0,
      "write the first workload's best trace to FILE"},
+    {CLI_OPT_CONFIRM, "--confirm", "N", C(CLI_CMD_TUNE), check_count, 0, 1000,
+     "after the search, measure each workload's N fastest schedules again (default 3;\n"
+     "0: none) and take the best by the median of its measurements"},
+    {CLI_OPT_CONFIRM_RUNS, "--confirm-runs", "R", C(CLI_CMD_TUNE), check_count, 1, 100,
+     "how many more times --confirm measures each (default 2)"},
     {CLI_OPT_NO_FUSE, "--no-fuse", NULL, C(CLI_CMD_TUNE), NULL, 0, 0,
      "search unfused schedules only: every stage its own loop nest (CUDA: kernel),\n"
      "none inlined or computed inside another (default log NAME.TARGET.nofuse.kglog)"},

@@ -66,6 +66,12 @@ static void print_summary(const kg_tune_task *tasks, const kg_tune_report *rep, 
       printf("  best: %s%s (%.2f GFLOP/s, %.2f GB/s)", est, b, r->best_gflops, r->best_gbps);
       if (r->default_s > 0) printf(", %.2fx the default schedule", r->default_s / r->best_s);
       printf("%s%s\n", r->best_sketch ? ", sketch " : "", r->best_sketch ? r->best_sketch : "");
+      if (r->confirmed > 0) {
+        char f[32];
+        kg_format_seconds(f, sizeof f, r->search_best_s);
+        printf("  confirmed: %d more measurements of the fastest; the best is the lowest median (the fastest single "
+               "one: %s)\n", r->confirmed, f);
+      }
       char *text = kg_trace_to_text(&r->best_trace);
       printf("  trace (%d steps):\n", r->best_trace.nsteps);
       for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) printf("    %s\n", line);
@@ -237,6 +243,8 @@ static int tune_main(int argc, char **argv, kg_dist *dist) {
       case CLI_OPT_RANK0_IDLE: distopt.rank0_idle = 1; break;
       case CLI_OPT_WORKER_TIMEOUT: distopt.worker_timeout_s = r->d; break;
       case CLI_OPT_NO_FUSE: o.no_fuse = 1; break;
+      case CLI_OPT_CONFIRM: o.confirm = r->u ? (int)r->u : -1; break;
+      case CLI_OPT_CONFIRM_RUNS: o.confirm_runs = (int)r->u; break;
       case CLI_OPT_ARG:
         if (nwl >= MAX_WORKLOADS) {
           prc = tune_usage("too many workloads (at most 32), at '%s'", val);

@@ -19,6 +19,7 @@
 #include "pool.h"
 #include "../base/version.h"
 #include "../base/clock.h"
+#include "../base/stats.h"
 #include "../base/strbuf.h"
 #include "../base/strset.h"
 #include "../base/xalloc.h"
@@ -26,6 +27,14 @@
 #include "../runtime/estimate.h"
 #include "../runtime/pipeline.h"
 #include "../tlog/tlog.h"
+
+/* A result that may rank a trace (a trace's time is the median of its results, tlog.h kg_tlog_trace_times): a time,
+ * or INFINITY for a failure. */
+typedef struct tres {
+  char *text;
+  double t;
+  const char *sketch; /* NULL when unknown */
+} tres;
 
 /* Rows the model learns from: one per measured candidate of a task. */
 typedef struct row {
@@ -45,6 +54,10 @@ typedef struct task {
   kg_point *pts;        /* points of successful measurements, for seeding evolution */
   double *pts_s;
   int npts, cappts;
+  tres *res;            /* every result that may rank a trace (note_result), for the confirmation */
+  int nres, capres;
+  int confirmed;        /* measurements of the confirmation */
+  double search_best_s; /* the fastest single result before the confirmation (0: none, or no confirmation) */
   double best_s;        /* 0: none yet */
   char *best_text;
   const char *best_sketch;
@@ -115,7 +128,17 @@ static void add_point(task *tk, const kg_point *pt, double s) {
   tk->pts_s[tk->npts++] = s;
 }
 
+static void add_result(task *tk, const char *text, double t, const char *sketch) {
+  if (tk->nres == tk->capres) {
+    tk->capres = tk->capres ? tk->capres * 2 : 64;
+    tk->res = kg_xrealloc(tk->res, sizeof *tk->res * (size_t)tk->capres);
+  }
+  tk->res[tk->nres++] = (tres){kg_xstrdup(text), t > 0 ? t : INFINITY, sketch};
+}
+
+/* A result that may be tk's best (0: it failed). */
 static void note_result(task *tk, double median_s, const char *text, const char *sketch) {
+  add_result(tk, text, median_s, sketch);
   if (median_s <= 0 || (tk->best_s > 0 && median_s >= tk->best_s)) return;
   tk->best_s = median_s;
   free(tk->best_text);
@@ -498,6 +521,8 @@ static void task_free(task *tk) {
   free(tk->pts_s);
   free(tk->best_text);
   free(tk->default_text);
+  for (int i = 0; i < tk->nres; i++) free(tk->res[i].text);
+  free(tk->res);
 }
 
 static char *model_path(const char *log_path) {
@@ -887,6 +912,202 @@ static int tune_pooled(task *tasks, int ntasks, kg_model *model, kg_tlog_writer 
   return rc;
 }
 
+/* ---- confirmation: the best traces measured again ---- */
+
+/* A trace's results together: the median of its times (a failure counts as infinitely slow). */
+typedef struct ranked_trace {
+  const char *text, *sketch;
+  double median;
+  int n, first; /* how many results; the index of its first */
+} ranked_trace;
+
+static const task *sort_tk; /* qsort has no context: set by traces_ranked around its sort */
+
+static int by_text(const void *x, const void *y) {
+  int a = *(const int *)x, b = *(const int *)y;
+  int c = strcmp(sort_tk->res[a].text, sort_tk->res[b].text);
+  return c ? c : a - b;
+}
+
+static int by_median(const void *x, const void *y) {
+  const ranked_trace *a = x, *b = y;
+  if (a->median != b->median) return a->median < b->median ? -1 : 1;
+  return a->first - b->first;
+}
+
+/* tk's traces with a finite time, fastest first (ties to the earlier measured): *out (heap). Returns how many. */
+static int traces_ranked(const task *tk, ranked_trace **out) {
+  int *idx = kg_xrealloc(NULL, sizeof(int) * (size_t)(tk->nres + 1));
+  for (int i = 0; i < tk->nres; i++) idx[i] = i;
+  sort_tk = tk;
+  qsort(idx, (size_t)tk->nres, sizeof *idx, by_text);
+  sort_tk = NULL;
+  ranked_trace *r = kg_xrealloc(NULL, sizeof *r * (size_t)(tk->nres + 1));
+  double *t = kg_xrealloc(NULL, sizeof *t * (size_t)(tk->nres + 1));
+  int n = 0;
+  for (int a = 0; a < tk->nres;) {
+    int z = a;
+    const char *sketch = NULL;
+    while (z < tk->nres && !strcmp(tk->res[idx[z]].text, tk->res[idx[a]].text)) {
+      t[z - a] = tk->res[idx[z]].t;
+      if (!sketch) sketch = tk->res[idx[z]].sketch;
+      z++;
+    }
+    double m = kg_stats_of(t, z - a).median;
+    if (isfinite(m)) r[n++] = (ranked_trace){tk->res[idx[a]].text, sketch, m, z - a, idx[a]};
+    a = z;
+  }
+  free(idx);
+  free(t);
+  qsort(r, (size_t)n, sizeof *r, by_median);
+  *out = r;
+  return n;
+}
+
+/* Measures each of tk's traces texts[0..n) once, in that order (a pool's workers may run them side by side),
+ * logging each result and adding it to tk's results. 0, or -1 with err (the log failed, the environment
+ * failed). */
+static int remeasure(task *tk, char *const *texts, int n, const kg_tune_opts *o, kg_tlog_writer *w,
+                     int64_t *next_tag, char *err, size_t errlen) {
+  if (n <= 0) return 0;
+  kg_schedule **s = kg_xrealloc(NULL, sizeof *s * (size_t)n);
+  kg_candidate *c = kg_xrealloc(NULL, sizeof *c * (size_t)n);
+  kg_measure_result *res = kg_xrealloc(NULL, sizeof *res * (size_t)n);
+  kg_pool_result *who = kg_xrealloc(NULL, sizeof *who * (size_t)n);
+  int *got = kg_xrealloc(NULL, sizeof *got * (size_t)n);
+  memset(c, 0, sizeof *c * (size_t)n); /* (filled below; gcc cannot tell) */
+  int rc = 0, nsent = 0;
+  for (int i = 0; i < n; i++) {
+    kg_trace tr;
+    kg_trace_init(&tr);
+    char e[256], *text;
+    /* the text is what a schedule of this program printed: it parses */
+    int parsed = kg_trace_parse(&tr, "confirm", texts[i], strlen(texts[i]), e, sizeof e) == 0;
+    assert(parsed && "a trace text of a measured schedule parses");
+    (void)parsed;
+    s[i] = fixed_schedule(tk, &tr, &text);
+    kg_trace_free(&tr);
+    free(text);
+    c[i] = (kg_candidate){&s[i]->trace, NULL};
+    got[i] = 0;
+  }
+  if (!o->pool) {
+    kg_measure_batch(tk->m, c, n, res);
+    for (int i = 0; i < n; i++) got[i] = 1;
+  } else {
+    int64_t tag0 = *next_tag;
+    for (int i = 0; i < n && rc == 0; i++, nsent++)
+      rc = o->pool->submit(o->pool, tk->handle, tk->group, c[i].trace, (*next_tag)++, err, errlen);
+    /* what went out comes back, also after a failed submit */
+    for (int k = 0; k < nsent; k++) {
+      kg_pool_result r;
+      char e[1024];
+      int g = o->pool->wait(o->pool, &r, e, sizeof e);
+      if (g <= 0) {
+        if (rc == 0) {
+          rc = -1;
+          snprintf(err, errlen, "%s", g < 0 ? e : "the pool lost a confirmation measurement");
+        }
+        break;
+      }
+      int i = (int)(r.tag - tag0);
+      assert(i >= 0 && i < nsent && !got[i] && "a pool answers only what was submitted");
+      who[i] = r;
+      res[i] = r.res;
+      got[i] = 1;
+      tk->build_s += r.build_s;
+      tk->run_s += r.run_s;
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    if (!got[i]) continue;
+    if (rc == 0 && res[i].env_fault) rc = env_stop(tk, &res[i], 0, err, errlen);
+    if (rc == 0 && !res[i].env_fault) {
+      rc = log_result(w, tk, &s[i]->trace, &res[i], NULL, o->pool ? &who[i] : NULL, err, errlen);
+      double t = rank_time(tk, &res[i]);
+      if (t <= 0 || plausible(tk, t, NULL, NULL, 0)) add_result(tk, texts[i], t, NULL);
+      tk->confirmed++;
+    }
+    kg_measure_result_free(&res[i]);
+  }
+  if (rc == 0 && w) rc = kg_tlog_flush(w, err, errlen);
+  for (int i = 0; i < n; i++) kg_schedule_free(s[i]);
+  free(s);
+  free(c);
+  free(res);
+  free(who);
+  free(got);
+  return rc;
+}
+
+/* The confirmation (tune.h): tk's fastest traces measured o->confirm_runs more times, round by round (each round
+ * all of them, so that a slow spell of the machine falls on all alike); while the fastest by median is one that was
+ * not among them (its single time was lucky), it joins them and is measured as often. tk's best is then the fastest
+ * trace by the median of its results, as kg_tlog_pick_best ranks the log. 0, or -1 with err. */
+static int confirm_task(task *tk, const kg_tune_opts *o, kg_tlog_writer *w, int64_t *next_tag, char *err,
+                        size_t errlen) {
+  ranked_trace *r;
+  int nr = traces_ranked(tk, &r);
+  int k = nr < o->confirm ? nr : o->confirm, n = 0, rc = 0;
+  char **set = kg_xrealloc(NULL, sizeof *set * (size_t)(2 * k + 1));
+  for (int i = 0; i < k; i++) set[n++] = kg_xstrdup(r[i].text);
+  free(r);
+  if (k > 0 && o->progress)
+    fprintf(o->progress, "%s: confirming the %d fastest schedule%s (%d more run%s each)\n", tk->t->label, k,
+            k == 1 ? "" : "s", o->confirm_runs, o->confirm_runs == 1 ? "" : "s");
+  tk->search_best_s = tk->best_s;
+  for (int run = 0; run < o->confirm_runs && rc == 0 && n > 0; run++)
+    rc = remeasure(tk, set, n, o, w, next_tag, err, errlen);
+  /* a trace measured once that now ranks first joins (at most k of them: each round of this can only happen
+   * while the confirmed ones turned out slower than they looked) */
+  for (int extra = 0; extra < k && rc == 0; extra++) {
+    nr = traces_ranked(tk, &r);
+    int known = nr == 0;
+    for (int i = 0; i < n && !known; i++) known = !strcmp(set[i], r[0].text);
+    if (!known) set[n++] = kg_xstrdup(r[0].text);
+    free(r);
+    if (known) break;
+    for (int run = 0; run < o->confirm_runs && rc == 0; run++)
+      rc = remeasure(tk, set + n - 1, 1, o, w, next_tag, err, errlen);
+  }
+  nr = traces_ranked(tk, &r);
+  free(tk->best_text);
+  tk->best_text = NULL;
+  tk->best_s = 0;
+  tk->best_sketch = NULL;
+  if (nr > 0) {
+    tk->best_s = r[0].median;
+    tk->best_text = kg_xstrdup(r[0].text);
+    tk->best_sketch = r[0].sketch;
+  }
+  free(r);
+  for (int i = 0; i < n; i++) free(set[i]);
+  free(set);
+  return rc;
+}
+
+/* The confirmation of every task that ranks by measured times (the emulator's records rank by a deterministic
+ * estimate: nothing to confirm). */
+static int confirm_all(task *tasks, int ntasks, const kg_tune_opts *o, kg_tlog_writer *w, int64_t *next_tag,
+                       char *err, size_t errlen) {
+  for (int i = 0; i < ntasks; i++)
+    if (o->confirm > 0 && o->confirm_runs > 0 && tasks[i].runner != KG_RUNNER_EMULATOR &&
+        confirm_task(&tasks[i], o, w, next_tag, err, errlen))
+      return -1;
+  return 0;
+}
+
+/* The report's building and measuring times so far: the measurers' (a pool's workers' as they reported them). */
+static void phase_times(task *tasks, int ntasks, kg_tune_report *rep) {
+  rep->build_s = rep->measure_s = 0;
+  for (int i = 0; i < ntasks; i++) {
+    double b = tasks[i].build_s, m = tasks[i].run_s;
+    if (tasks[i].m) kg_measurer_phase_times(tasks[i].m, &b, &m);
+    rep->build_s += b;
+    rep->measure_s += m;
+  }
+}
+
 int kg_tune(const kg_tune_task *tasks_in, int ninputs, const kg_tune_opts *oin, kg_tune_report *rep, char *err,
             size_t errlen) {
   memset(rep, 0, sizeof *rep);
@@ -910,6 +1131,8 @@ int kg_tune(const kg_tune_task *tasks_in, int ninputs, const kg_tune_opts *oin, 
   if (o.eps == 0) o.eps = 0.05;
   if (o.eps < 0) o.eps = 0;
   if (o.mutation_prob <= 0) o.mutation_prob = 0.85;
+  if (o.confirm == 0) o.confirm = 3;
+  if (o.confirm_runs <= 0) o.confirm_runs = 2;
   double start = kg_now_s();
   rep->tasks = kg_xrealloc(NULL, sizeof *rep->tasks * (size_t)(ntasks ? ntasks : 1));
   memset(rep->tasks, 0, sizeof *rep->tasks * (size_t)(ntasks ? ntasks : 1));
@@ -999,6 +1222,9 @@ int kg_tune(const kg_tune_task *tasks_in, int ninputs, const kg_tune_opts *oin, 
   size_t own_read = 0; /* (each measurement below first picks up what other tuners appended) */
   if (o.pool) {
     if (tune_pooled(tasks, ntasks, model, w, &log, &own_read, &o, &rng, rep, start, err, errlen)) goto out;
+    int64_t tag = INT64_MAX / 2; /* the search's tags count up from 0 */
+    if (confirm_all(tasks, ntasks, &o, w, &tag, err, errlen)) goto out;
+    phase_times(tasks, ntasks, rep);
     rc = 0;
     goto out;
   }
@@ -1037,17 +1263,13 @@ int kg_tune(const kg_tune_task *tasks_in, int ninputs, const kg_tune_opts *oin, 
     if (run_round(&tasks[ti], tasks, ntasks, model, w, &o, want, &rng, rep, err, errlen)) goto out;
     if (tasks[ti].exhausted) continue; /* nothing was measured */
     rep->rounds++;
-    double b, m;
-    rep->build_s = rep->measure_s = 0;
-    for (int i = 0; i < ntasks; i++) {
-      kg_measurer_phase_times(tasks[i].m, &b, &m);
-      rep->build_s += b;
-      rep->measure_s += m;
-    }
+    phase_times(tasks, ntasks, rep);
     progress(&o, &tasks[ti], rep->trials, o.trials, rep->last_accuracy, rep->build_s, rep->measure_s, rep->search_s,
              kg_now_s() - start);
   }
   if (o.progress && o.progress_inplace) fputc('\n', o.progress);
+  if (confirm_all(tasks, ntasks, &o, w, NULL, err, errlen)) goto out;
+  phase_times(tasks, ntasks, rep);
   rc = 0;
 out:
   rep->log_skipped_parts = log.skipped_parts;
@@ -1064,6 +1286,8 @@ out:
     tr->failed = tk->failed;
     tr->default_s = tk->default_s;
     tr->best_s = tk->best_s;
+    tr->confirmed = tk->confirmed;
+    tr->search_best_s = tk->search_best_s;
     tr->exhausted = tk->exhausted;
     if (tk->sp) {
       tr->space_points = kg_space_size(tk->sp);

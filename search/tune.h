@@ -11,7 +11,8 @@
  * latency is expected to drop most per trial gets the next round (Ansor's gradient-based task scheduler).
  *
  * Resume: records of the same workload and target already in the log are loaded first; their traces are never
- * measured again, they train the model, and the best of them seed the population. A record whose time is
+ * measured again by the search (the confirmation below may), they train the model, and the best of them seed the
+ * population. A record whose time is
  * implausible (tlog.h) or whose trace no longer applies to the program is never the best (counted in the report).
  * Sharing a log: before each default schedule and before each round the tuner reads what other tuners appended
  * since (kg_tlog_read_more) and treats it like resumed records; a schedule whose record was in the log when a
@@ -63,6 +64,14 @@ typedef struct kg_tune_opts {
    * every per_round results; a round of the search runs when a task's picks are all out. Each task is tuned once per
    * group of workers (workers on one target), each with its records' target; every record names its worker. */
   struct kg_pool *pool;
+  /* The confirmation, after the search: each task's confirm fastest traces (0: 3; < 0: none) are measured
+   * confirm_runs more times (0: 2), all of them in each round, and a trace measured once that then ranks first
+   * (its one time was lucky) joins them; the best is the trace with the lowest median of its results, as
+   * kg_tlog_pick_best ranks the log (tlog.h kg_tlog_trace_times). On a noisy machine the fastest of many single
+   * measurements is biased low (the winner's curse): the search's best time overstates its schedule, and a
+   * schedule that was lucky once beats one that is faster. These measurements are logged and do not count as
+   * trials. Not on the CUDA emulator, whose records rank by their deterministic estimate. */
+  int confirm, confirm_runs;
 } kg_tune_opts;
 
 typedef struct kg_tune_task_result {
@@ -72,7 +81,9 @@ typedef struct kg_tune_task_result {
   int loaded;              /* records of this task found in the log */
   int failed;              /* measured this run with a status other than ok */
   double default_s;        /* the default schedule's median (0 when not measured) */
-  double best_s;           /* best median, this run or the log (0: none) */
+  double best_s;           /* the best trace's time, this run or the log: the median of its results (0: none) */
+  int confirmed;           /* measurements of the confirmation (kg_tune_opts.confirm) */
+  double search_best_s;    /* with a confirmation: the fastest single result before it (0: none) */
   double best_gflops, best_gbps;
   kg_trace best_trace;     /* the best record's trace */
   const char *best_sketch; /* its sketch (NULL when it came from a log record without one) */

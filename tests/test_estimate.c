@@ -227,6 +227,9 @@ static void test_log(void) {
   /* emulator records: 0 fast on the emulator's clock but estimated slow, 1 the reverse; 2 measured on a GPU */
   r[0].times = times_fast, r[0].estimate_s = 5e-6;
   r[1].times = times_slow, r[1].estimate_s = 2e-6;
+  /* another schedule than record 0's (records of one schedule rank by their median together) */
+  char perr[128];
+  CHECK(kg_trace_parse(&r[1].trace, "t", "split C i 4\n", 12, perr, sizeof perr) == 0);
   r[2].times = times_slow;
   r[2].target = (kg_tlog_target){"cuda", "sm_90", "NVIDIA H200", "", "gpu"};
   kg_tlog log;
@@ -253,6 +256,7 @@ static void test_log(void) {
     CHECKF(pk.index == 2, "picked record %d", pk.index);
   }
   kg_tlog_free(&log);
+  for (int i = 0; i < 3; i++) kg_trace_free(&r[i].trace);
   kg_program_free(p);
 }
 

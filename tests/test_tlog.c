@@ -881,6 +881,9 @@ static void test_show(void) {
   kg_trace_init(&t);
   char err[256];
   CHECK(kg_trace_parse(&t, "x", "split C i 32\nparallel C i.o\n", 28, err, sizeof err) == 0);
+  kg_trace t2; /* a trace that only failed */
+  kg_trace_init(&t2);
+  CHECK(kg_trace_parse(&t2, "y", "split C i 16\n", 13, err, sizeof err) == 0);
   kg_tlog_record base;
   memset(&base, 0, sizeof base);
   base.workload.name = "matmul";
@@ -901,9 +904,9 @@ static void test_show(void) {
   kg_tlog_record r[6];
   for (int i = 0; i < 6; i++) r[i] = base;
   r[0].status = "ok", r[0].times = t1, r[0].ntimes = 3;
-  r[1].status = "compile_error", r[1].msg = "cc: error";
+  r[1].status = "compile_error", r[1].msg = "cc: error", r[1].trace = t2;
   r[2].status = "ok", r[2].times = t3, r[2].ntimes = 1, r[2].trace = t, r[2].sketch = "cpu:tile2";
-  r[3].status = "timeout";
+  r[3].status = "timeout", r[3].trace = t2;
   r[4].status = "ok", r[4].times = t5, r[4].ntimes = 2;
   r[5].status = "wrong_answer";
   r[5].workload.name = "softmax";
@@ -927,10 +930,9 @@ static void test_show(void) {
       "  best: 2.000 ms (1000.0 GFLOP/s, 2.0 GB/s) at record 4, sketch cpu:tile2\n"
       "    split C i 32\n"
       "    parallel C i.o\n"
-      "  top 3:\n"
+      "  top 2:\n"
       "    2.000 ms (1000.0 GFLOP/s, 2.0 GB/s)  record 4, sketch cpu:tile2\n"
-      "    3.000 ms (666.7 GFLOP/s, 1.3 GB/s)  record 1\n"
-      "    3.000 ms (666.7 GFLOP/s, 1.3 GB/s)  record 6\n"
+      "    3.000 ms (666.7 GFLOP/s, 1.3 GB/s)  record 1, median of 2 records\n"
       "\n"
       "softmax [fedcba9876543210] on cuda sm_90 (NVIDIA H200)\n"
       "  records: 1 (wrong_answer 1)\n"
@@ -966,6 +968,7 @@ static void test_show(void) {
   kg_tlog_free(&log);
   free(b.s);
   kg_trace_free(&t);
+  kg_trace_free(&t2);
 }
 
 int main(void) {

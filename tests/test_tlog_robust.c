@@ -184,6 +184,65 @@ static void test_implausible(const kg_program *p, const kg_tlog_workload *wl) {
   kg_trace_free(&real.trace);
 }
 
+/* A trace's time is the median of its records on one target (tune's confirmation re-measures the best): one lucky
+ * measurement does not make it the best, records of another device do not join it, a failure counts as infinitely
+ * slow (a trace failing half its measurements is passed over), an implausible time does not count. */
+static void test_trace_median(const kg_program *p, const kg_tlog_workload *wl) {
+  rec a1, a2, a3, a_bogus, b1, c1, c2, other1, other2;
+  const char *A = "split C i 4\n", *B = "split C j 4\n", *C = "split C k 4\n";
+  rec_init(&a1, wl, A, 1e-3); /* the search's lucky measurement */
+  rec_init(&b1, wl, B, 2e-3);
+  rec_init(&a2, wl, A, 3e-3);
+  rec_init(&a3, wl, A, 3.2e-3);
+  rec_init(&a_bogus, wl, A, 1e-12);
+  rec_init(&c1, wl, C, 0.5e-3);
+  rec_init(&c2, wl, C, 0);
+  c2.r.status = kg_status_names[KG_STATUS_TIMEOUT];
+  c2.r.ntimes = 0;
+  rec_init(&other1, wl, A, 0.4e-3);
+  rec_init(&other2, wl, A, 0.4e-3);
+  other1.r.target.device = other2.r.target.device = "Other CPU";
+  const kg_tlog_record *order[] = {&a1.r, &b1.r, &c1.r, &other1.r, &a2.r, &c2.r, &a_bogus.r, &other2.r, &a3.r};
+  int n = (int)(sizeof order / sizeof *order);
+  kg_strbuf b = {0};
+  for (int i = 0; i < n; i++) put_rec(&b, order[i], 0);
+  kg_tlog log;
+  kg_tlog_init(&log);
+  kg_tlog_decode(&log, b.s, b.len);
+  CHECK(log.n == n);
+  double t[9];
+  int cnt[9], first[9];
+  kg_tlog_trace_times(&log, t, cnt, first);
+  CHECKF(t[0] == 3e-3 && cnt[0] == 3 && first[0] == 0, "A: %g of %d from %d", t[0], cnt[0], first[0]);
+  CHECK(t[4] == 3e-3 && t[8] == 3e-3 && first[4] == 0 && first[8] == 0);
+  CHECK(t[6] == 0 && cnt[6] == 0 && first[6] == -1); /* implausible: not counted, no time */
+  CHECK(t[1] == 2e-3 && cnt[1] == 1 && first[1] == 1);
+  CHECK(isinf(t[2]) && cnt[2] == 2);                  /* C: one success, one timeout */
+  CHECK(t[5] == 0 && first[5] == -1);                 /* the timeout itself has no time */
+  CHECK(t[3] == 0.4e-3 && cnt[3] == 2 && first[3] == 3 && first[7] == 3); /* the other device's own trace time */
+  kg_tlog_want w = {.wl = wl, .kind = "c", .device = "Test CPU", .prog = p};
+  kg_tlog_pick pk;
+  kg_tlog_pick_best(&log, &w, &pk);
+  CHECKF(pk.kind == KG_TLOG_PICK_EXACT && pk.index == 1 && pk.median_s == 2e-3 && pk.nrecords == 1,
+         "picked %d (%g, %d records)", pk.index, pk.median_s, pk.nrecords);
+  CHECK_STR_CONTAINS(pk.skipped, "record 3: its trace failed in at least half of its 2 measurements");
+  /* on the other device A is the best, from its own records */
+  w.device = "Other CPU";
+  kg_tlog_pick_best(&log, &w, &pk);
+  CHECK(pk.kind == KG_TLOG_PICK_EXACT && pk.index == 3 && pk.median_s == 0.4e-3 && pk.nrecords == 2);
+  kg_strbuf out;
+  kg_strbuf_init(&out);
+  kg_tlog_show(&out, &log, 0);
+  CHECK_STR_CONTAINS(out.s, "best: 2.000 ms");
+  CHECK_STR_CONTAINS(out.s, "3.000 ms (715.8 GFLOP/s, 4.2 GB/s)  record 1, median of 3 records\n");
+  CHECK(!strstr(out.s, "record 3\n")); /* C is not ranked */
+  kg_strbuf_free(&out);
+  kg_tlog_free(&log);
+  free(b.s);
+  rec *all[] = {&a1, &a2, &a3, &a_bogus, &b1, &c1, &c2, &other1, &other2};
+  for (int i = 0; i < 9; i++) kg_trace_free(&all[i]->trace);
+}
+
 /* Skipped stretches are noted at their offsets, the first KG_TLOG_MAX_NOTES of them; the rest are counted. */
 static void test_notes(const kg_tlog_workload *wl) {
   rec a;
@@ -310,6 +369,7 @@ int main(void) {
     test_newer_version(&wl);
     test_trace_no_longer_applies(p, &wl);
     test_implausible(p, &wl);
+    test_trace_median(p, &wl);
     test_notes(&wl);
     test_read_more(&wl);
     test_read_more_concurrent(&wl);

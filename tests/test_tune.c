@@ -1,6 +1,7 @@
 /* Tuning end to end on the C target (no GPU): short runs improve on the default schedule and every record
  * verifies; the same seed gives the same first round; resuming re-measures nothing, also after a kill -9 in the
- * middle of a round; two tuners appending one log at once leave every record intact.
+ * middle of a round; two tuners appending one log at once leave every record intact; the confirmation measures the
+ * fastest again, so that a lucky time does not stay the best.
  *
  * The kill and concurrency cases run the kgen binary ($KGEN, set by tests/run.sh; default build/kgen) as child
  * processes, before this process uses OpenMP (a fork after OpenMP has run is not safe). */
@@ -40,7 +41,7 @@ static pid_t spawn_tuner(const char *log, const char *seed, const char *trials) 
     }
     execl(kgen_bin(), kgen_bin(), "tune", "matmul", "-D", "M=48", "-D", "N=40", "-D", "K=36", "--target", "c",
           "--trials", trials, "--per-round", "4", "--population", "64", "--log", log, "--seed", seed,
-          "--min-repeat-ms", "5", "--quiet", (char *)NULL);
+          "--min-repeat-ms", "5", "--confirm", "0", "--quiet", (char *)NULL);
     _exit(127);
   }
   return pid;
@@ -148,6 +149,7 @@ static void base_opts(kg_tune_opts *o, const char *log, int trials, uint64_t see
   o->population = 128;
   o->generations = 2;
   o->per_round = 8;
+  o->confirm = -1; /* the search alone (test_confirm has the confirmation) */
 }
 
 /* A short run improves on the default schedule; every record verified (status ok). */
@@ -187,20 +189,26 @@ static void test_improves(const char *name, kg_program *p) {
   kg_tlog_free(&l);
 }
 
-/* The first round's traces, in order. */
-static char *first_round(kg_program *p, const char *name, uint64_t seed) {
-  char log[320];
-  path_in_tmp(log, sizeof log, name);
-  kg_tune_task t = {p, "seeded", NULL, NULL};
+/* A search-only run of p (base_opts) of trials on log, then the log read into l (the caller frees it). */
+static void tune_and_read(kg_program *p, const char *label, const char *log, int trials, uint64_t seed,
+                          int skip_default, kg_tlog *l) {
+  kg_tune_task t = {p, label, NULL, NULL};
   kg_tune_opts o;
-  base_opts(&o, log, 8, seed);
-  o.skip_default = 1;
+  base_opts(&o, log, trials, seed);
+  o.skip_default = skip_default;
   kg_tune_report rep;
   char err[1024];
   CHECKF(kg_tune(&t, 1, &o, &rep, err, sizeof err) == 0, "%s", err);
   kg_tune_report_free(&rep);
+  read_log(log, l);
+}
+
+/* The first round's traces, in order. */
+static char *first_round(kg_program *p, const char *name, uint64_t seed) {
+  char log[320];
+  path_in_tmp(log, sizeof log, name);
   kg_tlog l;
-  read_log(log, &l);
+  tune_and_read(p, "seeded", log, 8, seed, 1, &l);
   kg_strbuf b;
   kg_strbuf_init(&b);
   for (int i = 0; i < l.n; i++) {
@@ -262,6 +270,80 @@ static void test_two_tasks(kg_program *a, kg_program *b) {
   kg_tune_report_free(&rep);
 }
 
+/* How many records of log l hold the trace with text tx. */
+static int records_of(const kg_tlog *l, const char *tx) {
+  int n = 0;
+  for (int i = 0; i < l->n; i++) {
+    char *t = kg_trace_to_text(&l->recs[i].trace);
+    n += !strcmp(t, tx);
+    free(t);
+  }
+  return n;
+}
+
+/* The confirmation: a trace with lucky times (forged here: 1 us, twice, for a schedule that takes far longer) is
+ * the search's best, is measured again, and then is the best no more unless its median says so; the tuner's best is
+ * the log's best by kg_tlog_pick_best, with the same time; the confirmation's records do not count as trials. */
+static void test_confirm(kg_program *p) {
+  char log[320];
+  path_in_tmp(log, sizeof log, "confirm.kglog");
+  char err[1024];
+  kg_tlog l;
+  tune_and_read(p, "confirm", log, 2, 21, 0, &l); /* the default schedule and one pick */
+  CHECK(l.n == 2);
+  if (l.n != 2) {
+    kg_tlog_free(&l);
+    return;
+  }
+  /* the pick again, lucky */
+  char *lucky = kg_trace_to_text(&l.recs[1].trace);
+  double real = kg_tlog_record_median(&l.recs[1]), fast = 1e-6;
+  kg_tlog_record forged = l.recs[1];
+  forged.times = &fast;
+  forged.ntimes = 1;
+  kg_tlog_writer *w = kg_tlog_open(log, err, sizeof err);
+  /* twice: its median is then lucky too (two of three) */
+  for (int k = 0; k < 2; k++) CHECKF(w && kg_tlog_append(w, &forged, err, sizeof err) == 0, "%s", err);
+  if (w) kg_tlog_close(w);
+  kg_tlog_free(&l);
+  CHECKF(real > 50 * fast, "the pick took %g s", real);
+
+  kg_tune_task t = {p, "confirm", NULL, NULL};
+  kg_tune_opts o;
+  base_opts(&o, log, 6, 21);
+  kg_tune_report rep;
+  o.confirm = 2;
+  o.confirm_runs = 2;
+  CHECKF(kg_tune(&t, 1, &o, &rep, err, sizeof err) == 0, "%s", err);
+  kg_tune_task_result *r = &rep.tasks[0];
+  CHECK(rep.trials == 6 && r->trials == 6);
+  CHECKF(r->search_best_s == fast, "the search's best %g s", r->search_best_s);
+  /* the two fastest, twice each, and at most two more that ranked first afterwards */
+  CHECKF(r->confirmed >= 4 && r->confirmed <= 8 && r->confirmed % 2 == 0, "%d confirmations", r->confirmed);
+  CHECKF(r->best_s > 10 * fast, "best %g s", r->best_s);
+  read_log(log, &l);
+  CHECKF(l.n == 4 + 6 + r->confirmed, "%d records", l.n);
+  /* the lucky trace: its three records, two more */
+  CHECK(records_of(&l, lucky) == 5);
+  kg_tlog_workload wl;
+  kg_tlog_workload_of(p, &wl);
+  kg_tlog_want want = {.wl = &wl, .kind = "c", .prog = p};
+  kg_tlog_pick pk;
+  kg_tlog_pick_best(&l, &want, &pk);
+  CHECK(pk.kind == KG_TLOG_PICK_EXACT);
+  if (pk.index >= 0) {
+    char *a = kg_trace_to_text(&l.recs[pk.index].trace), *b = kg_trace_to_text(&r->best_trace);
+    CHECKF(!strcmp(a, b), "the log's best:\n%s\nthe tuner's:\n%s", a, b);
+    CHECKF(pk.median_s == r->best_s, "log %g s, tuner %g s", pk.median_s, r->best_s);
+    CHECK(pk.nrecords >= 3); /* a confirmed trace */
+    free(a);
+    free(b);
+  }
+  kg_tlog_free(&l);
+  kg_tune_report_free(&rep);
+  free(lucky);
+}
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/kgen-test-tune-XXXXXX");
   if (!mkdtemp(tmpdir)) {
@@ -279,6 +361,7 @@ int main(void) {
     test_seed(mm);
     test_resume(sm);
     test_two_tasks(mm, sm);
+    test_confirm(mm);
   }
   kg_program_free(mm);
   kg_program_free(sm);

@@ -39,6 +39,7 @@ static void opts(kg_tune_opts *o, const char *log, int trials, kg_pool *pool) {
   o->generations = 2;
   o->per_round = 6;
   o->pool = pool;
+  o->confirm = -1; /* the search alone, except where a test asks for the confirmation */
 }
 
 typedef struct log_facts {
@@ -110,6 +111,20 @@ static void test_one_group(kg_program *p) {
   kg_tune_report_free(&rep);
   facts(log, &f);
   CHECKF(f.n == 30 && f.dup == 0, "%d records, %d twice", f.n, f.dup);
+  /* the confirmation through the pool: the two fastest twice more each (at most two more join), logged with
+   * their workers, not counted as trials */
+  opts(&o, log, 4, pool);
+  o.confirm = 2;
+  o.confirm_runs = 2;
+  rc = kg_tune(&t, 1, &o, &rep, err, sizeof err);
+  CHECKF(rc == 0, "%s", err);
+  int conf = rep.tasks[0].confirmed;
+  CHECKF(rep.trials == 4 && conf >= 4 && conf <= 8 && rep.tasks[0].best_s > 0, "%d trials, %d confirmations",
+         rep.trials, conf);
+  kg_tune_report_free(&rep);
+  facts(log, &f);
+  CHECKF(f.n == 34 + conf && f.dup == conf && f.no_worker == 0, "%d records, %d twice, %d without a worker", f.n,
+         f.dup, f.no_worker);
   pool->free(pool);
 }
 

@@ -3,10 +3,87 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
+#include "../base/stats.h"
 #include "../base/strbuf.h"
 #include "../base/xalloc.h"
 #include "status.h"
 #include "tlog.h"
+
+/* ---- a trace's time: the median of its records ---- */
+
+typedef struct keyed {
+  char *key; /* workload, target, then the trace text: records of one trace on one target sort together */
+  size_t target_len; /* the key's workload-and-target prefix */
+  int index;
+} keyed;
+
+static int by_key(const void *x, const void *y) {
+  const keyed *a = x, *b = y;
+  int c = strcmp(a->key, b->key);
+  return c ? c : a->index - b->index;
+}
+
+void kg_tlog_trace_times(const kg_tlog *log, double *times, int *counts, int *first) {
+  keyed *k = kg_xrealloc(NULL, sizeof *k * (size_t)(log->n + 1));
+  for (int i = 0; i < log->n; i++) {
+    const kg_tlog_record *r = &log->recs[i];
+    kg_strbuf b;
+    kg_strbuf_init(&b);
+    /* each field after its length, so that no two distinct tuples give one prefix whatever bytes they hold */
+    const char *f[5] = {r->workload.hash, r->workload.name, r->target.kind, r->target.arch, r->target.device};
+    for (int j = 0; j < 5; j++) kg_strbuf_printf(&b, "%zu:%s;", strlen(f[j]), f[j]);
+    size_t tl = b.len;
+    char *text = kg_trace_to_text(&r->trace);
+    kg_strbuf_puts(&b, text);
+    free(text);
+    k[i] = (keyed){kg_strbuf_take(&b), tl, i};
+    times[i] = 0;
+    if (counts) counts[i] = 0;
+    if (first) first[i] = -1;
+  }
+  qsort(k, (size_t)log->n, sizeof *k, by_key);
+  double *t = kg_xrealloc(NULL, sizeof *t * (size_t)(log->n + 1));
+  for (int g0 = 0; g0 < log->n;) {
+    /* the workload's counts on this target: the largest its records give (as kgen show judges them) */
+    int g1 = g0;
+    double flops = 0, bytes = 0;
+    while (g1 < log->n && k[g1].target_len == k[g0].target_len &&
+           !strncmp(k[g1].key, k[g0].key, k[g0].target_len)) {
+      const kg_tlog_record *r = &log->recs[k[g1].index];
+      if (r->flops > flops) flops = r->flops;
+      if (r->bytes > bytes) bytes = r->bytes;
+      g1++;
+    }
+    for (int a = g0; a < g1;) {
+      int z = a, nt = 0, nok = 0;
+      while (z < g1 && !strcmp(k[z].key, k[a].key)) {
+        const kg_tlog_record *r = &log->recs[k[z].index];
+        if (!kg_tlog_record_ok(r))
+          t[nt++] = INFINITY;
+        else if (kg_tlog_record_plausible(r, &flops, &bytes, NULL, 0))
+          t[nt++] = kg_tlog_record_rank_s(r), nok++;
+        z++;
+      }
+      double m = nok ? kg_stats_of(t, nt).median : 0;
+      int lead = -1; /* the trace's first record with a time (k is in index order within a key) */
+      for (int j = a; j < z; j++) {
+        const kg_tlog_record *r = &log->recs[k[j].index];
+        if (nok && kg_tlog_record_ok(r) && kg_tlog_record_plausible(r, &flops, &bytes, NULL, 0)) {
+          times[k[j].index] = m;
+          if (counts) counts[k[j].index] = nt;
+          if (lead < 0) lead = k[j].index;
+          if (first) first[k[j].index] = lead;
+        }
+      }
+      a = z;
+    }
+    g0 = g1;
+  }
+  for (int i = 0; i < log->n; i++) free(k[i].key);
+  free(k);
+  free(t);
+}
 
 static int same_workload(const kg_tlog_record *r, const kg_tlog_want *w) {
   return !strcmp(r->workload.hash, w->wl->hash) && !strcmp(r->workload.name, w->wl->name);
@@ -26,11 +103,12 @@ static void put_workload(kg_strbuf *b, const kg_tlog_workload *wl) {
 typedef struct cand {
   int index, close;
   int estimated; /* ranked by the analytical estimate (an emulator record), not by a measurement */
-  double median; /* the ranking time (kg_tlog_record_rank_s) */
+  double median; /* the ranking time: its trace's (kg_tlog_trace_times), else its own (kg_tlog_record_rank_s) */
+  int nrecords;  /* the records that time is the median of */
 } cand;
 
 /* Most preferred first: the closest target, then a measurement before an estimate, then the lowest time, then the
- * earliest record. */
+ * earliest record (so the first record of the best trace). */
 static int by_preference(const void *x, const void *y) {
   const cand *a = x, *b = y;
   if (a->close != b->close) return b->close - a->close;
@@ -68,32 +146,41 @@ void kg_tlog_pick_best(const kg_tlog *log, const kg_tlog_want *w, kg_tlog_pick *
   int any_kind = 0, n = 0;
   double flops = 0, bytes = 0;
   cand *c = kg_xrealloc(NULL, sizeof *c * (size_t)(log->n + 1));
+  double *tt = kg_xrealloc(NULL, sizeof *tt * (size_t)(log->n + 1));
+  int *tn = kg_xrealloc(NULL, sizeof *tn * (size_t)(log->n + 1));
+  kg_tlog_trace_times(log, tt, tn, NULL);
+  kg_strbuf sk;
+  kg_strbuf_init(&sk);
   for (int i = 0; i < log->n; i++) {
     const kg_tlog_record *r = &log->recs[i];
     if (!same_workload(r, w) || strcmp(r->target.kind, w->kind)) continue;
     any_kind = 1;
     if (r->flops > flops) flops = r->flops;
     if (r->bytes > bytes) bytes = r->bytes;
-    if (kg_tlog_record_ok(r))
-      c[n++] = (cand){i, closeness(r, w), kg_tlog_record_estimated(r), kg_tlog_record_rank_s(r)};
+    if (kg_tlog_record_ok(r) && isinf(tt[i])) {
+      out->nskipped++;
+      kg_strbuf_printf(&sk, "record %d: its trace failed in at least half of its %d measurements\n", i + 1, tn[i]);
+    } else if (kg_tlog_record_ok(r))
+      c[n++] = (cand){i, closeness(r, w), kg_tlog_record_estimated(r), tt[i] > 0 ? tt[i] : kg_tlog_record_rank_s(r),
+                      tt[i] > 0 ? tn[i] : 1};
   }
   /* the workload's counts: the program's, else the largest its records give (a record cannot hide behind 0) */
   if (w->prog) flops = kg_program_flops(w->prog), bytes = kg_program_bytes(w->prog);
   qsort(c, (size_t)n, sizeof *c, by_preference);
-  int best = -1, best_close = -1;
+  int best = -1, best_close = -1, best_n = 0;
   double best_t = 0;
-  kg_strbuf sk;
-  kg_strbuf_init(&sk);
   for (int k = 0; k < n && best < 0; k++) {
     char why[768];
     if (record_usable(&log->recs[c[k].index], w, flops, bytes, why, sizeof why)) {
-      best = c[k].index, best_close = c[k].close, best_t = c[k].median;
+      best = c[k].index, best_close = c[k].close, best_t = c[k].median, best_n = c[k].nrecords;
     } else {
       out->nskipped++;
       kg_strbuf_printf(&sk, "record %d: %s\n", c[k].index + 1, why);
     }
   }
   free(c);
+  free(tt);
+  free(tn);
   /* whole lines only */
   size_t keep = sk.len < sizeof out->skipped ? sk.len : 0;
   if (!keep)
@@ -115,6 +202,7 @@ void kg_tlog_pick_best(const kg_tlog *log, const kg_tlog_want *w, kg_tlog_pick *
     const kg_tlog_record *r = &log->recs[best];
     out->index = best;
     out->median_s = best_t;
+    out->nrecords = best_n;
     out->kind = best_close == 3 ? KG_TLOG_PICK_EXACT : KG_TLOG_PICK_NEAREST;
     if (w->arch && strcmp(r->target.arch, w->arch))
       kg_strbuf_printf(&b, "arch %s (wanted %s)", r->target.arch, w->arch);

@@ -2,6 +2,7 @@
  * order of first appearance, ties to the earlier record), so tests can compare it. Records are numbered from 1
  * in the order the log holds its intact records. What the reader skipped is not part of it: the caller says so
  * on stderr (cli/util.c). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "../base/strbuf.h"
@@ -12,8 +13,9 @@
 #define SHOW_TOP 5
 
 typedef struct ranked {
-  double median;
-  int rec; /* index in the log */
+  double median; /* its trace's time (kg_tlog_trace_times) */
+  int rec;       /* index in the log: the trace's first record */
+  int n;         /* the records that time is the median of */
 } ranked;
 
 static int by_median(const void *x, const void *y) {
@@ -31,10 +33,9 @@ typedef struct group {
   const kg_tlog_record *key; /* its first record */
   int n;
   int by_status[KG_STATUS_COUNT];
-  struct ranked *ok; /* successful records, fastest first once sorted */
+  struct ranked *ok; /* distinct traces with a time, fastest first once sorted */
   int nok;
   int implausible;   /* successful records whose time no machine can reach: not ranked */
-  double flops, bytes; /* the workload's counts: the largest its records give (a record cannot hide behind 0) */
   measurer_count *by_worker; /* in order of first appearance */
   int nworkers, any_worker;
 } group;
@@ -139,6 +140,11 @@ static void put_header(kg_strbuf *b, const kg_tlog_record *r) {
   kg_strbuf_puts(b, ")\n");
 }
 
+/* ", median of 3 records" for a trace measured more than once (tune's confirmation, search/tune.h) */
+static void put_count(kg_strbuf *b, int n) {
+  if (n > 1) kg_strbuf_printf(b, ", median of %d records", n);
+}
+
 static void put_best(kg_strbuf *b, const kg_tlog *log, const group *g) {
   if (!g->nok) {
     kg_strbuf_puts(b, "  best: none (no successful measurement)\n");
@@ -149,6 +155,7 @@ static void put_best(kg_strbuf *b, const kg_tlog *log, const group *g) {
   kg_strbuf_puts(b, "  best: ");
   put_timing(b, r, g->ok[0].median);
   kg_strbuf_printf(b, " at record %d", i + 1);
+  put_count(b, g->ok[0].n);
   if (r->sketch) {
     kg_strbuf_puts(b, ", sketch ");
     put_text(b, r->sketch);
@@ -168,6 +175,10 @@ static void put_best(kg_strbuf *b, const kg_tlog *log, const group *g) {
 void kg_tlog_show(kg_strbuf *out, const kg_tlog *log, int best_only) {
   group *g = NULL;
   int ng = 0;
+  double *tt = kg_xrealloc(NULL, sizeof *tt * (size_t)(log->n + 1));
+  int *tn = kg_xrealloc(NULL, sizeof *tn * (size_t)(log->n + 1));
+  int *tf = kg_xrealloc(NULL, sizeof *tf * (size_t)(log->n + 1));
+  kg_tlog_trace_times(log, tt, tn, tf);
   for (int i = 0; i < log->n; i++) {
     const kg_tlog_record *r = &log->recs[i];
     int k = 0;
@@ -181,23 +192,18 @@ void kg_tlog_show(kg_strbuf *out, const kg_tlog *log, int best_only) {
     count_worker(&g[k], r);
     for (int s = 0; s < KG_STATUS_COUNT; s++)
       if (strcmp(r->status, kg_status_names[s]) == 0) g[k].by_status[s]++;
-    double median = kg_tlog_record_rank_s(r);
-    if (r->flops > g[k].flops) g[k].flops = r->flops;
-    if (r->bytes > g[k].bytes) g[k].bytes = r->bytes;
-    if (kg_tlog_record_ok(r)) {
+    if (kg_tlog_record_ok(r) && tt[i] <= 0) g[k].implausible++;
+    if (tt[i] > 0 && !isinf(tt[i]) && tf[i] == i) { /* each trace once, at its first record */
       g[k].ok = kg_xrealloc(g[k].ok, sizeof *g[k].ok * (size_t)(g[k].nok + 1));
-      g[k].ok[g[k].nok++] = (ranked){median, i};
+      g[k].ok[g[k].nok++] = (ranked){tt[i], i, tn[i]};
     }
   }
+  free(tt);
+  free(tn);
+  free(tf);
   if (log->n == 0) kg_strbuf_puts(out, "no records\n");
   for (int k = 0; k < ng; k++) {
     if (k) kg_strbuf_putc(out, '\n');
-    int kept = 0;
-    for (int j = 0; j < g[k].nok; j++)
-      if (kg_tlog_record_plausible(&log->recs[g[k].ok[j].rec], &g[k].flops, &g[k].bytes, NULL, 0))
-        g[k].ok[kept++] = g[k].ok[j];
-    g[k].implausible = g[k].nok - kept;
-    g[k].nok = kept;
     if (g[k].nok > 1) qsort(g[k].ok, (size_t)g[k].nok, sizeof *g[k].ok, by_median);
     put_header(out, g[k].key);
     if (!best_only) {
@@ -223,6 +229,7 @@ void kg_tlog_show(kg_strbuf *out, const kg_tlog *log, int best_only) {
         kg_strbuf_puts(out, "    ");
         put_timing(out, &log->recs[i], g[k].ok[t].median);
         kg_strbuf_printf(out, "  record %d", i + 1);
+        put_count(out, g[k].ok[t].n);
         if (log->recs[i].sketch) {
           kg_strbuf_puts(out, ", sketch ");
           put_text(out, log->recs[i].sketch);

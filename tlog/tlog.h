@@ -200,15 +200,28 @@ typedef enum { KG_TLOG_PICK_EXACT, KG_TLOG_PICK_NEAREST, KG_TLOG_PICK_NONE } kg_
 typedef struct kg_tlog_pick {
   kg_tlog_pick_kind kind;
   int index;         /* into log->recs; -1 with NONE */
-  double median_s;   /* the record's ranking time: its median, or an emulator record's estimate */
+  double median_s;   /* the ranking time of the record's trace (kg_tlog_trace_times), or the record's own
+                      * (kg_tlog_record_rank_s) when that trace has no time */
+  int nrecords;      /* the records of that trace median_s is the median of (1 for the record's own) */
   char differs[512]; /* NEAREST: what differs from the wanted target, e.g. "arch sm_86 (wanted sm_90)";
                       * NONE: why, e.g. "no successful record of matmul M=8 K=8 N=8 for the cuda target" */
   int nskipped;      /* better records passed over: implausible, a trace that no longer applies, not usable */
   char skipped[1024]; /* why, one line each ("record 7: its trace no longer applies: ..."), cut when long */
 } kg_tlog_pick;
 
-/* The best successful record (lowest median, ties to the earlier record) of the workload w names, on the wanted
- * target: among the records matching kind, and arch and device where w gives them (EXACT); else the nearest among
+/* A trace's time on a target, for ranking: the median of the ranking times (kg_tlog_record_rank_s) of the log's
+ * records of one workload, target (kind, arch, device) and trace, where a record that failed counts as infinitely
+ * slow (a trace that sometimes fails is not the best) and one whose time is implausible (judged with the largest
+ * counts of the workload's records on the target) does not count. A trace is measured once by the search, and
+ * again by the tuner's confirmation (search/tune.h), so that one lucky measurement on a noisy machine does not
+ * decide; a trace that failed in at least half of its measurements has an infinite time (pick_best passes it
+ * over). For every successful record i with a plausible time: times[i] gets its trace's time, counts[i] how many
+ * records that is the median of, first[i] the index of the trace's first such record; for the others 0, 0, -1.
+ * Each array holds log->n; counts and first may be NULL. */
+void kg_tlog_trace_times(const kg_tlog *log, double *times, int *counts, int *first);
+
+/* The best successful record (the lowest time of its trace, kg_tlog_trace_times; ties to the earlier record, so a
+ * trace's first) of the workload w names, on the wanted target: among the records matching kind, and arch and device where w gives them (EXACT); else the nearest among
  * the workload's records of the same kind, preferring the same arch, then the same device, then the lowest median
  * (NEAREST); else NONE. A record of another kind never matches: a CPU trace does not schedule a GPU. A record
  * whose result is implausible (kg_tlog_record_plausible), or that fails w's checks, is passed over for the next

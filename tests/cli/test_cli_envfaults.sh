@@ -9,7 +9,7 @@ set -u
 . "$(dirname "$0")/common.inc"
 
 W=(matmul -D M=16 -D N=12 -D K=8)
-OPTS=(--trials 6 --per-round 3 --population 32 --min-repeat-ms 2 --quiet)
+OPTS=(--trials 6 --per-round 3 --population 32 --min-repeat-ms 2 --quiet --confirm 0)
 # the number of records of a log ("0" when it has none or does not exist)
 records() {
   local n

@@ -10,7 +10,8 @@ PY=${PYTHON:-/usr/bin/python3}
 [ -x "$PY" ] || { echo "skip: test_cli_logs (no $PY: Debian package python3)"; exit 0; }
 PYLOG="$PY $(dirname "$0")/kglog.py"
 MM="matmul -D M=64 -D N=48 -D K=40"
-FAST="--target c --per-round 4 --population 64 --min-repeat-ms 5"
+# (--confirm 0: the search alone, whose records these checks count; test_cli_tune.sh has the confirmation)
+FAST="--target c --per-round 4 --population 64 --min-repeat-ms 5 --confirm 0"
 
 # logs with nothing usable: exit 1 and a message, for every reader
 : > "$T/empty.kglog"

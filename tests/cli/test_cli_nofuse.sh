@@ -20,7 +20,7 @@ fusing() {
 
 L="$T/nf.kglog"
 expect 0 "no-fuse tuning" -- $K tune softmax -D N=64 -D D=64 --target c --trials 6 --no-fuse --log "$L" \
-  --per-round 3 --population 64 --min-repeat-ms 5 --timeout 120 --best-out "$T/best.sched"
+  --per-round 3 --population 64 --min-repeat-ms 5 --timeout 120 --best-out "$T/best.sched" --confirm 0
 has out "trials: 6 this run \(0 failed\)" "every candidate ran correctly"
 has out "best: " "a best"
 has err "unfused" "the run says it is unfused"

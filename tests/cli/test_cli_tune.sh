@@ -23,6 +23,11 @@ has out "default schedule: " "default time"
 has out "best: .*GFLOP/s" "best line"
 has out "log: $L" "where the log went"
 has err "\[20/20 trials\]" "progress line"
+# the confirmation (default: the 3 fastest, 2 more runs each; more when a trace measured once then ranks first)
+has err "confirming the 3 fastest schedules \(2 more runs each\)" "the confirmation is announced"
+has out "confirmed: [0-9]+ more measurements of the fastest" "the confirmation's summary"
+NC=$(sed -n 's/.*confirmed: \([0-9]*\) more.*/\1/p' "$T/out")
+[ "${NC:-0}" -ge 6 ] && [ "${NC:-0}" -le 12 ] || { echo "FAIL: $NC confirmation measurements, want 6 to 12"; fail=1; NC=6; }
 [ -s "$L.model" ] || { echo "FAIL: no model beside the log"; fail=1; }
 expect 0 "best trace runs" -- $K run matmul -D M=64 -D N=48 -D K=40 --target c --schedule "$T/best.sched"
 has out "verify: ok" "the best schedule verifies"
@@ -30,21 +35,28 @@ has out "verify: ok" "the best schedule verifies"
 expect 0 "show" -- $K show "$L"
 has out "matmul" "workload named"
 has out "M=64" "sizes shown"
-has out "records: 20" "record count"
+has out "records: $((20 + NC)) " "record count: the trials and the confirmation's"
 expect 0 "show --best" -- $K show "$L" --best
 has out "ms|us" "a time"
+has out "median of 3 records" "the best is a confirmed trace, ranked by its median"
+# tune's best is the log's best
+sed -n 's/^    //p' "$T/out" > "$T/show-best.sched"
+grep -v '^#' "$T/best.sched" | sed '/^$/d' > "$T/best-steps.sched"
+cmp -s "$T/show-best.sched" "$T/best-steps.sched" || { echo "FAIL: --best-out and show --best differ"; fail=1; }
+expect 2 "bad --confirm" -- $K tune matmul -D M=8 -D N=8 -D K=8 --target c --confirm x
+expect 2 "bad --confirm-runs" -- $K tune matmul -D M=8 -D N=8 -D K=8 --target c --confirm-runs 0
 
 # (--timeout 120: a busy machine must not make a slow candidate a failed one)
 expect 0 "resume" -- $K tune matmul -D M=64 -D N=48 -D K=40 --target c --trials 5 --per-round 5 \
-  --population 64 --min-repeat-ms 5 --log "$L" --seed 2 --quiet --timeout 120
-has out "trials: 5 this run \(0 failed\), 20 from the log" "resumed from the log"
+  --population 64 --min-repeat-ms 5 --log "$L" --seed 2 --quiet --timeout 120 --confirm 0
+has out "trials: 5 this run \(0 failed\), $((20 + NC)) from the log" "resumed from the log"
 
 # garbage appended: the tuner warns, keeps every intact record and goes on
 head -c 300 /dev/urandom >> "$L"
 expect 0 "resume after garbage" -- $K tune matmul -D M=64 -D N=48 -D K=40 --target c --trials 2 --per-round 2 \
-  --population 64 --min-repeat-ms 5 --log "$L" --quiet
+  --population 64 --min-repeat-ms 5 --log "$L" --quiet --confirm 0
 has err "corrupt part" "warning about the corrupt part"
-has out "25 from the log" "intact records kept"
+has out "$((25 + NC)) from the log" "intact records kept"
 expect 0 "show a log with garbage" -- $K show "$L"
 has err "warning: .*: skipped [0-9]+ bytes at offset [0-9]+ \(not a record\)" "show says what it skipped, on stderr"
 

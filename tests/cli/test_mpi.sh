@@ -33,7 +33,8 @@ if nm "$K" 2>/dev/null | grep -q __asan_init; then
 fi
 export TMPDIR="$T" # the ranks' run lock (and build folders) this test's own
 export KGEN_TEST_TAG="$T" # marks this test's ranks, to find rank 2 among the machine's processes
-W=(matmul -D M=64 -D N=48 -D K=40 --target c --per-round 4 --population 64 --min-repeat-ms 5 --timeout 120)
+# (--confirm 0: the search alone, whose records the checks count; the rank-0-idle run below confirms)
+W=(matmul -D M=64 -D N=48 -D K=40 --target c --per-round 4 --population 64 --min-repeat-ms 5 --timeout 120 --confirm 0)
 PY=/usr/bin/python3
 L="$T/mpi.kglog"
 
@@ -147,7 +148,8 @@ fi
 
 # a range tuning (dynamic M): its buckets' searches measured by the ranks too
 expect 0 "3-rank range tuning" -- "${MPIRUN[@]}" $K tune matmul -D N=32 -D K=32 --dynamic M=1..64 --buckets 2 \
-  --target c --trials 12 --per-round 4 --population 32 --min-repeat-ms 5 --timeout 120 --log "$T/dyn.kglog" --quiet
+  --target c --trials 12 --per-round 4 --population 32 --min-repeat-ms 5 --timeout 120 --log "$T/dyn.kglog" --quiet \
+  --confirm 0
 has out "2 buckets, .* 1[2-9] trials" "the buckets tuned"
 has out "^ranks: 3 measuring of 3; results per rank: [0-9]+ [0-9]+ [0-9]+" "results per rank"
 d=$(dups "$T/dyn.kglog"); [ "$d" = 0 ] || { echo "FAIL (range tuning: nothing measured twice): $d"; fail=1; }
@@ -155,7 +157,10 @@ d=$(dups "$T/dyn.kglog"); [ "$d" = 0 ] || { echo "FAIL (range tuning: nothing me
 # options of a distributed run refuse without a launcher
 expect 2 "--rank0-idle alone" -- $K tune "${W[@]}" --trials 2 --log "$T/x.kglog" --rank0-idle
 has err "go with a tuning under mpirun" "said why"
-# rank 0 only searching: the two others measure everything
-expect 0 "rank 0 idle" -- "${MPIRUN[@]}" $K tune "${W[@]}" --trials 8 --log "$T/idle.kglog" --rank0-idle --quiet
+# rank 0 only searching: the two others measure everything, the confirmation too
+expect 0 "rank 0 idle" -- "${MPIRUN[@]}" $K tune "${W[@]}" --trials 8 --log "$T/idle.kglog" --rank0-idle --quiet \
+  --confirm 2 --confirm-runs 1
 has out "results per rank: 0 [0-9]+ [0-9]+" "rank 0 measured nothing"
+has out "confirmed: [2-4] more measurements of the fastest" "the workers measured the confirmation"
+[ "$(records "$T/idle.kglog")" -ge 10 ] || { echo "FAIL (8 trials and the confirmation logged): $(records "$T/idle.kglog")"; fail=1; }
 exit $fail
