@@ -4,9 +4,9 @@ round, so each round sees them under the same load, and the figure that counts i
 
   paired.py [--rounds N] NAME=COMMAND NAME=COMMAND...
 
-Each COMMAND is a shell command printing one time. Recognized: kgen run --measure ("time: 2.61 ms (median ..."),
-bench/torch_peers.py ("median_ms=2.37"), the OpenBLAS peer ("openblas sgemm ... 9.03 ms ..."), Halide's peer
-("... 35.3 ms ..."), or a line "ms=X". Prints each round's times, then per command the median and minimum of its
+Each COMMAND is a shell command printing one time. Recognized: kgen run --measure ("time: 2.61 ms (median ...",
+or "time: 936.3 us"), bench/torch_peers.py ("median_ms=2.37"), the OpenBLAS peer ("openblas sgemm ... 9.03 ms
+..."), Halide's peer ("... 35.3 ms ..."), or a line "ms=X". Prints each round's times, then per command the median and minimum of its
 times and the median (with the range) of its per-round ratio to the first command's time (>1: slower than the
 first). A round in which a command printed no time is left out of the ratios, and said so.
 
@@ -27,12 +27,18 @@ PATTERNS = [
 ]
 
 
+# kgen prints short kernels' times in microseconds ("time: 936.3 us (median ...")
+US = re.compile(r"^time: ([0-9.]+) us", re.M)
+
+
 def time_of(text):
+    """The time a command printed, in ms."""
     for p in PATTERNS:
         m = p.search(text)
         if m:
             return float(m.group(1))
-    return None
+    m = US.search(text)
+    return float(m.group(1)) * 1e-3 if m else None
 
 
 def main(argv):

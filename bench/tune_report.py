@@ -110,7 +110,7 @@ def trace_key(r):
     """What makes records measurements of one schedule: the workload, the target and the trace."""
     w, t = r.get('workload') or {}, r.get('target') or {}
     return (str(w.get('name')), str(w.get('hash')), str(t.get('kind')), str(t.get('arch')), str(t.get('device')),
-            repr(r['trace']))
+            str(t.get('versions')), repr(r['trace']))
 
 
 def trials(recs):

@@ -921,12 +921,11 @@ typedef struct ranked_trace {
   int n, first; /* how many results; the index of its first */
 } ranked_trace;
 
-static const task *sort_tk; /* qsort has no context: set by traces_ranked around its sort */
-
+/* Over pointers into one task's results: by text, then in the order they came. */
 static int by_text(const void *x, const void *y) {
-  int a = *(const int *)x, b = *(const int *)y;
-  int c = strcmp(sort_tk->res[a].text, sort_tk->res[b].text);
-  return c ? c : a - b;
+  const tres *a = *(const tres *const *)x, *b = *(const tres *const *)y;
+  int c = strcmp(a->text, b->text);
+  return c ? c : (a > b) - (a < b);
 }
 
 static int by_median(const void *x, const void *y) {
@@ -937,27 +936,25 @@ static int by_median(const void *x, const void *y) {
 
 /* tk's traces with a finite time, fastest first (ties to the earlier measured): *out (heap). Returns how many. */
 static int traces_ranked(const task *tk, ranked_trace **out) {
-  int *idx = kg_xrealloc(NULL, sizeof(int) * (size_t)(tk->nres + 1));
-  for (int i = 0; i < tk->nres; i++) idx[i] = i;
-  sort_tk = tk;
-  qsort(idx, (size_t)tk->nres, sizeof *idx, by_text);
-  sort_tk = NULL;
+  const tres **p = kg_xrealloc(NULL, sizeof *p * (size_t)(tk->nres + 1));
+  for (int i = 0; i < tk->nres; i++) p[i] = &tk->res[i];
+  qsort(p, (size_t)tk->nres, sizeof *p, by_text);
   ranked_trace *r = kg_xrealloc(NULL, sizeof *r * (size_t)(tk->nres + 1));
   double *t = kg_xrealloc(NULL, sizeof *t * (size_t)(tk->nres + 1));
   int n = 0;
   for (int a = 0; a < tk->nres;) {
     int z = a;
     const char *sketch = NULL;
-    while (z < tk->nres && !strcmp(tk->res[idx[z]].text, tk->res[idx[a]].text)) {
-      t[z - a] = tk->res[idx[z]].t;
-      if (!sketch) sketch = tk->res[idx[z]].sketch;
+    while (z < tk->nres && !strcmp(p[z]->text, p[a]->text)) {
+      t[z - a] = p[z]->t;
+      if (!sketch) sketch = p[z]->sketch;
       z++;
     }
     double m = kg_stats_of(t, z - a).median;
-    if (isfinite(m)) r[n++] = (ranked_trace){tk->res[idx[a]].text, sketch, m, z - a, idx[a]};
+    if (isfinite(m)) r[n++] = (ranked_trace){p[a]->text, sketch, m, z - a, (int)(p[a] - tk->res)};
     a = z;
   }
-  free(idx);
+  free(p);
   free(t);
   qsort(r, (size_t)n, sizeof *r, by_median);
   *out = r;

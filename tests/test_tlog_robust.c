@@ -188,7 +188,7 @@ static void test_implausible(const kg_program *p, const kg_tlog_workload *wl) {
  * measurement does not make it the best, records of another device do not join it, a failure counts as infinitely
  * slow (a trace failing half its measurements is passed over), an implausible time does not count. */
 static void test_trace_median(const kg_program *p, const kg_tlog_workload *wl) {
-  rec a1, a2, a3, a_bogus, b1, c1, c2, other1, other2;
+  rec a1, a2, a3, a_bogus, b1, c1, c2, other1, other2, newer_cc;
   const char *A = "split C i 4\n", *B = "split C j 4\n", *C = "split C k 4\n";
   rec_init(&a1, wl, A, 1e-3); /* the search's lucky measurement */
   rec_init(&b1, wl, B, 2e-3);
@@ -202,7 +202,10 @@ static void test_trace_median(const kg_program *p, const kg_tlog_workload *wl) {
   rec_init(&other1, wl, A, 0.4e-3);
   rec_init(&other2, wl, A, 0.4e-3);
   other1.r.target.device = other2.r.target.device = "Other CPU";
-  const kg_tlog_record *order[] = {&a1.r, &b1.r, &c1.r, &other1.r, &a2.r, &c2.r, &a_bogus.r, &other2.r, &a3.r};
+  rec_init(&newer_cc, wl, A, 5e-3); /* another compiler: another target, as the tuner sees it */
+  newer_cc.r.target.versions = "cc 13";
+  const kg_tlog_record *order[] = {&a1.r, &b1.r, &c1.r, &other1.r, &a2.r, &c2.r, &a_bogus.r, &other2.r, &a3.r,
+                                   &newer_cc.r};
   int n = (int)(sizeof order / sizeof *order);
   kg_strbuf b = {0};
   for (int i = 0; i < n; i++) put_rec(&b, order[i], 0);
@@ -210,8 +213,8 @@ static void test_trace_median(const kg_program *p, const kg_tlog_workload *wl) {
   kg_tlog_init(&log);
   kg_tlog_decode(&log, b.s, b.len);
   CHECK(log.n == n);
-  double t[9];
-  int cnt[9], first[9];
+  double t[10];
+  int cnt[10], first[10];
   kg_tlog_trace_times(&log, t, cnt, first);
   CHECKF(t[0] == 3e-3 && cnt[0] == 3 && first[0] == 0, "A: %g of %d from %d", t[0], cnt[0], first[0]);
   CHECK(t[4] == 3e-3 && t[8] == 3e-3 && first[4] == 0 && first[8] == 0);
@@ -220,6 +223,7 @@ static void test_trace_median(const kg_program *p, const kg_tlog_workload *wl) {
   CHECK(isinf(t[2]) && cnt[2] == 2);                  /* C: one success, one timeout */
   CHECK(t[5] == 0 && first[5] == -1);                 /* the timeout itself has no time */
   CHECK(t[3] == 0.4e-3 && cnt[3] == 2 && first[3] == 3 && first[7] == 3); /* the other device's own trace time */
+  CHECK(t[9] == 5e-3 && cnt[9] == 1 && first[9] == 9); /* the other compiler's, not in A's median */
   kg_tlog_want w = {.wl = wl, .kind = "c", .device = "Test CPU", .prog = p};
   kg_tlog_pick pk;
   kg_tlog_pick_best(&log, &w, &pk);
@@ -239,8 +243,8 @@ static void test_trace_median(const kg_program *p, const kg_tlog_workload *wl) {
   kg_strbuf_free(&out);
   kg_tlog_free(&log);
   free(b.s);
-  rec *all[] = {&a1, &a2, &a3, &a_bogus, &b1, &c1, &c2, &other1, &other2};
-  for (int i = 0; i < 9; i++) kg_trace_free(&all[i]->trace);
+  rec *all[] = {&a1, &a2, &a3, &a_bogus, &b1, &c1, &c2, &other1, &other2, &newer_cc};
+  for (int i = 0; i < 10; i++) kg_trace_free(&all[i]->trace);
 }
 
 /* Skipped stretches are noted at their offsets, the first KG_TLOG_MAX_NOTES of them; the rest are counted. */

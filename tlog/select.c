@@ -31,8 +31,10 @@ void kg_tlog_trace_times(const kg_tlog *log, double *times, int *counts, int *fi
     kg_strbuf b;
     kg_strbuf_init(&b);
     /* each field after its length, so that no two distinct tuples give one prefix whatever bytes they hold */
-    const char *f[5] = {r->workload.hash, r->workload.name, r->target.kind, r->target.arch, r->target.device};
-    for (int j = 0; j < 5; j++) kg_strbuf_printf(&b, "%zu:%s;", strlen(f[j]), f[j]);
+    /* the target as the tuner matches it (its versions too: another compiler or driver is another target) */
+    const char *f[6] = {r->workload.hash, r->workload.name, r->target.kind, r->target.arch, r->target.device,
+                        r->target.versions ? r->target.versions : ""};
+    for (int j = 0; j < 6; j++) kg_strbuf_printf(&b, "%zu:%s;", strlen(f[j]), f[j]);
     size_t tl = b.len;
     char *text = kg_trace_to_text(&r->trace);
     kg_strbuf_puts(&b, text);

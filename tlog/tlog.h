@@ -210,7 +210,7 @@ typedef struct kg_tlog_pick {
 } kg_tlog_pick;
 
 /* A trace's time on a target, for ranking: the median of the ranking times (kg_tlog_record_rank_s) of the log's
- * records of one workload, target (kind, arch, device) and trace, where a record that failed counts as infinitely
+ * records of one workload, target (kind, arch, device, versions) and trace, where a record that failed counts as infinitely
  * slow (a trace that sometimes fails is not the best) and one whose time is implausible (judged with the largest
  * counts of the workload's records on the target) does not count. A trace is measured once by the search, and
  * again by the tuner's confirmation (search/tune.h), so that one lucky measurement on a noisy machine does not

@@ -72,4 +72,19 @@ if ! $K run matmul -D M=2 -D N=2 -D K=2 --target cuda >/dev/null 2>&1; then
   expect 3 "tuning on a GPU without one" -- $K tune matmul -D M=8 -D N=8 -D K=8 --target cuda --log "$T/g.kglog"
 fi
 
+# bench/confirm-bias.sh: the search's pick and the confirmed pick of one log, measured again side by side
+if /usr/bin/python3 -c 'import msgpack' 2> /dev/null; then
+  expect 0 "bench/confirm-bias.sh" -- env KGEN="$K" TRIALS=6 ROUNDS=1 bench/confirm-bias.sh "$T/cb" matmul -D M=64 \
+    -D N=48 -D K=40
+  has out "confirmed: [0-9]+ more measurements" "it tuned with the confirmation"
+  for pick in search confirmed; do
+    grep -qE "^$pick: logged [0-9.]+ ms, measured again [0-9.]+ ms \(logged / again [0-9.]+\)" "$T/cb/result.txt" ||
+      { echo "FAIL: no figures for the $pick pick in result.txt"; cat "$T/cb/result.txt" 2> /dev/null; fail=1; }
+  done
+  $K run matmul -D M=64 -D N=48 -D K=40 --target c --schedule "$T/cb/confirmed.sched" | grep -q "verify: ok" ||
+    { echo "FAIL: the confirmed pick does not run"; fail=1; }
+else
+  echo "skip: bench/confirm-bias.sh (/usr/bin/python3 has no msgpack: Debian package python3-msgpack)"
+fi
+
 exit $fail
