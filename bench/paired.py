@@ -6,9 +6,10 @@ round, so each round sees them under the same load, and the figure that counts i
 
 Each COMMAND is a shell command printing one time. Recognized: kgen run --measure ("time: 2.61 ms (median ...",
 or "time: 936.3 us"), bench/torch_peers.py ("median_ms=2.37"), the OpenBLAS peer ("openblas sgemm ... 9.03 ms
-..."), Halide's peer ("... 35.3 ms ..."), or a line "ms=X". Prints each round's times, then per command the median and minimum of its
-times and the median (with the range) of its per-round ratio to the first command's time (>1: slower than the
-first). A round in which a command printed no time is left out of the ratios, and said so.
+..."), Halide's peer ("... 35.3 ms ..."), or a line "ms=X". Prints each round's times, then per command the
+median and minimum of its times and the median (with the range) of its per-round ratio to the first command's
+time (>1: slower than the first). A round in which a command printed no time is left out of the ratios, and said
+so.
 
 The shared development machine's noise moves times by 30% or more between runs a few seconds apart (other
 virtual machines share its cores): one-off timings of two tools do not compare, per-round ratios do.

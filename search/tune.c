@@ -993,8 +993,8 @@ static int remeasure(task *tk, char *const *texts, int n, const kg_tune_opts *o,
     for (int i = 0; i < n; i++) got[i] = 1;
   } else {
     int64_t tag0 = *next_tag;
-    for (int i = 0; i < n && rc == 0; i++, nsent++)
-      rc = o->pool->submit(o->pool, tk->handle, tk->group, c[i].trace, (*next_tag)++, err, errlen);
+    for (int i = 0; i < n && rc == 0; i++)
+      if (!(rc = o->pool->submit(o->pool, tk->handle, tk->group, c[i].trace, (*next_tag)++, err, errlen))) nsent++;
     /* what went out comes back, also after a failed submit */
     for (int k = 0; k < nsent; k++) {
       kg_pool_result r;

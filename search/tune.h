@@ -12,8 +12,8 @@
  *
  * Resume: records of the same workload and target already in the log are loaded first; their traces are never
  * measured again by the search (the confirmation below may), they train the model, and the best of them seed the
- * population. A record whose time is
- * implausible (tlog.h) or whose trace no longer applies to the program is never the best (counted in the report).
+ * population. A record whose time is implausible (tlog.h) or whose trace no longer applies to the program is never
+ * the best (counted in the report).
  * Sharing a log: before each default schedule and before each round the tuner reads what other tuners appended
  * since (kg_tlog_read_more) and treats it like resumed records; a schedule whose record was in the log when a
  * round began is not measured in that round or later (one measured by another tuner during the round may be).

@@ -30,8 +30,8 @@ void kg_tlog_trace_times(const kg_tlog *log, double *times, int *counts, int *fi
     const kg_tlog_record *r = &log->recs[i];
     kg_strbuf b;
     kg_strbuf_init(&b);
-    /* each field after its length, so that no two distinct tuples give one prefix whatever bytes they hold */
-    /* the target as the tuner matches it (its versions too: another compiler or driver is another target) */
+    /* the target as the tuner matches it (its versions too: another compiler or driver is another target), each
+     * field after its length, so that no two distinct tuples give one prefix whatever bytes they hold */
     const char *f[6] = {r->workload.hash, r->workload.name, r->target.kind, r->target.arch, r->target.device,
                         r->target.versions ? r->target.versions : ""};
     for (int j = 0; j < 6; j++) kg_strbuf_printf(&b, "%zu:%s;", strlen(f[j]), f[j]);
@@ -46,6 +46,7 @@ void kg_tlog_trace_times(const kg_tlog *log, double *times, int *counts, int *fi
   }
   qsort(k, (size_t)log->n, sizeof *k, by_key);
   double *t = kg_xrealloc(NULL, sizeof *t * (size_t)(log->n + 1));
+  char *timed = kg_xrealloc(NULL, (size_t)(log->n + 1)); /* by position in k: ok with a plausible time */
   for (int g0 = 0; g0 < log->n;) {
     /* the workload's counts on this target: the largest its records give (as kgen show judges them) */
     int g1 = g0;
@@ -61,17 +62,17 @@ void kg_tlog_trace_times(const kg_tlog *log, double *times, int *counts, int *fi
       int z = a, nt = 0, nok = 0;
       while (z < g1 && !strcmp(k[z].key, k[a].key)) {
         const kg_tlog_record *r = &log->recs[k[z].index];
+        timed[z] = kg_tlog_record_ok(r) && kg_tlog_record_plausible(r, &flops, &bytes, NULL, 0);
         if (!kg_tlog_record_ok(r))
           t[nt++] = INFINITY;
-        else if (kg_tlog_record_plausible(r, &flops, &bytes, NULL, 0))
+        else if (timed[z])
           t[nt++] = kg_tlog_record_rank_s(r), nok++;
         z++;
       }
       double m = nok ? kg_stats_of(t, nt).median : 0;
       int lead = -1; /* the trace's first record with a time (k is in index order within a key) */
       for (int j = a; j < z; j++) {
-        const kg_tlog_record *r = &log->recs[k[j].index];
-        if (nok && kg_tlog_record_ok(r) && kg_tlog_record_plausible(r, &flops, &bytes, NULL, 0)) {
+        if (timed[j]) {
           times[k[j].index] = m;
           if (counts) counts[k[j].index] = nt;
           if (lead < 0) lead = k[j].index;
@@ -85,6 +86,7 @@ void kg_tlog_trace_times(const kg_tlog *log, double *times, int *counts, int *fi
   for (int i = 0; i < log->n; i++) free(k[i].key);
   free(k);
   free(t);
+  free(timed);
 }
 
 static int same_workload(const kg_tlog_record *r, const kg_tlog_want *w) {

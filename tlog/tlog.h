@@ -210,10 +210,10 @@ typedef struct kg_tlog_pick {
 } kg_tlog_pick;
 
 /* A trace's time on a target, for ranking: the median of the ranking times (kg_tlog_record_rank_s) of the log's
- * records of one workload, target (kind, arch, device, versions) and trace, where a record that failed counts as infinitely
- * slow (a trace that sometimes fails is not the best) and one whose time is implausible (judged with the largest
- * counts of the workload's records on the target) does not count. A trace is measured once by the search, and
- * again by the tuner's confirmation (search/tune.h), so that one lucky measurement on a noisy machine does not
+ * records of one workload, target (kind, arch, device, versions) and trace, where a record that failed counts as
+ * infinitely slow (a trace that sometimes fails is not the best) and one whose time is implausible (judged with the
+ * largest counts of the workload's records on the target) does not count. A trace is measured once by the search,
+ * and again by the tuner's confirmation (search/tune.h), so that one lucky measurement on a noisy machine does not
  * decide; a trace that failed in at least half of its measurements has an infinite time (pick_best passes it
  * over). For every successful record i with a plausible time: times[i] gets its trace's time, counts[i] how many
  * records that is the median of, first[i] the index of the trace's first such record; for the others 0, 0, -1.
@@ -221,11 +221,11 @@ typedef struct kg_tlog_pick {
 void kg_tlog_trace_times(const kg_tlog *log, double *times, int *counts, int *first);
 
 /* The best successful record (the lowest time of its trace, kg_tlog_trace_times; ties to the earlier record, so a
- * trace's first) of the workload w names, on the wanted target: among the records matching kind, and arch and device where w gives them (EXACT); else the nearest among
- * the workload's records of the same kind, preferring the same arch, then the same device, then the lowest median
- * (NEAREST); else NONE. A record of another kind never matches: a CPU trace does not schedule a GPU. A record
- * whose result is implausible (kg_tlog_record_plausible), or that fails w's checks, is passed over for the next
- * in that order, and named in out->skipped. */
+ * trace's first) of the workload w names, on the wanted target: among the records matching kind, and arch and
+ * device where w gives them (EXACT); else the nearest among the workload's records of the same kind, preferring
+ * the same arch, then the same device, then the lowest time (NEAREST); else NONE. A record of another kind never
+ * matches: a CPU trace does not schedule a GPU. A record whose result is implausible (kg_tlog_record_plausible),
+ * or that fails w's checks, is passed over for the next in that order, and named in out->skipped. */
 void kg_tlog_pick_best(const kg_tlog *log, const kg_tlog_want *w, kg_tlog_pick *out);
 
 /* The distinct workloads (name and hash) of log's records, in order of first appearance: returns how many and
