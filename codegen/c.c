@@ -502,6 +502,12 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       kg_strbuf_indent(b, ind);
       put_store(g, s->store.buf, s->store.index, s->store.value);
       break;
+    case KG_IRS_PREFETCH:
+      kg_strbuf_indent(b, ind);
+      kg_strbuf_printf(b, "kg_prefetch_w(&%s[", s->prefetch.buf->name);
+      put_expr(g, s->prefetch.index);
+      kg_strbuf_puts(b, "]);\n");
+      break;
     case KG_IRS_LET:
       kg_strbuf_indent(b, ind);
       kg_strbuf_printf(b, "const int64_t %s = ", s->let.var->name ? s->let.var->name : "kg_unnamed");
@@ -656,6 +662,14 @@ static const char prelude[] =
     "static inline int64_t kg_floormod(int64_t a, int64_t b) {\n"
     "  int64_t r = a % b;\n"
     "  return b > 0 ? (r < 0 ? r + b : r) : r + b * ((r != 0) & ((r ^ b) < 0));\n"
+    "}\n"
+    "/* The next register tile's output lines, fetched while this tile computes (lower/prefetch.c): a hint. */\n"
+    "static inline void kg_prefetch_w(const void *p) {\n"
+    "#if defined(__GNUC__)\n"
+    "  __builtin_prefetch(p, 1, 3);\n"
+    "#else\n"
+    "  (void)p;\n"
+    "#endif\n"
     "}\n"
     "/* exp must vectorize in every loop, reductions included. glibc's libmvec (which libm.so pulls in) has simd\n"
     " * variants of expf and logf: declared so (in C; C++'s math.h declares them its own way), and const (kernels\n"

@@ -649,6 +649,7 @@ static void walk(walker *w, const kg_irstmt *s) {
       w->allreduces++;
       return;
     case KG_IRS_COMMENT:
+    case KG_IRS_PREFETCH:
     case KG_IRS_ASYNC_COMMIT:
     case KG_IRS_ASYNC_WAIT: return;
     case KG_IRS_MMA:

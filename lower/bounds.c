@@ -249,6 +249,46 @@ int kg_bounds_provably_true(const kg_irexpr *c, const kg_var_ranges *r) {
   }
 }
 
+/* ---- floor division and modulo by a constant ----
+ * floordiv(x, c) and floormod(x, c) where x = c * q + r with r in [0, c) over the variables' ranges are q and r.
+ * A read of a stage stored in blocks (split_storage) has this form wherever the reader's loop is split by the
+ * block: (j.o * 32 + j.i) / 32 is j.o, its modulo j.i, so the block is read with plain strides (and vectorizes)
+ * instead of a division per element. Anything else is left as it is. */
+static kg_irexpr *divmod(kg_arena *a, kg_irexpr *e, kg_irexpr *const *lets, int nlets, const kg_var_ranges *r,
+                         int *changed) {
+  if (e->ty != KG_TY_INT) return e;
+  if (e->kind == KG_IRE_UNARY) {
+    kg_irexpr *x = divmod(a, e->bin.a, lets, nlets, r, changed);
+    return x == e->bin.a ? e : kg_ir_unary(a, e->bin.op, x);
+  }
+  if (e->kind != KG_IRE_BINARY) return e;
+  kg_irexpr *x = divmod(a, e->bin.a, lets, nlets, r, changed), *y = divmod(a, e->bin.b, lets, nlets, r, changed);
+  int64_t c;
+  if ((e->bin.op == KG_OP_DIV || e->bin.op == KG_OP_MOD) && kg_ir_is_const(y, &c) && c > 0) {
+    lin l = lin_from_ir(a, x, lets, nlets);
+    if (l.ok) {
+      lin q = lin_const(kg_int_floordiv(l.c, c)), rest = lin_const(l.c - kg_int_floordiv(l.c, c) * c);
+      q.t = KG_NEW_ARRAY(a, lterm, l.n + 1);
+      rest.t = KG_NEW_ARRAY(a, lterm, l.n + 1);
+      for (int i = 0; i < l.n; i++)
+        if (l.t[i].coef % c == 0) q.t[q.n++] = (lterm){l.t[i].atom, l.t[i].coef / c};
+        else rest.t[rest.n++] = l.t[i];
+      int64_t lo, hi;
+      if (kg_bounds_range(lin_to_ir(a, &rest), r, &lo, &hi) && lo >= 0 && hi < c) {
+        *changed = 1;
+        return lin_to_ir(a, e->bin.op == KG_OP_DIV ? &q : &rest);
+      }
+    }
+  }
+  return x == e->bin.a && y == e->bin.b ? e : kg_ir_binary(a, e->bin.op, x, y);
+}
+
+kg_irexpr *kg_bounds_divmod(kg_arena *a, kg_irexpr *e, kg_irexpr *const *lets, int nlets, const kg_var_ranges *r) {
+  int changed = 0;
+  kg_irexpr *s = divmod(a, e, lets, nlets, r, &changed);
+  return changed ? s : e;
+}
+
 /* ---- region inference ---- */
 
 /* An interval [min, min + ext) with a symbolic min; ok = 0 when unknown. */
@@ -259,6 +299,21 @@ typedef struct ival {
 } ival;
 
 static ival ival_bad(void) { return (ival){0, {0, 0, NULL, 0}, 0}; }
+
+/* 1 when every coefficient and the constant of l are multiples of c: l / c is then exact for every value */
+static int lin_divisible(const lin *l, int64_t c) {
+  if (!l->ok || l->c % c != 0) return 0;
+  for (int i = 0; i < l->n; i++)
+    if (l->t[i].coef % c != 0) return 0;
+  return 1;
+}
+
+static lin lin_divide(kg_arena *a, const lin *l, int64_t c) {
+  lin r = lin_const(l->c / c);
+  r.t = KG_NEW_ARRAY(a, lterm, l->n + 1);
+  for (int i = 0; i < l->n; i++) r.t[r.n++] = (lterm){l->t[i].atom, l->t[i].coef / c};
+  return r;
+}
 static ival ival_const(int64_t lo, int64_t ext) { return (ival){1, lin_const(lo), ext}; }
 
 typedef struct rctx {
@@ -351,12 +406,16 @@ static ival ival_of(rctx *R, const kg_expr *e) {
             int64_t lo = kg_int_floordiv(x.min.c, c), hi;
             if (__builtin_add_overflow(x.min.c, x.ext - 1, &hi)) return ival_bad();
             return ival_const(lo, kg_int_floordiv(hi, c) - lo + 1);
+          } else if (lin_divisible(&x.min, c)) {
+            /* a block's first element: [min / c, (min + ext - 1) / c] exactly (a split_storage read) */
+            return (ival){1, lin_divide(a, &x.min, c), (x.ext - 1) / c + 1};
           } else {
             kg_irexpr *m = kg_ir_binary(a, KG_OP_DIV, lin_to_ir(a, &x.min), kg_ir_int(a, c));
             return (ival){1, lin_atom(a, m), (x.ext - 1) / c + 2};
           }
         case KG_OP_MOD:
           if (!size_const(R, e->op.b, &c) || c <= 0) return ival_bad();
+          if (lin_divisible(&x.min, c) && x.ext <= c) return ival_const(0, x.ext);
           if (lin_is_const(&x.min)) {
             int64_t lo = x.min.c, hi;
             if (!__builtin_add_overflow(lo, x.ext - 1, &hi) && kg_int_floordiv(lo, c) == kg_int_floordiv(hi, c))

@@ -38,6 +38,9 @@ kg_irexpr *kg_bounds_affine_ir(kg_arena *a, const kg_affine *l);
 /* Rebuilds an INT expression as a normalised sum (terms merged, constants folded). When lets is non-NULL,
  * variables with lets[id] != NULL (id < nlets) are replaced by their values first. */
 kg_irexpr *kg_bounds_simplify(kg_arena *a, kg_irexpr *e, kg_irexpr *const *lets, int nlets);
+/* e with every floordiv(x, c) and floormod(x, c) (c a positive constant) whose x is c * q + r, r provably in
+ * [0, c) over the ranges, replaced by q and r (lets expanded as for kg_bounds_simplify); e itself otherwise. */
+kg_irexpr *kg_bounds_divmod(kg_arena *a, kg_irexpr *e, kg_irexpr *const *lets, int nlets, const kg_var_ranges *r);
 /* [lo, hi] of an INT expression given the variable ranges; 0 when unknown. */
 int kg_bounds_range(const kg_irexpr *e, const kg_var_ranges *r, int64_t *lo, int64_t *hi);
 /* 1 when the BOOL condition is provably true for every value of its variables. */
@@ -88,6 +91,9 @@ void kg_lower_recip(kg_arena *a, kg_lowered *f, kg_target_kind target);
 /* unrollidx.c: on the C target, indices that vary with an unrolled loop end with that loop's terms, so that the
  * compiler's unrolled copies share one base address (after regacc). */
 void kg_lower_unroll_index(kg_arena *a, kg_lowered *f);
+/* lower/prefetch.c: C target, after kg_lower_regacc: a register tile fetches the output lines of the tile its
+ * loop visits next (see there). */
+void kg_lower_prefetch(kg_arena *a, kg_lowered *f);
 /* pipeline.c: on the CUDA target, each loop the schedule pipelines fills a ring of its shared stages ahead of the
  * step that reads them; -1 with a message in err when the loop's body is not what the pass requires. */
 int kg_lower_pipeline(kg_arena *a, kg_lowered *f, char *err, size_t errlen);

@@ -366,6 +366,13 @@ kg_irstmt *kg_ir_bfdot(kg_arena *a, const kg_irstmt *fields) {
   return s;
 }
 
+kg_irstmt *kg_ir_prefetch(kg_arena *a, kg_buffer *buf, kg_irexpr *index) {
+  kg_irstmt *s = new_stmt(a, KG_IRS_PREFETCH);
+  s->prefetch.buf = buf;
+  s->prefetch.index = index;
+  return s;
+}
+
 kg_irstmt *kg_ir_comment(kg_arena *a, const char *text) {
   kg_irstmt *s = new_stmt(a, KG_IRS_COMMENT);
   s->text = kg_arena_strdup(a, text);
@@ -524,6 +531,12 @@ static void print_stmt(kg_strbuf *b, const kg_irstmt *s, int ind) {
     case KG_IRS_COMMENT:
       kg_strbuf_indent(b, ind);
       kg_strbuf_printf(b, "# %s\n", s->text);
+      break;
+    case KG_IRS_PREFETCH:
+      kg_strbuf_indent(b, ind);
+      kg_strbuf_printf(b, "prefetch %s[", s->prefetch.buf->name);
+      print_expr(b, s->prefetch.index);
+      kg_strbuf_puts(b, "]\n");
       break;
     case KG_IRS_ASYNC_COMMIT:
       kg_strbuf_indent(b, ind);

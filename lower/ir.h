@@ -130,6 +130,8 @@ typedef enum {
                           loads of single elements would take eight. A source of f32 elements (TF32's A, not
                           transposed) is read as pairs of 16-bit ones: a row is 4 elements, and register i is the
                           element ldm.dst[ldm.dst_off + i]. The whole warp reaches it together */
+  KG_IRS_PREFETCH,     /* a hint (C target): the cache line of prefetch.buf[prefetch.index] (an element of the
+                          buffer) is brought towards the core for a write (lower/prefetch.c); values do not change */
 } kg_irstmt_kind;
 
 struct kg_irstmt {
@@ -156,6 +158,10 @@ struct kg_irstmt {
       kg_irexpr *cond;
       kg_irstmt *then, *otherwise;
     } cond;
+    struct {
+      kg_buffer *buf;
+      kg_irexpr *index;
+    } prefetch;
     struct {
       kg_buffer *buf;
       kg_irexpr *index, *value;
@@ -286,6 +292,7 @@ kg_irstmt *kg_ir_barrier(kg_arena *a);
 kg_irstmt *kg_ir_allreduce(kg_arena *a, kg_buffer *b, kg_reducer red, kg_thread_tag tag, int64_t extent,
                            const char *stage_name, const char *loop_name);
 kg_irstmt *kg_ir_comment(kg_arena *a, const char *text);
+kg_irstmt *kg_ir_prefetch(kg_arena *a, kg_buffer *buf, kg_irexpr *index);
 kg_irstmt *kg_ir_async_commit(kg_arena *a);
 kg_irstmt *kg_ir_async_wait(kg_arena *a, int pending);
 kg_irstmt *kg_ir_mma(kg_arena *a, kg_buffer *fa, kg_irexpr *a_off, kg_buffer *fb, kg_irexpr *b_off, kg_buffer *c,

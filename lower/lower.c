@@ -353,7 +353,8 @@ static kg_irexpr *flat_index(lctx *L, kg_irexpr **idx, int ndim, const int64_t *
   int64_t stride = 1;
   kg_irexpr *sstride = NULL; /* the stride as an expression once a symbolic dimension has been passed */
   for (int d = ndim - 1; d >= 0; d--) {
-    kg_irexpr *x = idx[d];
+    /* a blocked layout's (split_storage) divisions cancel where the reader's loops are split by the block */
+    kg_irexpr *x = kg_bounds_divmod(a, idx[d], L->lets, L->ranges.cap, &L->ranges);
     if (mins) x = kg_ir_binary(a, KG_OP_SUB, x, mins[d]);
     r = kg_ir_binary(a, KG_OP_ADD, kg_ir_binary(a, KG_OP_MUL, x, sstride ? sstride : kg_ir_int(a, stride)), r);
     if (t && t->dyn[d] && L->size_var[t->dyn[d] - 1])
@@ -1663,6 +1664,7 @@ kg_lowered *kg_lower(const kg_schedule *s, kg_target_kind target, kg_arena *a, c
   if (target == KG_TARGET_C) kg_lower_initfold(a, f);
   if (target == KG_TARGET_C) kg_lower_recip(a, f, target);
   if (target == KG_TARGET_C) kg_lower_unroll_index(a, f);
+  if (target == KG_TARGET_C) kg_lower_prefetch(a, f);
   /* before the writer: the copies it makes are stores like any other */
   if (target == KG_TARGET_CUDA && kg_lower_pipeline(a, f, L->err, L->errlen) != 0) return NULL;
   if (target == KG_TARGET_CUDA) kg_lower_writer(a, f);

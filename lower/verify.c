@@ -206,6 +206,9 @@ static void describe(vctx *V, const kg_irstmt *s, char *buf, size_t len) {
                nm(s->allreduce.loop_name));
       break;
     case KG_IRS_COMMENT: snprintf(buf, len, "comment"); break;
+    case KG_IRS_PREFETCH:
+      snprintf(buf, len, "prefetch of %s", s->prefetch.buf ? nm(s->prefetch.buf->name) : "?");
+      break;
     case KG_IRS_ASYNC_COMMIT: snprintf(buf, len, "async commit"); break;
     case KG_IRS_ASYNC_WAIT: snprintf(buf, len, "async wait"); break;
     case KG_IRS_MMA: snprintf(buf, len, "mma of stage %s", nm(s->mma.stage_name)); break;
@@ -315,6 +318,10 @@ static void check_stmt(vctx *V, const kg_irstmt *s) {
       V->divergent -= div;
       return;
     }
+    case KG_IRS_PREFETCH:
+      if (cuda) FAIL("a prefetch on CUDA");
+      check_index(V, s->prefetch.buf, s->prefetch.index, "prefetch");
+      return;
     case KG_IRS_STORE:
       check_index(V, s->store.buf, s->store.index, "store");
       if (V->failed) return;

@@ -431,29 +431,46 @@ int kg_sched_rfactor(kg_schedule *s, kg_sstage *st, const kg_step *step, char *e
  * read it with a stride (a convolution's weights F,C,R,S read along F) so becomes a packed copy that the lanes
  * read contiguously; a cache_write's local accumulator likewise keeps the lanes' axis innermost; attention's score
  * block stored keys-major makes the softmax's reductions over the keys vertical vector operations. */
-static kg_expr *permute_reads(kg_schedule *s, const kg_expr *e, const kg_tensor *t, kg_tensor *nt,
-                              const int *perm) {
+/* How a storage primitive changes the reads of tensor t: reads of t read nt instead, their indices permuted
+ * (perm[d]: the old dimension that becomes d) or dimension a split by f (t[.., e, ..] -> t[.., e / f, .., e % f]). */
+typedef struct layout_map {
+  const kg_tensor *t;
+  kg_tensor *nt;
+  const int *perm; /* reorder_storage; NULL: a split */
+  int a;
+  int64_t f;
+} layout_map;
+
+static kg_expr *layout_reads(kg_schedule *s, const kg_expr *e, const layout_map *m) {
   if (!e) return NULL;
   kg_expr *c = KG_NEW(&s->arena, kg_expr);
   *c = *e;
   switch (e->kind) {
-  case KG_EXPR_READ:
-    c->read.idx = KG_NEW_ARRAY(&s->arena, kg_expr *, e->read.n > 0 ? e->read.n : 1);
-    for (int i = 0; i < e->read.n; i++)
-      c->read.idx[i] = permute_reads(s, e->read.idx[e->read.tensor == t ? perm[i] : i], t, nt, perm);
-    if (e->read.tensor == t) c->read.tensor = nt;
+  case KG_EXPR_READ: {
+    int n = e->read.n, mine = m && e->read.tensor == m->t;
+    c->read.idx = KG_NEW_ARRAY(&s->arena, kg_expr *, n + 1);
+    for (int i = 0; i < n; i++) c->read.idx[i] = layout_reads(s, e->read.idx[mine && m->perm ? m->perm[i] : i], m);
+    if (mine && !m->perm) {
+      /* a fresh copy of the index for its second use: bodies stay trees */
+      kg_expr *x = c->read.idx[m->a], *y = layout_reads(s, x, NULL);
+      c->read.idx[m->a] = expr_binary(s, KG_OP_DIV, KG_TY_INT, x, expr_int(s, m->f));
+      c->read.idx[n] = expr_binary(s, KG_OP_MOD, KG_TY_INT, y, expr_int(s, m->f));
+      c->read.n = n + 1;
+    }
+    if (mine) c->read.tensor = m->nt;
     break;
+  }
   case KG_EXPR_UNARY:
   case KG_EXPR_BINARY:
-    c->op.a = permute_reads(s, e->op.a, t, nt, perm);
-    c->op.b = permute_reads(s, e->op.b, t, nt, perm);
+    c->op.a = layout_reads(s, e->op.a, m);
+    c->op.b = layout_reads(s, e->op.b, m);
     break;
   case KG_EXPR_CALL:
     c->call.args = KG_NEW_ARRAY(&s->arena, kg_expr *, e->call.n > 0 ? e->call.n : 1);
-    for (int i = 0; i < e->call.n; i++) c->call.args[i] = permute_reads(s, e->call.args[i], t, nt, perm);
+    for (int i = 0; i < e->call.n; i++) c->call.args[i] = layout_reads(s, e->call.args[i], m);
     break;
   case KG_EXPR_REDUCE:
-    c->reduce.body = permute_reads(s, e->reduce.body, t, nt, perm);
+    c->reduce.body = layout_reads(s, e->reduce.body, m);
     break;
   default:
     break;
@@ -461,23 +478,29 @@ static kg_expr *permute_reads(kg_schedule *s, const kg_expr *e, const kg_tensor 
   return c;
 }
 
-int kg_sched_reorder_storage(kg_schedule *s, kg_sstage *st, const kg_step *step, char *err, size_t errlen) {
-  const char *first = step->nnames ? step->names[0] : "?";
+/* What reorder_storage and split_storage require of STAGE: a tensor the schedule owns (not a program output), not
+ * inlined, at root, untransformed, nothing computed at its loops. */
+static int storage_owned(const kg_schedule *s, const kg_sstage *st, const char *prim, const char *loop, char *err,
+                         size_t errlen) {
   if (st->is_output)
-    FAIL("reorder_storage: stage %s: loop %s: it writes a program output, whose layout is the caller's", st->name,
-         first);
+    FAIL("%s: stage %s: loop %s: it writes a program output, whose layout is the caller's", prim, st->name, loop);
   if (st->attach == KG_ATTACH_INLINE)
-    FAIL("reorder_storage: stage %s: loop %s: it is inlined and has no storage", st->name, first);
+    FAIL("%s: stage %s: loop %s: it is inlined and has no storage", prim, st->name, loop);
   if (st->attach != KG_ATTACH_ROOT)
-    FAIL("reorder_storage: stage %s: loop %s: the stage must be at root (reorder its storage before compute_at)",
-         st->name, first);
+    FAIL("%s: stage %s: loop %s: the stage must be at root (%s before compute_at)", prim, st->name, loop,
+         strcmp(prim, "reorder_storage") == 0 ? "reorder its storage" : "split its storage");
   if (!kg_sched_untransformed(st))
-    FAIL("reorder_storage: stage %s: loop %s: its loops were already transformed; reorder_storage first",
-         st->name, first);
+    FAIL("%s: stage %s: loop %s: its loops were already transformed; %s first", prim, st->name, loop, prim);
   const kg_sstage *x = kg_sched_attached_at(s, st, NULL);
   if (x)
-    FAIL("reorder_storage: stage %s: loop %s: stage %s is computed at its loop %s", st->name, first, x->name,
+    FAIL("%s: stage %s: loop %s: stage %s is computed at its loop %s", prim, st->name, loop, x->name,
          x->attach_iter->name);
+  return 0;
+}
+
+int kg_sched_reorder_storage(kg_schedule *s, kg_sstage *st, const kg_step *step, char *err, size_t errlen) {
+  const char *first = step->nnames ? step->names[0] : "?";
+  if (storage_owned(s, st, "reorder_storage", first, err, errlen)) return -1;
   if (step->nnames != st->nax)
     FAIL("reorder_storage: stage %s: loop %s: %d axes given, the stage has %d spatial axes", st->name, first,
          step->nnames, st->nax);
@@ -509,9 +532,84 @@ int kg_sched_reorder_storage(kg_schedule *s, kg_sstage *st, const kg_step *step,
   for (int d = 0; d < st->nax; d++) nt->shape[d] = shape[d], nt->dyn[d] = dyn[d], nt->shape_expr[d] = sexpr[d];
   st->ax = ax;
   st->out = nt;
+  layout_map m = {t, nt, perm, 0, 0};
   for (int i = 0; i < s->nstages; i++)
-    if (kg_sched_expr_reads(s->stages[i]->body, t))
-      s->stages[i]->body = permute_reads(s, s->stages[i]->body, t, nt, perm);
+    if (kg_sched_expr_reads(s->stages[i]->body, t)) s->stages[i]->body = layout_reads(s, s->stages[i]->body, &m);
+  kg_sched_reset_roots(s, st);
+  return 0;
+}
+
+/* ---- split_storage S AXIS FACTOR ----
+ * Requires what reorder_storage does (S not a program output, not inlined, at root, untransformed, nothing
+ * computed at its loops), and AXIS a spatial axis of S whose static extent FACTOR (at least 2) divides, with a
+ * dimension to spare (KG_MAX_DIMS). S's tensor stores AXIS as two dimensions: AXIS.o (extent / FACTOR) where
+ * AXIS was, and AXIS.i (FACTOR) as the new innermost one; S's axes follow, and every read t[.., e, ..] becomes
+ * t[.., e / FACTOR, .., e % FACTOR]. With reorder_storage after it, that is any blocked layout: a GEMM's B
+ * packed once per reduction block into panels of 32 columns ([N/32][K][32]: each panel is contiguous, so the
+ * register tile walks it in order), or a convolution's input as NCHW16c. Lowering cancels the division where the
+ * reader's index is a multiple of FACTOR plus a term that stays in [0, FACTOR) (a loop split by FACTOR), so the
+ * packed copy is read with plain strides. A non-dividing FACTOR would make the copy compute elements beyond the
+ * tensor; it is refused rather than padded. */
+int kg_sched_split_storage(kg_schedule *s, kg_sstage *st, const kg_step *step, char *err, size_t errlen) {
+  const char *lname = step->nnames ? step->names[0] : "?";
+  int64_t f = step->nints ? step->ints[0] : 0;
+  if (storage_owned(s, st, "split_storage", lname, err, errlen)) return -1;
+  int a = -1;
+  for (int k = 0; k < st->nax; k++)
+    if (strcmp(st->ax[k]->name, lname) == 0) a = k;
+  if (a < 0) FAIL("split_storage: stage %s: loop %s: not a spatial axis of the stage", st->name, lname);
+  kg_tensor *t = st->out;
+  if (t->dyn[a])
+    FAIL("split_storage: stage %s: loop %s: its extent follows a dynamic size; a blocked layout needs a static one",
+         st->name, lname);
+  int64_t e = t->shape[a];
+  if (f < 2) FAIL("split_storage: stage %s: loop %s: factor %lld must be at least 2", st->name, lname, (long long)f);
+  if (e % f != 0)
+    FAIL("split_storage: stage %s: loop %s: factor %lld does not divide the extent %lld", st->name, lname,
+         (long long)f, (long long)e);
+  if (t->ndim + 1 > KG_MAX_DIMS)
+    FAIL("split_storage: stage %s: loop %s: the tensor would have more than %d dimensions", st->name, lname,
+         KG_MAX_DIMS);
+  char oname[KG_MAX_LOOP_NAME + 8], iname[KG_MAX_LOOP_NAME + 8];
+  snprintf(oname, sizeof oname, "%s.o", lname);
+  snprintf(iname, sizeof iname, "%s.i", lname);
+  if (strlen(oname) > KG_MAX_LOOP_NAME)
+    FAIL("split_storage: stage %s: loop %s: the new axis names would exceed %d characters", st->name, lname,
+         KG_MAX_LOOP_NAME);
+  for (int k = 0; k < st->nax + st->nrax; k++) {
+    const char *nm = kg_sstage_axis(st, k)->name;
+    if (strcmp(nm, oname) == 0 || strcmp(nm, iname) == 0)
+      FAIL("split_storage: stage %s: loop %s: the stage already has an axis named %s", st->name, lname, nm);
+  }
+  /* a program temporary's tensor belongs to the program: the schedule blocks its own copy */
+  kg_tensor *nt = t;
+  if (st->origin == KG_ORIGIN_PROGRAM) {
+    nt = KG_NEW(&s->arena, kg_tensor);
+    *nt = *t;
+  }
+  int n = t->ndim;
+  kg_ivar *ao = new_ivar(s, oname, 0, 0, e / f), *ai = new_ivar(s, iname, 0, 0, f);
+  /* the stage computes element ax = ax.o * F + ax.i of what it computed before */
+  const kg_ivar *old = st->ax[a];
+  kg_expr *pos = expr_binary(s, KG_OP_ADD, KG_TY_INT,
+                             expr_binary(s, KG_OP_MUL, KG_TY_INT, expr_ivar(s, ao), expr_int(s, f)), expr_ivar(s, ai));
+  rewrite rw = {s, NULL, NULL, &old, &pos, 1};
+  st->body = rewrite_expr(&rw, st->body);
+  kg_ivar **ax = KG_NEW_ARRAY(&s->arena, kg_ivar *, n + 1);
+  for (int k = 0; k < n; k++) ax[k] = st->ax[k];
+  ax[a] = ao;
+  ax[n] = ai;
+  nt->ndim = n + 1;
+  nt->shape[a] = e / f;
+  nt->shape[n] = f;
+  nt->dyn[n] = 0;
+  nt->shape_expr[a] = nt->shape_expr[n] = NULL;
+  st->ax = ax;
+  st->nax = n + 1;
+  st->out = nt;
+  layout_map m = {t, nt, NULL, a, f};
+  for (int i = 0; i < s->nstages; i++)
+    if (kg_sched_expr_reads(s->stages[i]->body, t)) s->stages[i]->body = layout_reads(s, s->stages[i]->body, &m);
   kg_sched_reset_roots(s, st);
   return 0;
 }

@@ -441,6 +441,7 @@ int kg_schedule_apply(kg_schedule *s, const kg_step *step, char *err, size_t err
     case KG_STEP_TENSORIZE: rc = kg_sched_tensorize(s, st, step, err, errlen); break;
     case KG_STEP_WIDEN: rc = prim_widen(st, err, errlen); break;
     case KG_STEP_BFDOT: rc = kg_sched_bfdot(s, st, step, err, errlen); break;
+    case KG_STEP_SPLIT_STORAGE: rc = kg_sched_split_storage(s, st, step, err, errlen); break;
     default: rc = kg_sched_fail(err, errlen, "%s: unsupported", prim); break;
     }
   }

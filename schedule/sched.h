@@ -144,7 +144,9 @@ typedef struct kg_sstage {
  *                                       with one mma.sync.m16n8k16 (kg_sstage.mma, kg_sched_mma_plan)
  *   widen STAGE                         STAGE, a cache_read copy of an f16/bf16 tensor, stores f32 (exact)
  *   bfdot STAGE ROWS COLS K             names = {ROWS, COLS, K}: those loops computed with bf16 pair dot products
- *                                       (C target; kg_sstage.bfdot, kg_sched_bfdot_plan) */
+ *                                       (C target; kg_sstage.bfdot, kg_sched_bfdot_plan)
+ *   split_storage STAGE AXIS FACTOR     names = {AXIS}, ints = {FACTOR}: STAGE's tensor stores AXIS as AXIS.o in
+ *                                       its place and AXIS.i (FACTOR wide) innermost (readers rewritten) */
 /* name, text, then the step's form: how many names (min, max) and how many integers follow the stage. */
 #define KG_STEPS(X)                                                                                         \
   X(SPLIT, "split", 1, 1, 1) X(TILE, "tile", 2, 2, 2) X(REORDER, "reorder", 2, KG_STEP_MAX_NAMES, 0)          \
@@ -155,7 +157,7 @@ typedef struct kg_sstage {
   X(RFACTOR, "rfactor", 1, 1, 1) X(REORDER_STORAGE, "reorder_storage", 1, KG_STEP_MAX_NAMES, 0)               \
   X(STREAM, "stream", 0, 0, 0) X(PAD, "pad", 0, 0, 1) X(LAUNCH_BOUNDS, "launch_bounds", 0, 0, 1) \
   X(PIPELINE, "pipeline", 1, 1, 1) X(TENSORIZE, "tensorize", 3, 3, 0) X(WIDEN, "widen", 0, 0, 0) \
-  X(BFDOT, "bfdot", 3, 3, 0)
+  X(BFDOT, "bfdot", 3, 3, 0) X(SPLIT_STORAGE, "split_storage", 1, 1, 1)
 #define KG_SCHED_MAX_PIPELINE 4 /* ring buffers a `pipeline` step may ask for: past 4, shared memory runs out first */
 #define KG_SCHED_MAX_PAD 32 /* floats a `pad` step may add to each row: a bank period (32 words) at most */
 #define KG_SCHED_MAX_MIN_BLOCKS 32 /* resident blocks a `launch_bounds` step may ask for: every arch's maximum */

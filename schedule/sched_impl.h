@@ -58,6 +58,7 @@ int kg_sched_cache_read(kg_schedule *s, const kg_step *st, char *err, size_t err
 int kg_sched_cache_write(kg_schedule *s, kg_sstage *st, const kg_step *step, char *err, size_t errlen);
 int kg_sched_rfactor(kg_schedule *s, kg_sstage *st, const kg_step *step, char *err, size_t errlen);
 int kg_sched_reorder_storage(kg_schedule *s, kg_sstage *st, const kg_step *step, char *err, size_t errlen);
+int kg_sched_split_storage(kg_schedule *s, kg_sstage *st, const kg_step *step, char *err, size_t errlen);
 int kg_sched_tensorize(kg_schedule *s, kg_sstage *st, const kg_step *step, char *err, size_t errlen);
 int kg_sched_bfdot(kg_schedule *s, kg_sstage *st, const kg_step *step, char *err, size_t errlen);
 

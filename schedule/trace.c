@@ -91,6 +91,7 @@ static const char *const step_usage[KG_STEP_COUNT] = {
     [KG_STEP_TENSORIZE] = "STAGE ROWS COLS K",
     [KG_STEP_WIDEN] = "STAGE",
     [KG_STEP_BFDOT] = "STAGE ROWS COLS K",
+    [KG_STEP_SPLIT_STORAGE] = "STAGE AXIS FACTOR",
 };
 
 /* Tokens of one line (at most this many are looked at: more is an argument-count error anyway). */

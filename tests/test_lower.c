@@ -265,6 +265,43 @@ static void test_initfold(void) {
   outcome_free(&o);
 }
 
+/* The next register tile's output lines prefetched while a tile computes (lower/prefetch.c): one prefetch per
+ * line (a point at most a line apart along each row, and the row's last element), under a guard that keeps them
+ * inside the output; none where the loop around the tile is parallel or does not move the tile. */
+static void test_prefetch(void) {
+  const char *tile = "split C i 8\nsplit C j 16\nreorder C i.o j.o k i.i j.i\nvectorize C j.i\n";
+  outcome o = expect_ok("prefetch matmul", KG_TEST_MATMUL, "M=16 N=32 K=8", tile);
+  CHECK_STR_CONTAINS(o.code, "if (j_o + 1 < 2 && ");
+  CHECK_STR_CONTAINS(o.code, "kg_prefetch_w(&C[i_o * 256 + j_o * 16 + 16]);");
+  CHECK_STR_CONTAINS(o.code, "kg_prefetch_w(&C[i_o * 256 + j_o * 16 + 31]);");
+  CHECK_STR_CONTAINS(o.code, "kg_prefetch_w(&C[i_o * 256 + j_o * 16 + 255]);");
+  CHECKF(count(o.code, "kg_prefetch_w(&C[") == 16, "%d prefetches", count(o.code, "kg_prefetch_w(&C["));
+  CHECK_STR_CONTAINS(o.ir, "prefetch C[");
+  outcome_free(&o);
+  /* ragged rows (M=33): the guard bounds the next tile by the output's size; outputs poisoned, results verified */
+  o = expect_ok("prefetch ragged", KG_TEST_MATMUL, "M=33 N=32 K=8", tile);
+  CHECK_STR_CONTAINS(o.code, "< 1056)");
+  outcome_free(&o);
+  /* a tile of one row (i.i outside the reduction): hardware prefetchers follow rows themselves; none */
+  o = expect_ok("prefetch, one row", KG_TEST_MATMUL, "M=16 N=32 K=12",
+                "split C i 8\nsplit C j 16\nsplit C k 4\nreorder C i.o j.o k.o i.i k.i j.i\nvectorize C j.i\n");
+  CHECK(count(o.code, "kg_prefetch_w(&") == 0);
+  outcome_free(&o);
+  /* a short reduction (k of 4) would pay more for the hints than they save: none */
+  o = expect_ok("prefetch, short reduction", KG_TEST_MATMUL, "M=16 N=32 K=4", tile);
+  CHECK(count(o.code, "kg_prefetch_w(&") == 0);
+  outcome_free(&o);
+  /* a parallel loop's next iteration is another thread's */
+  o = expect_ok("prefetch, parallel loop", KG_TEST_MATMUL, "M=16 N=32 K=8",
+                "split C i 8\nsplit C j 16\nreorder C j.o i.o k i.i j.i\nparallel C i.o\nvectorize C j.i\n");
+  CHECK(count(o.code, "kg_prefetch_w(&") == 0);
+  outcome_free(&o);
+  /* CUDA has none */
+  outcome c = run_case(KG_TEST_MATMUL, "M=16 N=32 K=8", "", KG_TARGET_CUDA);
+  CHECK(c.code && count(c.code, "kg_prefetch_w(&") == 0);
+  outcome_free(&c);
+}
+
 /* Loop-bound tightening (C target): the guard of a non-dividing split around the store of a perfect nest becomes
  * the extent min(F, E - rest) of the inner loop, computed once before it. */
 static void test_tighten(void) {
@@ -797,6 +834,7 @@ int main(int argc, char **argv) {
   verbose = argc > 1 && !strcmp(argv[1], "-v");
   test_matmul();
   test_initfold();
+  test_prefetch();
   test_tighten();
   test_softmax();
   test_conv2d();

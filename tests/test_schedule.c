@@ -451,6 +451,60 @@ static void test_cache(void) {
   kg_program_free(p);
 }
 
+static const kg_expr *find_read(const kg_expr *e, const char *tensor) {
+  if (!e) return NULL;
+  if (e->kind == KG_EXPR_READ && strcmp(e->read.tensor->name, tensor) == 0) return e;
+  const kg_expr *r = NULL;
+  if (e->kind == KG_EXPR_UNARY || e->kind == KG_EXPR_BINARY) {
+    r = find_read(e->op.a, tensor);
+    if (!r) r = find_read(e->op.b, tensor);
+  } else if (e->kind == KG_EXPR_CALL) {
+    for (int i = 0; i < e->call.n && !r; i++) r = find_read(e->call.args[i], tensor);
+  }
+  return r;
+}
+
+/* split_storage: a cache stage's axis stored as outer and innermost dimensions; its axes follow and every read
+ * becomes [e / F] ... [e % F]; with reorder_storage, a blocked layout. Refused: outputs, factors that do not
+ * divide or are below 2, unknown axes, transformed or attached stages. */
+static void test_split_storage(void) {
+  kg_program *p = load_matmul();
+  if (!p) return;
+  kg_schedule *s = kg_schedule_new(p);
+  OK(s, "cache_read B local C");
+  ILLEGAL(s, "split_storage C j 16", "split_storage", "stage C", "writes a program output");
+  ILLEGAL(s, "split_storage B.local ax1 5", "split_storage", "loop ax1", "factor 5 does not divide the extent 32");
+  ILLEGAL(s, "split_storage B.local ax1 1", "split_storage", "loop ax1", "must be at least 2");
+  ILLEGAL(s, "split_storage B.local k 16", "split_storage", "loop k", "not a spatial axis");
+  OK(s, "split_storage B.local ax1 16");
+  kg_sstage *bl = kg_schedule_find_stage(s, "B.local");
+  CHECK(bl && bl->out->ndim == 3 && bl->out->shape[0] == 48 && bl->out->shape[1] == 2 && bl->out->shape[2] == 16);
+  CHECKF(strcmp(leaves(s, "B.local"), "ax0(48) ax1.o(2) ax1.i(16)") == 0, "%s", leaves(s, "B.local"));
+  kg_sstage *c = kg_schedule_find_stage(s, "C");
+  const kg_expr *r = c ? find_read(c->body, "B.local") : NULL;
+  CHECK(r && r->read.n == 3 && r->read.idx[1]->kind == KG_EXPR_BINARY && r->read.idx[1]->op.op == KG_OP_DIV &&
+        r->read.idx[2]->kind == KG_EXPR_BINARY && r->read.idx[2]->op.op == KG_OP_MOD &&
+        r->read.idx[2]->op.b->kind == KG_EXPR_NUM && r->read.idx[2]->op.b->num.i == 16);
+  OK(s, "reorder_storage B.local ax1.o ax0 ax1.i");
+  CHECKF(strcmp(leaves(s, "B.local"), "ax1.o(2) ax0(48) ax1.i(16)") == 0, "%s", leaves(s, "B.local"));
+  OK(s, "split B.local ax0 8");
+  ILLEGAL(s, "split_storage B.local ax0 4", "split_storage", "stage B.local", "already transformed");
+  kg_schedule_free(s);
+  kg_program_free(p);
+  /* a program temporary (the padded input) in blocks of channels (NCHW2c): the schedule's own copy, the program's
+   * keeps its declared shape */
+  p = load_conv2d();
+  if (!p) return;
+  s = kg_schedule_new(p);
+  const kg_tensor *pt = kg_schedule_find_stage(s, "P")->out;
+  OK(s, "split_storage P c 2\nreorder_storage P n c.o h w c.i");
+  CHECKF(strcmp(leaves(s, "P"), "n(1) c.o(1) h(8) w(7) c.i(2)") == 0, "%s", leaves(s, "P"));
+  CHECK(pt->ndim == 4 && kg_schedule_find_stage(s, "P")->out->ndim == 5);
+  CHECK(!kg_sched_expr_reads(kg_schedule_find_stage(s, "Y")->body, pt));
+  kg_schedule_free(s);
+  kg_program_free(p);
+}
+
 /* reorder_storage: a cache stage's tensor takes the dimension order given, its axes follow, and every read of it
  * is rewritten; anything but an untransformed cache stage at root is refused. */
 static void test_reorder_storage(void) {
@@ -686,9 +740,11 @@ static void test_random(void) {
     /* pad, launch_bounds and pipeline: shared memory's and CUDA kernels' (the GPU sketches choose them);
      * tensorize: f16/bf16 GEMM stages' on CUDA (hand-written schedules; tests/test_tensorize.c); widen: copies
      * of f16/bf16 tensors, which these f32 programs do not have (tests/test_lowp.c draws it); bfdot: bf16 GEMM
-     * stages' on the C target (the cpu/tile-rk sketch; tests/test_bfdot.c) */
+     * stages' on the C target (the cpu/tile-rk sketch; tests/test_bfdot.c); split_storage, like reorder_storage,
+     * is hand-written schedules' (test_split_storage, tests/cli/test_cli_layout.sh) */
     if (k != KG_STEP_BIND && k != KG_STEP_REORDER_STORAGE && k != KG_STEP_PAD && k != KG_STEP_LAUNCH_BOUNDS &&
-        k != KG_STEP_PIPELINE && k != KG_STEP_TENSORIZE && k != KG_STEP_WIDEN && k != KG_STEP_BFDOT)
+        k != KG_STEP_PIPELINE && k != KG_STEP_TENSORIZE && k != KG_STEP_WIDEN && k != KG_STEP_BFDOT &&
+        k != KG_STEP_SPLIT_STORAGE)
       CHECKF(seen[0][k] > 0, "C target never drew %s", kg_step_names[k]);
     if (k == KG_STEP_PAD || k == KG_STEP_PIPELINE)
       CHECKF(seen[0][k] == 0, "C target drew %s (shared memory)", kg_step_names[k]);
@@ -696,7 +752,7 @@ static void test_random(void) {
      * leaves stages at root by not moving them; streaming stores are the C target's */
     if (k != KG_STEP_TILE && k != KG_STEP_PARALLEL && k != KG_STEP_COMPUTE_ROOT && k != KG_STEP_STREAM &&
         k != KG_STEP_REORDER_STORAGE && k != KG_STEP_LAUNCH_BOUNDS && k != KG_STEP_TENSORIZE && k != KG_STEP_WIDEN &&
-        k != KG_STEP_BFDOT)
+        k != KG_STEP_BFDOT && k != KG_STEP_SPLIT_STORAGE)
       CHECKF(seen[1][k] > 0, "CUDA target never drew %s", kg_step_names[k]);
   }
 }
@@ -865,6 +921,7 @@ int main(void) {
   test_placement();
   test_cache();
   test_reorder_storage();
+  test_split_storage();
   test_pad();
   test_launch_bounds();
   test_pipeline();

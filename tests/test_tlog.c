@@ -45,6 +45,7 @@ static const char *all_steps =
     "tensorize C.local i.i.o j.i.i k.i\n"
     "widen A.shared\n"
     "bfdot C.r0 i.i.i j.i k.i\n"
+    "split_storage B.local ax1 32\n"
     "split C.ünï x 9223372036854775807\n";
 
 /* A record for tests: every field set, values drawn from seed; strings are static or in the fixture. */
@@ -226,7 +227,7 @@ static void test_round_trip(void) {
       const kg_tlog_record *d = &log.recs[0];
       CHECK(d->v == KG_TLOG_VERSION);
       CHECK(records_equal(&f.r, d));
-      CHECK(d->trace.nsteps == 24);
+      CHECK(d->trace.nsteps == 25);
       int seen[KG_STEP_COUNT] = {0}, kinds = 0;
       for (int i = 0; i < d->trace.nsteps; i++) kinds += !seen[d->trace.steps[i].kind]++;
       CHECK(kinds == KG_STEP_COUNT);

@@ -2,7 +2,10 @@
 # reorder_storage: packed weights and an accumulator with the output channels innermost (the convolution layout
 # whose vector lanes read contiguous output channels) verify at odd sizes, where no tile divides, and so does a program
 # temporary stored in another order (the schedule's own copy, with a dynamic batch); --dump ir shows
-# the new layout; an illegal use is an error naming the primitive, the stage and the loop.
+# the new layout; an illegal use is an error naming the primitive, the stage and the loop. split_storage: B of a
+# GEMM packed once per reduction block into panels of 32 columns (BLAS's layout), read with plain strides, on the
+# C target and the emulator; the register tiles prefetch their next tile's output lines (lower/prefetch.c), and
+# results verify where no tile divides and with a dynamic M (where no prefetch is made).
 set -u
 . "$(dirname "$0")/common.inc"
 CONV=bench/workloads/conv2d_3x3.te
@@ -49,4 +52,38 @@ printf 'reorder_storage Y n y x f\n' > "$T/out.sched"
 expect 1 "reorder_storage of an output" -- $K run conv2d -D N=3 -D C=3 -D H=9 -D W=7 -D F=4 --target c \
   --schedule "$T/out.sched"
 has err "reorder_storage: stage Y: loop n: it writes a program output" "the error says why"
+cat > "$T/blis.sched" <<'S'
+split C k 16
+split C i 24
+split C i.i 8
+split C j 32
+reorder C k.o i.o j.o i.i.o k.i i.i.i j.i
+parallel C i.o
+cache_read B local C
+split_storage B.local ax1 32
+reorder_storage B.local ax1.o ax0 ax1.i
+compute_at B.local C k.o
+vectorize B.local ax1.i
+cache_read A local C
+compute_at A.local C i.o
+unroll C i.i.i
+vectorize C j.i
+S
+for dyn in "" "--dynamic M"; do
+  expect 0 "matmul, B in panels ($dyn)" -- $K run matmul -D M=70 -D N=64 -D K=40 $dyn --target c --schedule "$T/blis.sched"
+  has out "verify: ok" "it verifies ($dyn)"
+done
+expect 0 "dump c" -- $K lower matmul -D M=70 -D N=64 -D K=40 --target c --schedule "$T/blis.sched" --dump c
+has out "B_local\[ax1_o \* 512 \+ ax0 \* 32 \+ ax1_i\] = B\[" "B.local is [N/32][K][32], filled in order"
+has out "\* B_local\[j_o \* 512 \+ k_i \* 32 \+ j_i\]" "the tile reads a panel with plain strides, no division"
+grep -q "B_local\[kg_floor" "$T/out" && { echo "FAIL: a division left in B.local's index"; fail=1; }
+has out "kg_prefetch_w\(&C\[" "the register tile prefetches its next tile's output"
+expect 0 "dump c, dynamic M" -- $K lower matmul -D M=70 -D N=64 -D K=40 --dynamic M --target c --schedule "$T/blis.sched" --dump c
+grep -q "kg_prefetch_w(&C" "$T/out" && { echo "FAIL: a prefetch into an output of dynamic size"; fail=1; }
+printf 'cache_read B local C\nsplit_storage B.local ax1 4\nreorder_storage B.local ax1.o ax0 ax1.i\n' > "$T/e.sched"
+expect 0 "matmul, B in panels, emulated" -- $K run matmul -D M=33 -D N=20 -D K=17 --emulate --schedule "$T/e.sched"
+has out "verify: ok" "it verifies on the emulator"
+printf 'cache_read B local C\nsplit_storage B.local ax1 3\n' > "$T/bad.sched"
+expect 1 "split_storage, a factor that does not divide" -- $K run matmul -D M=33 -D N=20 -D K=17 --target c --schedule "$T/bad.sched"
+has err "split_storage: stage B.local: loop ax1: factor 3 does not divide the extent 20" "the error names primitive, stage, loop"
 exit $fail
