@@ -1016,18 +1016,26 @@ static int remeasure(task *tk, char *const *texts, int n, const kg_tune_opts *o,
       tk->run_s += r.run_s;
     }
   }
+  /* every measurement that came back is logged, also after a failed submit or wait (whose error is the one
+   * reported): it was made, and a later run then need not make it again */
+  char lerr[1024];
+  int lrc = 0;
   for (int i = 0; i < n; i++) {
     if (!got[i]) continue;
-    if (rc == 0 && res[i].env_fault) rc = env_stop(tk, &res[i], 0, err, errlen);
-    if (rc == 0 && !res[i].env_fault) {
-      rc = log_result(w, tk, &s[i]->trace, &res[i], NULL, o->pool ? &who[i] : NULL, err, errlen);
+    if (lrc == 0 && res[i].env_fault) lrc = env_stop(tk, &res[i], 0, lerr, sizeof lerr);
+    if (lrc == 0 && !res[i].env_fault) {
+      lrc = log_result(w, tk, &s[i]->trace, &res[i], NULL, o->pool ? &who[i] : NULL, lerr, sizeof lerr);
       double t = rank_time(tk, &res[i]);
       if (t <= 0 || plausible(tk, t, NULL, NULL, 0)) add_result(tk, texts[i], t, NULL);
       tk->confirmed++;
     }
     kg_measure_result_free(&res[i]);
   }
-  if (rc == 0 && w) rc = kg_tlog_flush(w, err, errlen);
+  if (lrc == 0 && w) lrc = kg_tlog_flush(w, lerr, sizeof lerr);
+  if (rc == 0 && lrc != 0) {
+    rc = lrc;
+    snprintf(err, errlen, "%s", lerr);
+  }
   for (int i = 0; i < n; i++) kg_schedule_free(s[i]);
   free(s);
   free(c);

@@ -2,6 +2,7 @@
  * measures with (dist/ adds the messages): every trial logged once and named by its worker, results from several
  * workers, the budget kept, resume adds only new schedules, and workers on different devices each get their own
  * search, logged with their own target. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +165,68 @@ static void test_two_groups(kg_program *p) {
   pool->free(pool);
 }
 
+/* A pool whose submit fails once the confirmation has sent `ok` measurements (its tags start at INT64_MAX / 2):
+ * the rest forwards to a local pool. */
+typedef struct flaky_pool {
+  kg_pool base;
+  kg_pool *inner;
+  int ok, sent;
+} flaky_pool;
+
+static int flaky_open(kg_pool *pl, const kg_program *p, const kg_measure_opts *o, kg_pool_target *targets,
+                      char *err, size_t errlen) {
+  flaky_pool *f = (flaky_pool *)pl;
+  return f->inner->open(f->inner, p, o, targets, err, errlen);
+}
+static int flaky_room(kg_pool *pl, int group) {
+  flaky_pool *f = (flaky_pool *)pl;
+  return f->inner->room(f->inner, group);
+}
+static int flaky_submit(kg_pool *pl, int handle, int group, const kg_trace *trace, int64_t tag, char *err,
+                        size_t errlen) {
+  flaky_pool *f = (flaky_pool *)pl;
+  if (tag >= INT64_MAX / 2 && f->sent++ >= f->ok) {
+    snprintf(err, errlen, "flaky pool: the link to the workers broke");
+    return -1;
+  }
+  return f->inner->submit(f->inner, handle, group, trace, tag, err, errlen);
+}
+static int flaky_wait(kg_pool *pl, kg_pool_result *out, char *err, size_t errlen) {
+  flaky_pool *f = (flaky_pool *)pl;
+  return f->inner->wait(f->inner, out, err, errlen);
+}
+static void flaky_free(kg_pool *pl) {
+  flaky_pool *f = (flaky_pool *)pl;
+  f->inner->free(f->inner);
+}
+
+/* The confirmation through a pool whose submit fails partway: the tune fails with the pool's error, and what the
+ * workers measured before (the search, and the confirmations that went out) is in the log. */
+static void test_confirm_submit_fails(kg_program *p) {
+  char log[320];
+  snprintf(log, sizeof log, "%s/flaky.kglog", tmpdir);
+  kg_pool *inner = kg_pool_local_new(2, 1, NULL);
+  CHECK(inner != NULL);
+  if (!inner) return;
+  flaky_pool f = {{flaky_open, flaky_room, flaky_submit, flaky_wait, flaky_free, inner->ngroups, inner->nworkers},
+                  inner, 2, 0};
+  kg_tune_task t = {p, "matmul", NULL, NULL};
+  kg_tune_opts o;
+  opts(&o, log, 8, &f.base);
+  o.confirm = 3;
+  o.confirm_runs = 2;
+  kg_tune_report rep;
+  char err[2048] = "";
+  int rc = kg_tune(&t, 1, &o, &rep, err, sizeof err);
+  CHECKF(rc == -1 && strstr(err, "the link to the workers broke"), "rc %d: %s", rc, err);
+  kg_tune_report_free(&rep);
+  log_facts lf;
+  facts(log, &lf);
+  CHECKF(lf.n == 8 + 2 && lf.dup == 2 && lf.no_worker == 0, "%d records, %d twice, %d without a worker", lf.n,
+         lf.dup, lf.no_worker);
+  f.base.free(&f.base);
+}
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/kgen-test-tune-pool-XXXXXX");
   if (!mkdtemp(tmpdir)) {
@@ -175,6 +238,7 @@ int main(void) {
   if (p) {
     test_one_group(p);
     test_two_groups(p);
+    test_confirm_submit_fails(p);
   }
   kg_program_free(p);
   char cmd[400];
