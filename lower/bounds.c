@@ -86,6 +86,21 @@ static lin lin_add_const(kg_arena *a, const lin *x, int64_t c) {
   return lin_combine(a, x, 1, &y, 1);
 }
 
+/* 1 when every coefficient and the constant of l are multiples of c: l / c is then exact for every value */
+static int lin_divisible(const lin *l, int64_t c) {
+  if (!l->ok || l->c % c != 0) return 0;
+  for (int i = 0; i < l->n; i++)
+    if (l->t[i].coef % c != 0) return 0;
+  return 1;
+}
+
+static lin lin_divide(kg_arena *a, const lin *l, int64_t c) {
+  lin r = lin_const(l->c / c);
+  r.t = KG_NEW_ARRAY(a, lterm, l->n + 1);
+  for (int i = 0; i < l->n; i++) r.t[r.n++] = (lterm){l->t[i].atom, l->t[i].coef / c};
+  return r;
+}
+
 static lin lin_from_ir(kg_arena *a, kg_irexpr *e, kg_irexpr *const *lets, int nlets) {
   switch (e->kind) {
     case KG_IRE_INT: return lin_const(e->i);
@@ -299,21 +314,6 @@ typedef struct ival {
 } ival;
 
 static ival ival_bad(void) { return (ival){0, {0, 0, NULL, 0}, 0}; }
-
-/* 1 when every coefficient and the constant of l are multiples of c: l / c is then exact for every value */
-static int lin_divisible(const lin *l, int64_t c) {
-  if (!l->ok || l->c % c != 0) return 0;
-  for (int i = 0; i < l->n; i++)
-    if (l->t[i].coef % c != 0) return 0;
-  return 1;
-}
-
-static lin lin_divide(kg_arena *a, const lin *l, int64_t c) {
-  lin r = lin_const(l->c / c);
-  r.t = KG_NEW_ARRAY(a, lterm, l->n + 1);
-  for (int i = 0; i < l->n; i++) r.t[r.n++] = (lterm){l->t[i].atom, l->t[i].coef / c};
-  return r;
-}
 static ival ival_const(int64_t lo, int64_t ext) { return (ival){1, lin_const(lo), ext}; }
 
 typedef struct rctx {

@@ -39,17 +39,8 @@ typedef struct pctx {
   kg_irexpr **lets;       /* by variable id: LET values seen so far */
   kg_irstmt *loops[PF_MAX_LOOPS]; /* the FORs around the statement being visited, outermost first */
   int nloops;
-  int clean_from; /* loops[clean_from..] hold only SEQs, LETs and IFs between them and the statement */
+  int clean_from; /* loops[clean_from..]: only SEQs, LETs, IFs, ALLOCs and one-iteration loops inside them */
 } pctx;
-
-static int var_in(const kg_irexpr *e, const kg_irvar *v) {
-  if (e->kind == KG_IRE_VAR) return e->var == v;
-  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
-  int n = kg_ir_children((kg_irexpr *)e, kids);
-  for (int i = 0; i < n; i++)
-    if (var_in(*kids[i], v)) return 1;
-  return 0;
-}
 
 /* The store nest of buf in s: its constant loops (outermost first) and the store; 0 when s is not one. LETs on
  * the way are recorded in P->lets. */
@@ -111,7 +102,8 @@ static kg_irstmt *plan(pctx *P, const kg_irstmt *s) {
   if (buf->tensor)
     for (int d = 0; d < buf->tensor->ndim; d++)
       if (buf->tensor->dyn[d]) return NULL; /* a parameter's size bound is not its size */
-  if (s->alloc.body->kind != KG_IRS_SEQ) return NULL;
+  /* a short reduction would pay for the hints more than they save */
+  if (s->alloc.body->kind != KG_IRS_SEQ || red_ext(s, acc) < PF_MIN_REDUCTION) return NULL;
   /* the store nest: the last item that is one */
   const kg_irstmt *nest[PF_MAX_NEST], *st = NULL;
   int depth = 0;
@@ -133,6 +125,11 @@ static kg_irstmt *plan(pctx *P, const kg_irstmt *s) {
       if (l.t[t].atom->kind == KG_IRE_VAR && l.t[t].atom->var == f->loop.var) loop = f, pcoef = l.t[t].coef;
   }
   if (!loop || loop->loop.kind != KG_LOOP_SERIAL) return NULL;
+  /* the variables that move the tile (P's and the nest's): a nonaffine atom over them has no next-tile form */
+  unsigned char *moving = KG_NEW_ARRAY(P->a, unsigned char, P->nvars);
+  if (loop->loop.var->id < P->nvars) moving[loop->loop.var->id] = 1;
+  for (int d = 0; d < depth; d++)
+    if (nest[d]->loop.var->id < P->nvars) moving[nest[d]->loop.var->id] = 1;
   /* the tile's offsets: nest terms enumerated, the rest (the next tile's base) kept symbolic */
   int64_t coef[PF_MAX_NEST] = {0}, ext[PF_MAX_NEST];
   kg_affine base = l;
@@ -147,11 +144,7 @@ static kg_irstmt *plan(pctx *P, const kg_irstmt *s) {
       coef[k] = l.t[t].coef;
       continue;
     }
-    if (at->kind != KG_IRE_VAR) {
-      if (var_in(at, loop->loop.var)) return NULL;
-      for (int d = 0; d < depth; d++)
-        if (var_in(at, nest[d]->loop.var)) return NULL;
-    }
+    if (at->kind != KG_IRE_VAR && kg_ir_uses_marked(at, moving, P->nvars)) return NULL;
     base.t[base.n++] = l.t[t];
   }
   if (__builtin_add_overflow(base.c, pcoef, &base.c)) return NULL;
@@ -172,22 +165,20 @@ static kg_irstmt *plan(pctx *P, const kg_irstmt *s) {
   qsort(off, (size_t)n, sizeof *off, cmp_i64);
   /* points at most a line apart along each run, and each run's last element: every line touched holds one */
   int64_t line = buf->dtype == KG_DT_F32 ? 16 : 32, pts[PF_MAX_LINES];
-  int np = 0, ok = 1;
+  int np = 0, ok = 1, runs = 0;
   for (int64_t i = 0; i < n && ok; i++) {
     int last_of_run = i + 1 == n || off[i + 1] > off[i] + 1;
+    runs += last_of_run;
     if (np && off[i] == pts[np - 1]) continue;
     if (np == 0 || off[i] >= pts[np - 1] + line || last_of_run) {
       if (np == PF_MAX_LINES) ok = 0;
       else pts[np++] = off[i];
     }
   }
-  int runs = 1;
-  for (int64_t i = 0; i + 1 < n; i++) runs += off[i + 1] > off[i] + 1;
   int64_t lo = off[0], hi = off[n - 1];
   free(off);
-  /* one run (a row) is what hardware prefetchers follow themselves; a short reduction would pay for the hints
-   * more than they save */
-  if (!ok || runs < 2 || red_ext(s, acc) < PF_MIN_REDUCTION) return NULL;
+  /* one run (a row) is what hardware prefetchers follow themselves */
+  if (!ok || runs < 2) return NULL;
   kg_arena *a = P->a;
   kg_irexpr *b = kg_bounds_affine_ir(a, &base);
   kg_irexpr *pv = kg_ir_var(a, loop->loop.var);
@@ -232,7 +223,7 @@ static void visit(pctx *P, kg_irstmt *s) {
     case KG_IRS_ALLOC: {
       if (s->alloc.buf->reg_acc) {
         kg_irstmt *pf = plan(P, s);
-        if (pf && s->alloc.body->kind == KG_IRS_SEQ) {
+        if (pf) { /* plan made it for a SEQ body */
           kg_irstmt *seq = s->alloc.body;
           kg_ir_seq_push(P->a, seq, pf); /* grows the array; then moved to the front */
           memmove(&seq->seq.items[1], &seq->seq.items[0], sizeof(*seq->seq.items) * (size_t)(seq->seq.n - 1));

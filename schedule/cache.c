@@ -421,16 +421,6 @@ int kg_sched_rfactor(kg_schedule *s, kg_sstage *st, const kg_step *step, char *e
   return 0;
 }
 
-/* ---- reorder_storage S AXIS... ----
- * Requires: S not a program output (the caller owns its layout; inputs are no stage), at root, untransformed,
- * nothing computed at its loops; AXIS... every spatial axis of S once. S's tensor -- a copy cache_read or
- * cache_write made, or a program temporary, which the schedule then replaces by its own copy of the tensor so
- * that the program and other schedules keep the declared layout -- takes its dimensions in the order given (the
- * last is contiguous in memory); S's spatial axes follow them, so its default loop nest walks the new layout in
- * order, and every read of the tensor is rewritten to match. A cache_read of an operand whose vector lanes would
- * read it with a stride (a convolution's weights F,C,R,S read along F) so becomes a packed copy that the lanes
- * read contiguously; a cache_write's local accumulator likewise keeps the lanes' axis innermost; attention's score
- * block stored keys-major makes the softmax's reductions over the keys vertical vector operations. */
 /* How a storage primitive changes the reads of tensor t: reads of t read nt instead, their indices permuted
  * (perm[d]: the old dimension that becomes d) or dimension a split by f (t[.., e, ..] -> t[.., e / f, .., e % f]). */
 typedef struct layout_map {
@@ -498,6 +488,16 @@ static int storage_owned(const kg_schedule *s, const kg_sstage *st, const char *
   return 0;
 }
 
+/* ---- reorder_storage S AXIS... ----
+ * Requires: S not a program output (the caller owns its layout; inputs are no stage), at root, untransformed,
+ * nothing computed at its loops; AXIS... every spatial axis of S once. S's tensor -- a copy cache_read or
+ * cache_write made, or a program temporary, which the schedule then replaces by its own copy of the tensor so
+ * that the program and other schedules keep the declared layout -- takes its dimensions in the order given (the
+ * last is contiguous in memory); S's spatial axes follow them, so its default loop nest walks the new layout in
+ * order, and every read of the tensor is rewritten to match. A cache_read of an operand whose vector lanes would
+ * read it with a stride (a convolution's weights F,C,R,S read along F) so becomes a packed copy that the lanes
+ * read contiguously; a cache_write's local accumulator likewise keeps the lanes' axis innermost; attention's score
+ * block stored keys-major makes the softmax's reductions over the keys vertical vector operations. */
 int kg_sched_reorder_storage(kg_schedule *s, kg_sstage *st, const kg_step *step, char *err, size_t errlen) {
   const char *first = step->nnames ? step->names[0] : "?";
   if (storage_owned(s, st, "reorder_storage", first, err, errlen)) return -1;
