@@ -4,8 +4,9 @@
  * after it. Those rows lie a row stride apart (4 KB for a 1024-wide f32 output), which no hardware prefetcher
  * follows, so every tile starts with a stall on misses to the outer caches: a GEMM's 8 x 32 tile loads 16 lines
  * (or, where initfold.c made the first load a constant, fetches them for the stores) once per reduction block,
- * and at M=4096, N=K=1024 on one Xeon core the kernel ran about 7% slower for it (62 ms against 58 ms with the
- * prefetch below). So while a tile computes, the lines of the tile the enclosing loop visits next are fetched:
+ * and at M=4096, N=K=1024 on two Xeon cores the kernel took 1.140 of PyTorch eager's time without the prefetch
+ * below and 1.084 with it (bench/results/cpu-prefetch-2026-12-06-intel.md). So while a tile computes, the lines
+ * of the tile the enclosing loop visits next are fetched:
  *   P { ... alloc kg_acc { IF (p + 1 < extent(P) && the next tile lies in buf) { prefetch buf[...] ... }
  *                          load nest   L { ... }   store nest } ... }
  * one prefetch per cache line the next tile touches (a point every line's worth of elements along each
