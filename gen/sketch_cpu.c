@@ -49,10 +49,6 @@
 #include "space.h"
 
 #define MAX_STAGES 64
-/* f32 lanes of a vector register (AVX-512), and the register tile's accumulator vectors that fit in the 32 vector
- * registers next to its operands (a broadcast row value and the column vectors) */
-#define VEC_LANES 16
-#define MAX_ACC_VECTORS 24
 
 typedef enum { CLS_ELEM, CLS_LIGHT, CLS_HEAVY } stage_class;
 
@@ -372,7 +368,7 @@ static int carry_row_blocks(kg_rz *z, kg_sstage *c, kg_sstage *h, int row, int l
   for (int k = 1; k <= nouter && !z->b.failed; k++) p = kg_builder_fuse(&z->b, c, p, ord[k]);
   kg_builder_annotate(&z->b, KG_STEP_PARALLEL, c, p, KG_THREAD_NONE);
   kg_iter *in = roots[last];
-  if (in->extent > VEC_LANES) kg_builder_split(&z->b, c, in, VEC_LANES, &in);
+  if (in->extent > kg_rz_lanes(z)) kg_builder_split(&z->b, c, in, kg_rz_lanes(z), &in);
   kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, c, in, KG_THREAD_NONE);
   kg_builder_compute_at(&z->b, h, c, p);
   return !z->b.failed;
@@ -390,7 +386,9 @@ static void tile_heavy(kg_rz *z, kg_sstage *h, sketch_kind kind) {
   int64_t rext = row >= 0 ? h->roots[row]->extent : 1, lext = h->roots[last]->extent;
   if (ri > rext) ri = rext;
   if (rj > lext) rj = lext;
-  if (row >= 0 && ri * ((rj + VEC_LANES - 1) / VEC_LANES) > MAX_ACC_VECTORS) {
+  /* the accumulators must fit the registers of the space's level beside the operands */
+  int64_t L = kg_rz_lanes(z);
+  if (row >= 0 && ri * ((rj + L - 1) / L) > kg_rz_max_acc(z)) {
     kg_builder_fail(&z->b, "stage %s: a %lldx%lld register tile spills", h->name, (long long)ri, (long long)rj);
     return;
   }
@@ -518,8 +516,8 @@ static void tile_heavy(kg_rz *z, kg_sstage *h, sketch_kind kind) {
   if (row >= 0) ord[n++] = a->roots[pos[row]];
   kg_iter *lane = a->roots[pos[last]], *lane_o = NULL;
   int64_t lw = rj < lext ? rj : lext;
-  if (last != nax - 1 && lw > VEC_LANES && lw % VEC_LANES == 0)
-    lane_o = kg_builder_split(&z->b, a, lane, VEC_LANES, &lane);
+  if (last != nax - 1 && lw > kg_rz_lanes(z) && lw % kg_rz_lanes(z) == 0)
+    lane_o = kg_builder_split(&z->b, a, lane, kg_rz_lanes(z), &lane);
   if (lane_o) ord[n++] = lane_o;
   ord[n++] = lane;
   if (z->b.failed) return;
@@ -621,13 +619,14 @@ static int pow2_values(int64_t extent, int64_t lo, int64_t cap, int64_t *out) {
   return n;
 }
 
-/* Register-tile columns along an axis of the given extent: whole vectors up to 64 lanes; the extent itself when
- * it is at most 64 (a short axis in one tile), or half a vector when that divides it (no remainder loop). */
-static int vector_col_values(int64_t extent, int64_t *out) {
+/* Register-tile columns along an axis of the given extent: whole vectors of L lanes, up to four; the extent itself
+ * when it is at most four vectors (a short axis in one tile), or half a vector when that divides it (no remainder
+ * loop). */
+static int vector_col_values(int64_t extent, int64_t L, int64_t *out) {
   int n = 0;
-  if (extent % (VEC_LANES / 2) == 0 && extent % VEC_LANES) out[n++] = VEC_LANES / 2;
-  for (int64_t v = VEC_LANES; v <= 4 * VEC_LANES && v <= extent; v += VEC_LANES) out[n++] = v;
-  if (extent <= 4 * VEC_LANES && extent % VEC_LANES && extent != VEC_LANES / 2) out[n++] = extent;
+  if (extent % (L / 2) == 0 && extent % L) out[n++] = L / 2;
+  for (int64_t v = L; v <= 4 * L && v <= extent; v += L) out[n++] = v;
+  if (extent <= 4 * L && extent % L && extent != L / 2) out[n++] = extent;
   return n;
 }
 
@@ -684,11 +683,12 @@ static void add_heavy_knobs(kg_sketch *sk, const kg_schedule *s, const kg_sstage
     add_knob(sk, KG_KNOB_UNROLL, h->name, "unroll", (const int64_t[]){1, 64}, 2);
   }
   int64_t le = h->roots[last]->extent;
-  int n = vector_col_values(le, v);
+  int64_t L = sk->space->cpu.lanes;
+  int n = vector_col_values(le, L, v);
   /* register columns for every lane axis: the union of their values, in increasing order */
   for (int l = 0; l + 1 < nlanes; l++) {
     int64_t w[KG_KNOB_MAX_VALUES];
-    int m = vector_col_values(h->roots[lanes[l]]->extent, w);
+    int m = vector_col_values(h->roots[lanes[l]]->extent, L, w);
     for (int i = 0; i < m; i++) {
       int k = 0;
       while (k < n && v[k] < w[i]) k++;

@@ -31,10 +31,6 @@
 #include "realize.h"
 #include "space.h"
 
-/* f32 lanes of an AVX-512 register, and the accumulator vectors a register tile may hold (as in sketch_cpu.c) */
-#define VEC_LANES 16
-#define MAX_ACC_VECTORS 24
-
 typedef struct attn_shape {
   int h1, out; /* stage indices in the default schedule */
   int rowpos;  /* the row axis of every stage of the block */
@@ -135,7 +131,8 @@ static int find_shape(const kg_schedule *s, attn_shape *sh) {
   return 0;
 }
 
-static int64_t vectors(int64_t lanes) { return (lanes + VEC_LANES - 1) / VEC_LANES; }
+/* The vector registers n lanes take at the space's level. */
+static int64_t vectors(const kg_rz *z, int64_t n) { return (n + kg_rz_lanes(z) - 1) / kg_rz_lanes(z); }
 
 /* x's root loop of axis v (reorder_storage reorders a stage's axes, so positions do not last). */
 static kg_iter *root_of(const kg_sstage *x, const kg_ivar *v) {
@@ -180,7 +177,7 @@ static void register_tile(kg_rz *z, kg_sstage *x, kg_iter *r, kg_iter *c, int64_
   if (z->b.failed || !r || !c) return;
   if (ri > r->extent) ri = r->extent;
   if (cj > c->extent) cj = c->extent;
-  if (ri * vectors(cj) > MAX_ACC_VECTORS) {
+  if (ri * vectors(z, cj) > kg_rz_max_acc(z)) {
     kg_builder_fail(&z->b, "stage %s: a %lldx%lld register tile spills", x->name, (long long)ri, (long long)cj);
     return;
   }
@@ -245,7 +242,7 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
   kg_builder_annotate(&z.b, KG_STEP_PARALLEL, A, p, KG_THREAD_NONE);
   if (z.b.failed) goto done;
   if (is_heavy(A)) {
-    register_tile(&z, A, rin, A->roots[A->nax - 1], kg_rz_knob(&z, A->name, "ri", 4), kg_rz_knob(&z, A->name, "cj", VEC_LANES));
+    register_tile(&z, A, rin, A->roots[A->nax - 1], kg_rz_knob(&z, A->name, "ri", 4), kg_rz_knob(&z, A->name, "cj", kg_rz_lanes(&z)));
   } else if (A->nrax == 0) {
     kg_builder_annotate(&z.b, KG_STEP_VECTORIZE, A, A->leaves[A->nleaves - 1], KG_THREAD_NONE);
   }
@@ -270,7 +267,7 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
       kg_iter *key = root_of(x, keyv);
       if (col) {
         int64_t rj = kg_rz_knob(&z, x->name, "rj", 4);
-        if (rj * vectors(ti) > MAX_ACC_VECTORS) {
+        if (rj * vectors(&z, ti) > kg_rz_max_acc(&z)) {
           kg_builder_fail(&z.b, "stage %s: a %lldx%lld register tile spills", x->name, (long long)rj, (long long)ti);
           break;
         }
@@ -292,12 +289,12 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
         kg_builder_annotate(&z.b, KG_STEP_VECTORIZE, x, row, KG_THREAD_NONE);
         pack_operand(&z, x, rowv, keyv, 1, A, p);
       } else {
-        register_tile(&z, x, row, key, kg_rz_knob(&z, x->name, "ri", 4), kg_rz_knob(&z, x->name, "vj", VEC_LANES));
+        register_tile(&z, x, row, key, kg_rz_knob(&z, x->name, "ri", 4), kg_rz_knob(&z, x->name, "vj", kg_rz_lanes(&z)));
         pack_operand(&z, x, rowv, keyv, 0, A, p);
       }
     } else if (is_heavy(x)) {
       register_tile(&z, x, row, x->roots[x->nax - 1] != row ? x->roots[x->nax - 1] : NULL, kg_rz_knob(&z, x->name, "ri", 4),
-                    kg_rz_knob(&z, x->name, "cj", VEC_LANES));
+                    kg_rz_knob(&z, x->name, "cj", kg_rz_lanes(&z)));
     } else if (col && x->nax == rp + 1) {
       /* a reduction over the keys of each row: vertical over the rows of the tile */
       vectorize_innermost(&z, x, row);
@@ -325,11 +322,11 @@ static void add_knob(kg_sketch *sk, kg_knob_kind kind, const char *stage, const 
   kg_sketch_add_knob(sk, kind, name, v, n);
 }
 
-/* Whole vectors up to 64 lanes within extent, or the extent itself when it is shorter than that. */
-static int col_values(int64_t extent, int64_t *out) {
+/* Whole vectors of L lanes up to four within extent, or the extent itself when it is shorter than that. */
+static int col_values(int64_t extent, int64_t L, int64_t *out) {
   int n = 0;
-  for (int64_t v = VEC_LANES; v <= 4 * VEC_LANES && v <= extent; v += VEC_LANES) out[n++] = v;
-  if (extent < 4 * VEC_LANES && extent % VEC_LANES) out[n++] = extent;
+  for (int64_t v = L; v <= 4 * L && v <= extent; v += L) out[n++] = v;
+  if (extent < 4 * L && extent % L) out[n++] = extent;
   return n;
 }
 
@@ -374,7 +371,7 @@ int kg_sketches_cpu_attn(kg_space *sp) {
       for (int64_t r = 1; r <= 8 && r <= keys; r *= 2) v[n++] = r;
       add_knob(sk, KG_KNOB_TILE, H1->name, "rj", v, n);
       add_rows_knob(sk, H1->name, rows);
-      n = col_values(keys, v);
+      n = col_values(keys, sp->cpu.lanes, v);
       add_knob(sk, KG_KNOB_VECTOR, H1->name, "vj", v, n);
       for (int i = sh.h1 + 1; i <= sh.out; i++) {
         const kg_sstage *x = s->stages[i];
@@ -385,7 +382,7 @@ int kg_sketches_cpu_attn(kg_space *sp) {
         }
         if (is_heavy(x) && x->roots[x->nax - 1] != x->roots[sh.rowpos]) {
           add_rows_knob(sk, x->name, rows);
-          n = col_values(x->roots[x->nax - 1]->extent, v);
+          n = col_values(x->roots[x->nax - 1]->extent, sp->cpu.lanes, v);
           add_knob(sk, KG_KNOB_VECTOR, x->name, "cj", v, n);
         }
       }

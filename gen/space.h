@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include "../schedule/sched.h"
 #include "../codegen/gpu_arch.h"
+#include "../codegen/cpu_arch.h"
 
 #define KG_SPACE_MAX_KNOBS 64
 #define KG_KNOB_MAX_VALUES 48
@@ -68,6 +69,7 @@ typedef struct kg_space {
   kg_target_kind target;
   kg_gpu_limits limits; /* CUDA: the device's (or --arch's) limits that realized schedules must respect */
   int unfused;          /* every program stage stays at root (see above); rules read it */
+  kg_cpu_arch cpu;      /* C: the vector unit the kernels are compiled for (register tiles are sized by it) */
   int nsketches;
   kg_sketch sketches[KG_SPACE_MAX_SKETCHES];
 } kg_space;
@@ -80,7 +82,8 @@ typedef struct kg_point {
 
 /* How a space is built (all zero: the default, fusing space). */
 typedef struct kg_space_opts {
-  int unfused; /* no program stage inlined or computed at another stage's loop */
+  int unfused;             /* no program stage inlined or computed at another stage's loop */
+  const kg_cpu_arch *cpu;  /* C: the instruction-set level (runtime: kg_cpu_arch_host); NULL: kg_cpu_arch_default */
 } kg_space_opts;
 
 /* The space of program p for target (limits: CUDA only, NULL for C). Always has at least one sketch, and in an

@@ -43,6 +43,31 @@ static void remove_dir(kg_cpu_module *m) {
   kg_compiler_remove_dir(&m->dir, cpu_files, sizeof cpu_files / sizeof *cpu_files);
 }
 
+/* The kernel compiler's command line into argv (NULL-terminated): $CC (default cc) split into words, the shared
+ * kernel flags (codegen/kernel_flags.h), tail, then $KGEN_CFLAGS last so that it can override the defaults (e.g.
+ * -march=x86-64-v2 for valgrind, which does not know AVX-512). The words live in kflags (KG_KERNEL_CFLAGS's size),
+ * *cc and *extra (free both). 0, or -1 when out of memory. */
+static int kernel_argv(char **argv, int max, const char *const *tail, int ntail, char *kflags, char **cc,
+                       char **extra) {
+  const char *cc_env = getenv("CC"), *extra_env = getenv("KGEN_CFLAGS");
+  *cc = strdup(cc_env && *cc_env ? cc_env : "cc");
+  *extra = strdup(extra_env ? extra_env : "");
+  if (!*cc || !*extra) {
+    free(*cc);
+    free(*extra);
+    *cc = *extra = NULL;
+    return -1;
+  }
+  int n = kg_compiler_split_words(*cc, argv, 32);
+  if (n == 0) argv[n++] = "cc";
+  memcpy(kflags, KG_KERNEL_CFLAGS, sizeof KG_KERNEL_CFLAGS); /* a copy: splitting writes into it */
+  n += kg_compiler_split_words(kflags, argv + n, 32);
+  for (int i = 0; i < ntail && n < max - 1; i++) argv[n++] = (char *)tail[i];
+  n += kg_compiler_split_words(*extra, argv + n, max - n - 1);
+  argv[n] = NULL;
+  return 0;
+}
+
 int kg_cpu_build(const char *src, const char *fn_name, kg_cpu_module *m) {
   memset(m, 0, sizeof *m);
   m->dir = kg_compiler_make_dir("kgen-", &m->log);
@@ -57,27 +82,12 @@ int kg_cpu_build(const char *src, const char *fn_name, kg_cpu_module *m) {
     m->env_fault = 1;
     goto done;
   }
-  const char *cc_env = getenv("CC");
-  char *cc = strdup(cc_env && *cc_env ? cc_env : "cc");
-  if (!cc) goto done;
+  char *cc = NULL, *extra = NULL, kflags[sizeof KG_KERNEL_CFLAGS];
   char *argv[80];
-  int n = kg_compiler_split_words(cc, argv, 32);
-  if (n == 0) argv[n++] = "cc";
-  /* The shared kernel flags (codegen/kernel_flags.h), split in a copy since splitting writes into it. */
-  char kernel_flags[] = KG_KERNEL_CFLAGS;
-  n += kg_compiler_split_words(kernel_flags, argv + n, 32);
   const char *flags[] = {"-shared", "-fPIC", "-o", "kernel.so", "kernel.c", "-lm"};
-  for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) argv[n++] = (char *)flags[i];
-  /* $KGEN_CFLAGS comes last so it can override the defaults, e.g. -march=x86-64-v2 for valgrind, which does not
-   * know AVX-512. */
-  const char *extra_env = getenv("KGEN_CFLAGS");
-  char *extra = strdup(extra_env ? extra_env : "");
-  if (!extra) {
-    free(cc);
+  if (kernel_argv(argv, (int)(sizeof argv / sizeof *argv), flags, (int)(sizeof flags / sizeof *flags), kflags, &cc,
+                  &extra) != 0)
     goto done;
-  }
-  n += kg_compiler_split_words(extra, argv + n, (int)(sizeof argv / sizeof *argv) - n - 1);
-  argv[n] = NULL;
   double t0 = kg_now_s();
   char *log = NULL;
   int st = kg_compiler_run_command(argv, m->dir, &log);
@@ -182,4 +192,26 @@ int kg_cpu_toolchain_check(char *why, size_t whylen) {
   snprintf(key, sizeof key, "%s\n%s\n%s", cc ? cc : "", flags ? flags : "", tmp ? tmp : "");
   return kg_toolchain_probe_check(&probe, key, probe_build, NULL, "the C toolchain cannot build a trivial kernel either",
                                   why, whylen);
+}
+
+const kg_cpu_arch *kg_cpu_arch_host(void) {
+  char *cc = NULL, *extra = NULL, kflags[sizeof KG_KERNEL_CFLAGS], *argv[80], *out = NULL;
+  const char *tail[] = {"-dM", "-E", "-x", "c", "/dev/null"};
+  const kg_cpu_arch *a = NULL;
+  if (kernel_argv(argv, (int)(sizeof argv / sizeof *argv), tail, (int)(sizeof tail / sizeof *tail), kflags, &cc,
+                  &extra) == 0 &&
+      kg_compiler_run_command(argv, NULL, &out) == 0 && out)
+    a = kg_cpu_arch_from_macros(out);
+  free(out);
+  free(cc);
+  free(extra);
+  if (a) return a;
+  /* no compiler to ask (nothing will build either): the machine's baseline */
+#if defined(__x86_64__)
+  return kg_cpu_arch_find("x86-64");
+#elif defined(__aarch64__)
+  return kg_cpu_arch_find("aarch64");
+#else
+  return kg_cpu_arch_find("generic");
+#endif
 }

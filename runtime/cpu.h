@@ -3,6 +3,7 @@
 #define KG_CPU_H
 #include <stddef.h>
 #include <stdint.h>
+#include "../codegen/cpu_arch.h"
 
 typedef struct kg_cpu_module {
   void *handle;    /* dlopen handle */
@@ -27,4 +28,8 @@ void kg_cpu_call(const kg_cpu_module *m, float **args, int nargs);
 /* The same for code with dynamic sizes (kg_lowered.nsize_vars > 0): sizes[0..nsizes) are their values in
  * size_vars order, passed after the buffers as the wrapper expects (see kg_codegen_c). nsizes 0 is kg_cpu_call. */
 void kg_cpu_call_sizes(const kg_cpu_module *m, float **args, int nargs, const int64_t *sizes, int nsizes);
+/* The instruction-set level the kernels are compiled for: the kernel compiler's predefined macros under the
+ * kernel flags and $KGEN_CFLAGS (so -march=x86-64-v2 there gives x86-64-v2), or the machine's baseline level when
+ * the compiler cannot be run. Runs the preprocessor once per call (some milliseconds). */
+const kg_cpu_arch *kg_cpu_arch_host(void);
 #endif

@@ -38,7 +38,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <fcntl.h>
@@ -46,6 +45,7 @@
 #include "../base/xalloc.h"
 #include "../base/stats.h"
 #include "pipeline.h"
+#include "cpu.h"
 #include "verify.h"
 #include "estimate.h"
 #include "worker.h"
@@ -416,11 +416,8 @@ static void describe_cpu(kg_measurer *m) {
     }
     fclose(f);
   }
-  struct utsname u;
-  if (uname(&u) == 0)
-    snprintf(m->arch, sizeof m->arch, "%s", !strcmp(u.machine, "x86_64") ? "x86-64" : u.machine);
-  else
-    snprintf(m->arch, sizeof m->arch, "unknown");
+  /* the instruction-set level the kernels are compiled for: the space sizes its register tiles by it */
+  snprintf(m->arch, sizeof m->arch, "%s", kg_cpu_arch_host()->name);
   char cc[256];
   command_line("${CC:-cc} --version 2>/dev/null", cc, sizeof cc);
   snprintf(m->device, sizeof m->device, "%s (%ld cores; cc: %s)", model[0] ? model : "unknown CPU",

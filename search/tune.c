@@ -1207,7 +1207,10 @@ int kg_tune(const kg_tune_task *tasks_in, int ninputs, const kg_tune_opts *oin, 
         limits = kg_measurer_limits(tk->m);
         device = kg_measurer_device(tk->m);
       }
-      kg_space_opts so = {.unfused = o.no_fuse};
+      /* C: the space's register tiles fit the vector unit the kernels are compiled for (its level's name is the
+       * measurer's, or the pool target's, arch) */
+      kg_space_opts so = {.unfused = o.no_fuse,
+                          .cpu = o.measure.target == KG_TARGET_C ? kg_cpu_arch_find(tk->arch) : NULL};
       tk->sp = kg_space_new_opts(tk->t->prog, o.measure.target, limits, &so);
       kg_tlog_workload_of(tk->t->prog, &tk->wl);
       tk->target.kind = o.measure.target == KG_TARGET_CUDA ? "cuda" : "c";

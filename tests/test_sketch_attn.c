@@ -201,7 +201,7 @@ int main(void) {
   CHECK(has_attn_lib("attention"));
   {
     kg_program *p = kg_test_load_sizes(attention_text, "B=2 S=9 T=11 D=7 E=5");
-    kg_space_opts o = {1};
+    kg_space_opts o = {.unfused = 1};
     kg_space *sp = p ? kg_space_new_opts(p, KG_TARGET_C, NULL, &o) : NULL;
     CHECK(sp && kg_space_find_sketch(sp, "cpu/attn") < 0);
     if (sp) kg_space_free(sp);

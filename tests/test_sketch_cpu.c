@@ -8,6 +8,7 @@
 #include "../codegen/codegen.h"
 #include "../runtime/pipeline.h"
 #include "../gen/space.h"
+#include "../runtime/cpu.h"
 
 #define DRAWS 40
 
@@ -288,6 +289,110 @@ static char *c_source(const char *text, const char *sizes, const char *trace) {
   return src;
 }
 
+/* The instruction-set levels: read off a compiler's predefined macros (a longer name that only begins with a
+ * level's macro does not count), and the host's asked of the kernel compiler under $KGEN_CFLAGS. */
+static void check_cpu_levels(void) {
+  static const struct {
+    const char *macros, *want;
+  } cases[] = {
+      {"#define __x86_64__ 1\n#define __SSE4_2__ 1\n#define __AVX__ 1\n#define __AVX2__ 1\n#define __FMA__ 1\n"
+       "#define __AVX512F__ 1\n", "x86-64-v4"},
+      {"#define __x86_64__ 1\n#define __AVX__ 1\n#define __AVX2__ 1\n#define __FMA__ 1\n", "x86-64-v3"},
+      {"#define __x86_64__ 1\n#define __AVX__ 1\n#define __AVX2__ 1\n", "x86-64-avx"}, /* no FMA */
+      {"#define __x86_64__ 1\n#define __AVX__ 1\n#define __AVX2__ 1\n#define __FMA__ 1\n#define __AVX512FP16__ 1\n",
+       "x86-64-v3"},
+      {"#define __x86_64__ 1\n#define __SSE4_2__ 1\n", "x86-64-v2"},
+      {"#define __x86_64__ 1\n", "x86-64"},
+      {"#define __aarch64__ 1\n#define __ARM_NEON 1\n", "aarch64"},
+      {"#define __riscv 1\n", "generic"},
+      {"", "generic"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const kg_cpu_arch *a = kg_cpu_arch_from_macros(cases[i].macros);
+    CHECKF(!strcmp(a->name, cases[i].want), "case %zu: %s, wanted %s", i, a->name, cases[i].want);
+    CHECK(kg_cpu_arch_find(cases[i].want) == a);
+  }
+  const kg_cpu_arch *v4 = kg_cpu_arch_find("x86-64-v4"), *v3 = kg_cpu_arch_find("x86-64-v3");
+  CHECK(v4 && v4->lanes == 16 && kg_cpu_arch_max_acc(v4) == 24 && kg_cpu_arch_default() == v4);
+  CHECK(v3 && v3->lanes == 8 && kg_cpu_arch_max_acc(v3) == 12);
+  CHECK(kg_cpu_arch_find("x86-64-v5") == NULL && kg_cpu_arch_find(NULL) == NULL);
+#if defined(__x86_64__)
+  /* the kernel compiler's level follows -march in $KGEN_CFLAGS (the preprocessor only: no such CPU needed) */
+  const char *cf = getenv("KGEN_CFLAGS");
+  char *saved = cf ? strdup(cf) : NULL;
+  static const char *const levels[] = {"x86-64-v2", "x86-64-v3", "x86-64-v4"};
+  for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
+    char flags[64];
+    snprintf(flags, sizeof flags, "-march=%s", levels[i]);
+    setenv("KGEN_CFLAGS", flags, 1);
+    const char *got = kg_cpu_arch_host()->name;
+    CHECKF(!strcmp(got, levels[i]), "KGEN_CFLAGS=%s: %s", flags, got);
+  }
+  if (saved) setenv("KGEN_CFLAGS", saved, 1);
+  else unsetenv("KGEN_CFLAGS");
+  free(saved);
+#endif
+}
+
+/* A matmul's register tiles at each level: columns in whole (or half) vectors of its lanes, at most four; a tile
+ * one accumulator vector over its registers' share fails with "spills", and a tile within it does not. */
+static void check_level_tiles(const char *level) {
+  const kg_cpu_arch *a = kg_cpu_arch_find(level);
+  CHECK(a != NULL);
+  kg_program *p = kg_test_load_sizes(KG_TEST_MATMUL, "M=96 N=96 K=32");
+  CHECK(p != NULL);
+  if (!a || !p) {
+    kg_program_free(p);
+    return;
+  }
+  kg_space_opts o = {.cpu = a};
+  kg_space *sp = kg_space_new_opts(p, KG_TARGET_C, NULL, &o);
+  int64_t L = a->lanes, acc = kg_cpu_arch_max_acc(a);
+  int tiled = 0;
+  for (int si = 0; si < sp->nsketches; si++) {
+    const kg_sketch *sk = &sp->sketches[si];
+    int rj = knob_index(sk, "C.rj"), ri = knob_index(sk, "C.ri");
+    if (rj < 0 || ri < 0) continue;
+    tiled++;
+    const kg_knob *kj = &sk->knobs[rj], *ki = &sk->knobs[ri];
+    for (int v = 0; v < kj->nvalues; v++)
+      CHECKF(kj->values[v] % (L / 2) == 0 && kj->values[v] <= 4 * L, "%s %s: rj %lld", level, sk->name,
+             (long long)kj->values[v]);
+    CHECKF(kj->values[kj->nvalues - 1] == 4 * L, "%s %s: widest rj %lld", level, sk->name,
+           (long long)kj->values[kj->nvalues - 1]);
+    /* one vector of columns: rows up to acc fit; the first row count above spills */
+    int fit = -1, over = -1;
+    for (int v = 0; v < ki->nvalues; v++) {
+      if (ki->values[v] <= acc) fit = v;
+      if (ki->values[v] > acc && over < 0) over = v;
+    }
+    int one = -1;
+    for (int v = 0; v < kj->nvalues; v++)
+      if (kj->values[v] == L) one = v;
+    CHECK(fit >= 0 && one >= 0);
+    if (fit < 0 || one < 0) continue;
+    for (int t = 0; t < 2; t++) {
+      int idx = t == 0 ? fit : over;
+      if (idx < 0) continue;
+      kg_point pt;
+      uint64_t rng = 11;
+      kg_space_sample(sp, si, &rng, &pt);
+      pt.knobs[ri] = ki->values[idx];
+      pt.knobs[rj] = kj->values[one];
+      char err[512] = "";
+      kg_schedule *s = kg_space_realize(sp, &pt, err, sizeof err);
+      if (t == 0) CHECKF(s || !strstr(err, "spills"), "%s %s: %lldx%lld spills: %s", level, sk->name,
+                         (long long)ki->values[idx], (long long)L, err);
+      else CHECKF(!s && strstr(err, "spills"), "%s %s: %lldx%lld realized", level, sk->name,
+                  (long long)ki->values[idx], (long long)L);
+      kg_schedule_free(s);
+    }
+  }
+  CHECKF(tiled == 2, "%s: %d tiled sketches", level, tiled);
+  kg_space_free(sp);
+  kg_program_free(p);
+}
+
 int main(void) {
   int npoints = points_per_sketch();
   char *files[KG_TEST_MAX_WORKLOADS];
@@ -451,6 +556,10 @@ int main(void) {
   static const char *const mlanes[] = {"reorder_storage C.local j i", "reorder_storage A.local ax1 ax0",
                                        "vectorize C.local i"};
   CHECK(sketch_has(KG_TEST_MATMUL, "M=64 N=64 K=64", "cpu/tile-cw", mlanes, 3));
+  check_cpu_levels();
+  check_level_tiles("x86-64-v4");
+  check_level_tiles("x86-64-v3");
+  check_level_tiles("aarch64");
   check_heavy_knobs(KG_TEST_MATMUL, "M=64 N=64 K=64", "C", 64, 64);
   check_heavy_knobs(KG_TEST_MATMUL, "M=24 N=56 K=8", "C", 24, 56);
   char *conv = kg_test_read_file("bench/workloads/conv2d_3x3.te", NULL);
