@@ -248,9 +248,10 @@ tune_one() { # workload variant extra-args...
     --trials "$TRIALS" --seed "$SEED" --log "$log" --best-out "$LOGDIR/$w.$v.sched" "${TUNE_TIMEOUT_ARGS[@]}" "$@" ||
     rc=$?
   printf '%s\t%s\t%s\t%s\t%s\n' "$w" "$v" "$rc" "$t0" "$(now)" >> "$RUNS"
-  # a run stopped by TUNE_LIMIT (124) still leaves its records; the best trace is then taken from the log. An
-  # empty trace is a result (the default schedule won), so it is the file's absence that is tested here and below.
-  if [ ! -f "$LOGDIR/$w.$v.sched" ] && [ -s "$log" ]; then
+  # a run stopped by TUNE_LIMIT (124, 125) still leaves its records; the best trace is then taken from the log (the
+  # --best-out file a stopped tuner leaves is empty: it opened it at its start). Otherwise an empty trace is a
+  # result (the default schedule won), so it is the file's absence that is tested here and below.
+  if { [ ! -f "$LOGDIR/$w.$v.sched" ] || [ "$rc" = 124 ] || [ "$rc" = 125 ]; } && [ -s "$log" ]; then
     "$PYTHON" bench/tune_report.py best-trace "$log" > "$LOGDIR/$w.$v.sched" 2> /dev/null || rm -f "$LOGDIR/$w.$v.sched"
   fi
   case $rc in 0 | 124 | 125) ;; *) warn "tuning $w ($v) exited with status $rc" ;; esac

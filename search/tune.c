@@ -618,23 +618,34 @@ static int run_round(task *tk, task *tasks, int ntasks, kg_model *model, kg_tlog
     c[i].trace = &s[i]->trace;
     c[i].source = NULL;
   }
-  kg_measure_batch(tk->m, c, n, res);
+  /* Measured and logged a chunk at a time (each chunk still built in parallel): a tuning stopped in the middle of a
+   * round (a time limit, SIGTERM) keeps every chunk before the one it was measuring. A round of slow candidates
+   * takes minutes (64 of a 4096 x 1024 x 1024 MLP on a 2-core AVX2 machine: over 7), and measured all at once a
+   * whole round was lost with it. */
   int env = -1; /* the first result that is the environment's fault: the others are logged, then tuning stops */
-  for (int i = 0; i < n && env < 0; i++)
-    if (res[i].env_fault) env = i;
-  int rc = 0;
+  int rc = 0, measured = 0;
   float *score = kg_xrealloc(NULL, sizeof(float) * (size_t)n), *label = kg_xrealloc(NULL, sizeof(float) * (size_t)n);
   int nscored = 0, before = tk->trials;
-  for (int i = 0; i < n && rc == 0; i++)
-    if (!res[i].env_fault)
-      rc = absorb_pick(tk, &picks[i], &s[i]->trace, &res[i], NULL, w, score, label, &nscored, err, errlen);
+  /* two candidates per core (4 to 32): the builds of a part keep every core busy */
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  int chunk = ncpu <= 2 ? 4 : ncpu >= 16 ? 32 : (int)(2 * ncpu);
+  for (int c0 = 0; c0 < n && rc == 0 && env < 0; c0 += chunk) {
+    int cn = n - c0 < chunk ? n - c0 : chunk;
+    kg_measure_batch(tk->m, c + c0, cn, res + c0);
+    measured = c0 + cn;
+    for (int i = c0; i < measured && env < 0; i++)
+      if (res[i].env_fault) env = i;
+    for (int i = c0; i < measured && rc == 0; i++)
+      if (!res[i].env_fault)
+        rc = absorb_pick(tk, &picks[i], &s[i]->trace, &res[i], NULL, w, score, label, &nscored, err, errlen);
+    if (rc == 0 && w) rc = kg_tlog_flush(w, err, errlen);
+  }
   rep->trials += tk->trials - before;
   rep->last_accuracy =
       trained && kg_model_kind_of(model) == KG_MODEL_XGB ? kg_model_pair_accuracy(score, label, nscored) : -1;
-  if (rc == 0 && w) rc = kg_tlog_flush(w, err, errlen);
   if (rc == 0 && env >= 0) rc = env_stop(tk, &res[env], 0, err, errlen);
+  for (int i = 0; i < measured; i++) kg_measure_result_free(&res[i]);
   for (int i = 0; i < n; i++) {
-    kg_measure_result_free(&res[i]);
     kg_schedule_free(s[i]);
   }
   free(score);
