@@ -16,10 +16,14 @@ static inline int64_t kg_rz_knob(const kg_rz *z, const char *stage, const char *
   return kg_point_knob(z->sk, z->pt, stage, what, def);
 }
 
-/* The f32 lanes of a vector register of the space's instruction-set level, and the accumulator vectors a register
- * tile may keep in its registers (codegen/cpu_arch.h). */
+/* The f32 lanes of a vector register of the space's instruction-set level (codegen/cpu_arch.h). */
 static inline int64_t kg_rz_lanes(const kg_rz *z) { return z->sk->space->cpu.lanes; }
-static inline int64_t kg_rz_max_acc(const kg_rz *z) { return kg_cpu_arch_max_acc(&z->sk->space->cpu); }
+/* Whether a register tile of rows x cols accumulators (cols along the vector lanes) spills: more accumulator
+ * vectors than the level's registers leave beside the operands (kg_cpu_arch_max_acc). */
+static inline int kg_rz_tile_spills(const kg_rz *z, int64_t rows, int64_t cols) {
+  int64_t L = kg_rz_lanes(z);
+  return rows * ((cols + L - 1) / L) > kg_cpu_arch_max_acc(&z->sk->space->cpu);
+}
 
 /* A light reduction's innermost reduction loop split by the stage's rf knob into that many partial results
  * (stage x.rf, whose last spatial axis, the lanes, becomes its innermost loop, vectorized): the serial

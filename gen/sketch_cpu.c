@@ -386,9 +386,7 @@ static void tile_heavy(kg_rz *z, kg_sstage *h, sketch_kind kind) {
   int64_t rext = row >= 0 ? h->roots[row]->extent : 1, lext = h->roots[last]->extent;
   if (ri > rext) ri = rext;
   if (rj > lext) rj = lext;
-  /* the accumulators must fit the registers of the space's level beside the operands */
-  int64_t L = kg_rz_lanes(z);
-  if (row >= 0 && ri * ((rj + L - 1) / L) > kg_rz_max_acc(z)) {
+  if (row >= 0 && kg_rz_tile_spills(z, ri, rj)) {
     kg_builder_fail(&z->b, "stage %s: a %lldx%lld register tile spills", h->name, (long long)ri, (long long)rj);
     return;
   }

@@ -131,9 +131,6 @@ static int find_shape(const kg_schedule *s, attn_shape *sh) {
   return 0;
 }
 
-/* The vector registers n lanes take at the space's level. */
-static int64_t vectors(const kg_rz *z, int64_t n) { return (n + kg_rz_lanes(z) - 1) / kg_rz_lanes(z); }
-
 /* x's root loop of axis v (reorder_storage reorders a stage's axes, so positions do not last). */
 static kg_iter *root_of(const kg_sstage *x, const kg_ivar *v) {
   for (int r = 0; r < x->nax + x->nrax; r++)
@@ -177,7 +174,7 @@ static void register_tile(kg_rz *z, kg_sstage *x, kg_iter *r, kg_iter *c, int64_
   if (z->b.failed || !r || !c) return;
   if (ri > r->extent) ri = r->extent;
   if (cj > c->extent) cj = c->extent;
-  if (ri * vectors(z, cj) > kg_rz_max_acc(z)) {
+  if (kg_rz_tile_spills(z, ri, cj)) {
     kg_builder_fail(&z->b, "stage %s: a %lldx%lld register tile spills", x->name, (long long)ri, (long long)cj);
     return;
   }
@@ -267,7 +264,7 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
       kg_iter *key = root_of(x, keyv);
       if (col) {
         int64_t rj = kg_rz_knob(&z, x->name, "rj", 4);
-        if (rj * vectors(&z, ti) > kg_rz_max_acc(&z)) {
+        if (kg_rz_tile_spills(&z, rj, ti)) {
           kg_builder_fail(&z.b, "stage %s: a %lldx%lld register tile spills", x->name, (long long)rj, (long long)ti);
           break;
         }

@@ -21,7 +21,7 @@ kg_space *kg_space_new_opts(const kg_program *p, kg_target_kind target, const kg
   kg_arena_init(&sp->arena);
   sp->prog = p;
   sp->target = target;
-  sp->unfused = o && o->unfused; /* before the rules run: they read it, and cpu */
+  sp->unfused = o && o->unfused; /* before the rules run: they read both */
   sp->cpu = o && o->cpu ? *o->cpu : *kg_cpu_arch_default();
   if (limits) sp->limits = *limits;
   else if (target == KG_TARGET_CUDA) kg_gpu_limits_for_arch("sm_86", &sp->limits);

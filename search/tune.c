@@ -645,9 +645,7 @@ static int run_round(task *tk, task *tasks, int ntasks, kg_model *model, kg_tlog
       trained && kg_model_kind_of(model) == KG_MODEL_XGB ? kg_model_pair_accuracy(score, label, nscored) : -1;
   if (rc == 0 && env >= 0) rc = env_stop(tk, &res[env], 0, err, errlen);
   for (int i = 0; i < measured; i++) kg_measure_result_free(&res[i]);
-  for (int i = 0; i < n; i++) {
-    kg_schedule_free(s[i]);
-  }
+  for (int i = 0; i < n; i++) kg_schedule_free(s[i]);
   free(score);
   free(label);
   free(s);
