@@ -534,7 +534,7 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
          * pointer, gcc keeps the register accumulators of the loops that read it in registers (a plain array
          * there makes it store them to the stack at every step of the reduction: a packed operand tile). */
         if (!buf->reg_acc && n > KG_C_REG_FLOATS) {
-          kg_strbuf_printf(b, "%s %s_s[%lld];\n", et, buf->name, n);
+          kg_strbuf_printf(b, "KG_ALIGN64 %s %s_s[%lld];\n", et, buf->name, n);
           kg_strbuf_indent(b, ind + 1);
           kg_strbuf_printf(b, "%s *KG_RESTRICT %s = %s_s;\n", et, buf->name, buf->name);
         } else
@@ -545,8 +545,8 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
          * file comment), atomically since this may run in several threads of a parallel loop */
         kg_strbuf_printf(b, "{ /* %s: %lld floats, %s, heap */\n", buf->name, n, kg_scope_names[buf->scope]);
         kg_strbuf_indent(b, ind + 1);
-        kg_strbuf_printf(b, "%s *KG_RESTRICT %s = (%s *)malloc(sizeof(%s) * (size_t)%lld);\n", et, buf->name, et, et,
-                         n);
+        kg_strbuf_printf(b, "%s *KG_RESTRICT %s = (%s *)kg_alloc64(sizeof(%s) * (size_t)%lld);\n", et, buf->name, et,
+                         et, n);
         kg_strbuf_indent(b, ind + 1);
         kg_strbuf_printf(b, "if (%s) {\n", buf->name);
         put_block_items(g, s->alloc.body, ind + 2);
@@ -557,7 +557,7 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
         kg_strbuf_indent(b, ind + 1);
         kg_strbuf_puts(b, "}\n");
         kg_strbuf_indent(b, ind + 1);
-        kg_strbuf_printf(b, "free(%s);\n", buf->name);
+        kg_strbuf_printf(b, "kg_free64(%s);\n", buf->name);
       }
       kg_strbuf_indent(b, ind);
       kg_strbuf_puts(b, "}\n");
@@ -716,20 +716,38 @@ static const char prelude[] =
     "}\n"
     "#endif\n"
     "#define kg_logf logf\n"
+    "/* Every buffer kgen allocates starts on a 64-byte boundary (a cache line; malloc gives 16): a packed panel's\n"
+    " * rows are then whole lines, where at malloc's alignment every row of 16 floats straddles two and one of each\n"
+    " * row's two AVX loads is split. The block's own address is kept just before the data. */\n"
+    "static inline void *kg_alloc64(size_t bytes) {\n"
+    "  char *raw = (char *)malloc(bytes + 64);\n"
+    "  char *p = raw ? raw + 64 - ((uintptr_t)raw & 63) : (char *)0;\n"
+    "  return p ? memcpy(p - sizeof raw, &raw, sizeof raw), (void *)p : (void *)0;\n"
+    "}\n"
+    "static inline void kg_free64(void *p) {\n"
+    "  char *raw = (char *)0;\n"
+    "  p ? (void)memcpy(&raw, (char *)p - sizeof raw, sizeof raw) : (void)0;\n"
+    "  free(raw);\n"
+    "}\n"
+    "#if defined(__GNUC__)\n"
+    "#define KG_ALIGN64 __attribute__((aligned(64)))\n"
+    "#else\n"
+    "#define KG_ALIGN64\n"
+    "#endif\n"
     "/* Root temporaries persist between calls: a fresh mapping of a large buffer costs a page fault and the zeroing\n"
     " * of every page, which can exceed the work of the pass that writes it (softmax's e: 64 MB, twice as slow). A\n"
     " * call takes its cached buffer (atomically, so concurrent calls each get their own) and gives it back; a\n"
     " * destructor frees what is cached when the program or library unloads. */\n"
     "static inline float *kg_ws_take(float **slot, size_t n) {\n"
     "  float *p = __atomic_exchange_n(slot, (float *)0, __ATOMIC_ACQUIRE);\n"
-    "  return p ? p : (float *)malloc(sizeof(float) * n);\n"
+    "  return p ? p : (float *)kg_alloc64(sizeof(float) * n);\n"
     "}\n"
-    "static inline void kg_ws_give(float **slot, float *p) { free(__atomic_exchange_n(slot, p, __ATOMIC_ACQ_REL)); }\n"
+    "static inline void kg_ws_give(float **slot, float *p) { kg_free64(__atomic_exchange_n(slot, p, __ATOMIC_ACQ_REL)); }\n"
     "/* A temporary whose element count follows dynamic sizes changes between calls: its block records its capacity\n"
-    " * in a 64-byte header before the data (which stays as aligned as malloc's), and a call that needs more than the\n"
+    " * in a 64-byte header before the data (which stays on a 64-byte boundary), and a call that needs more than the\n"
     " * cached block holds replaces it by one of the size it needs (kept afterwards, so the largest size seen stays).\n"
     " * Written without if statements, which tests count in generated code as guards. */\n"
-    "static inline void kg_ws_free_dyn(float *p) { free(p ? (char *)p - 64 : (char *)0); }\n"
+    "static inline void kg_ws_free_dyn(float *p) { kg_free64(p ? (char *)p - 64 : (char *)0); }\n"
     "static inline size_t kg_ws_capacity(const float *p) {\n"
     "  size_t c;\n"
     "  memcpy(&c, (const char *)p - 64, sizeof c);\n"
@@ -737,7 +755,7 @@ static const char prelude[] =
     "}\n"
     "static inline float *kg_ws_regrow(float *old, size_t n) {\n"
     "  kg_ws_free_dyn(old);\n"
-    "  char *blk = (char *)malloc(64 + sizeof(float) * n);\n"
+    "  char *blk = (char *)kg_alloc64(64 + sizeof(float) * n);\n"
     "  return blk ? (float *)memcpy(blk, &n, sizeof n) + 16 : (float *)0;\n"
     "}\n"
     "static inline float *kg_ws_take_dyn(float **slot, int64_t n) {\n"
@@ -963,7 +981,7 @@ int kg_codegen_c_function(const kg_lowered *f, const char *fn_name, char **out, 
       kg_strbuf_printf(b, "static float *kg_ws_%s_%s;\n", fn_name, f->temps[i]->name);
     kg_strbuf_printf(b, "__attribute__((destructor)) static void %s_ws_release(void) {\n", fn_name);
     for (int i = 0; i < f->ntemps; i++)
-      kg_strbuf_printf(b, "  %s(kg_ws_%s_%s);\n", f->temps[i]->dyn_size ? "kg_ws_free_dyn" : "free", fn_name,
+      kg_strbuf_printf(b, "  %s(kg_ws_%s_%s);\n", f->temps[i]->dyn_size ? "kg_ws_free_dyn" : "kg_free64", fn_name,
                        f->temps[i]->name);
     kg_strbuf_puts(b, "}\n");
   }

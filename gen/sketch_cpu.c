@@ -12,11 +12,14 @@
  *                    accumulation in registers around the inner reduction loop. Its order knob may put the
  *                    reduction block outside the column tiles instead (BLAS's loop order: row block, k block,
  *                    column panel), the vector operand then packed per column panel and the broadcast operand
- *                    optionally packed per k block (packa);
+ *                    optionally packed per k block (packa), or BLIS's (order 2: k block, row block, column panel),
+ *                    the vector operand packed once per k block into panels of the register tile's width for
+ *                    every row block and thread, and the broadcast operand optionally per row block;
  *     in cpu/tile-cw the lane knob may put the vector lanes on another spatial axis than the innermost, one that
  *     an operand indexes while another is broadcast across it (a convolution's output channels): the operand
  *     packed at root with that axis innermost, the accumulator stored so (sketch_cpu_lanes.c), and the row axis
- *     then any other (the output width);
+ *     then any other (the output width); and its cb knob may make the local accumulator hold the parallel loop's
+ *     whole block, the first reduction axis blocked outside the register tiles (blocked_accumulation);
  *   - light reductions (no reuse: softmax rows, norms, reduce_rows): parallel rows; when not an output, computed
  *     at the row loop of its only consumer so that a row is reused from cache (cpu/rows); an rf knob rfactors
  *     the innermost reduction into vector lanes of partial results (a serial float sum does not vectorize);
@@ -347,6 +350,40 @@ static void pack_operand(kg_rz *z, kg_sstage *h, kg_sstage *o, const kg_tensor *
   if (!z->b.failed) kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, pk, pk->leaves[pk->nleaves - 1], KG_THREAD_NONE);
 }
 
+/* cpu/tile-rk's BLIS order: the vector operand t (B of a matmul) copied once per reduction block (at loop l, the
+ * k block) for every row block and thread, into panels of rj columns, [N/rj][kb][rj] (split_storage and
+ * reorder_storage), so that each register tile reads its panel contiguously; the copy parallel over its panels when
+ * par. Without a lane dimension indexed by exactly the lane axis, or one that rj does not divide, the copy keeps
+ * t's layout. */
+static void pack_panels(kg_rz *z, kg_sstage *h, kg_sstage *o, const kg_expr *r, const kg_ivar *lane, int64_t rj,
+                        kg_iter *l, int par) {
+  if (!r || z->b.failed) return;
+  kg_sstage *pk = kg_builder_cache(&z->b, KG_STEP_CACHE_READ, r->read.tensor->name, "local", h);
+  if (!pk) return;
+  int d = r->read.n - 1;
+  const kg_expr *e = r->read.idx[d];
+  if (e->kind == KG_EXPR_IVAR && e->var.iv == lane && d < pk->nax && rj > 1 && pk->roots[d]->extent % rj == 0 &&
+      pk->roots[d]->extent > rj && pk->nax + 1 <= KG_STEP_MAX_NAMES) {
+    char ax[256], axo[260], axi[260];
+    snprintf(ax, sizeof ax, "%s", pk->ax[d]->name);
+    const char *nm[1] = {ax};
+    kg_builder_step(&z->b, KG_STEP_SPLIT_STORAGE, pk->name, nm, 1, rj, 0, 1);
+    snprintf(axo, sizeof axo, "%s.o", ax);
+    snprintf(axi, sizeof axi, "%s.i", ax);
+    const char *names[KG_STEP_MAX_NAMES];
+    int n = 0;
+    names[n++] = axo;
+    for (int a = 0; a < pk->nax && !z->b.failed; a++)
+      if (strcmp(pk->ax[a]->name, axo) && strcmp(pk->ax[a]->name, axi)) names[n++] = pk->ax[a]->name;
+    names[n++] = axi;
+    if (!z->b.failed) kg_builder_step(&z->b, KG_STEP_REORDER_STORAGE, pk->name, names, n, 0, 0, 0);
+  }
+  kg_builder_compute_at(&z->b, pk, o, l);
+  if (z->b.failed) return;
+  if (par && pk->nleaves > 1) kg_builder_annotate(&z->b, KG_STEP_PARALLEL, pk, pk->leaves[0], KG_THREAD_NONE);
+  kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, pk, pk->leaves[pk->nleaves - 1], KG_THREAD_NONE);
+}
+
 /* cpu/tile-rk's goto order with its epilogue c fused (epi knob): c carries the parallel row blocks of ti rows
  * (its other outer axes fused with them), its innermost axis vectorized, and h is computed at that
  * loop, so each block of h's result is complete, and still in cache, when c reads it. Returns 0 when a step
@@ -372,6 +409,51 @@ static int carry_row_blocks(kg_rz *z, kg_sstage *c, kg_sstage *h, int row, int l
   kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, c, in, KG_THREAD_NONE);
   kg_builder_compute_at(&z->b, h, c, p);
   return !z->b.failed;
+}
+
+/* cpu/tile-cw's blocked accumulation (cb knob): the local accumulator a of h computed at o's parallel loop par,
+ * so that it holds that loop's whole block of the output (a convolution's output row: 56 x 64 floats, in L1),
+ * and its loops ordered other spatial axes, the first reduction axis's block of cb, the row and lane register
+ * tiles, the rest of the reduction, then the register tile (rows unrolled, lanes vectorized): the register tile
+ * accumulates over a block of the reduction and adds into a, as oneDNN's direct convolution loops, so that the
+ * operand block the reduction block reads (the weights of cb input channels) stays in L1 across every tile of the
+ * row. pos: the position of h's axes among a's (see tile_heavy). */
+static void blocked_accumulation(kg_rz *z, const kg_sstage *h, kg_sstage *a, kg_sstage *o, kg_iter *par,
+                                 const int *pos, int row, int last, int64_t ri, int64_t rj, int64_t cb) {
+  kg_builder_compute_at(&z->b, a, o, par);
+  if (z->b.failed) return;
+  kg_iter *ord[KG_STEP_MAX_NAMES], *ro = NULL, *rin = NULL, *lo, *lin, *lio = NULL, *co, *ci;
+  kg_iter *lane = a->roots[pos[last]], *rowr = row >= 0 ? a->roots[pos[row]] : NULL;
+  kg_iter *red0 = a->roots[a->nax];
+  int64_t L = kg_rz_lanes(z);
+  if (rowr) ro = kg_builder_split(&z->b, a, rowr, ri, &rin);
+  lo = kg_builder_split(&z->b, a, lane, rj, &lin);
+  if (!z->b.failed && rj > L && rj % L == 0) lio = kg_builder_split(&z->b, a, lin, L, &lin);
+  co = kg_builder_split(&z->b, a, red0, cb, &ci);
+  if (z->b.failed) return;
+  if (a->nleaves > KG_STEP_MAX_NAMES) {
+    kg_builder_fail(&z->b, "stage %s: too many loops", a->name);
+    return;
+  }
+  int n = 0;
+  for (int i = 0; i < a->nax; i++)
+    if (i != row && i != last) ord[n++] = a->roots[pos[i]];
+  ord[n++] = co;
+  if (ro) ord[n++] = ro;
+  ord[n++] = lo;
+  ord[n++] = ci;
+  for (int r = 1; r < a->nrax; r++) ord[n++] = a->roots[a->nax + r];
+  if (rin) ord[n++] = rin;
+  if (lio) ord[n++] = lio;
+  ord[n++] = lin;
+  if (n != a->nleaves) {
+    kg_builder_fail(&z->b, "stage %s: unexpected loops", a->name);
+    return;
+  }
+  kg_builder_reorder(&z->b, a, ord, n);
+  if (rin && kg_rz_knob(z, h->name, "unroll", 1) > 1) kg_builder_annotate(&z->b, KG_STEP_UNROLL, a, rin, KG_THREAD_NONE);
+  if (lio) kg_builder_annotate(&z->b, KG_STEP_UNROLL, a, lio, KG_THREAD_NONE);
+  kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, a, lin, KG_THREAD_NONE);
 }
 
 /* Heavy stage h tiled for registers and cache. */
@@ -429,7 +511,11 @@ static void tile_heavy(kg_rz *z, kg_sstage *h, sketch_kind kind) {
   /* goto: the reduction block outside the column tiles (row.o, k.o, last.o), as BLAS libraries loop: the row
    * operand's block of ti rows by kb (packed at k.o) stays in L2 while every column tile's panel of the vector
    * operand (packed at last.o) streams through L1; epi: the row blocks carried by the epilogue instead */
-  int go = kind == SK_TILE_RK && row >= 0 && kg_rz_knob(z, h->name, "order", 0) == 1;
+  /* blis (order 2): the reduction block outermost, as BLIS and OpenBLAS loop: the vector operand packed once per k
+   * block into panels (pack_panels) that every row block and thread shares, the row operand's block packed per
+   * row block (packa 1), the row blocks parallel (inside the batch axes, which are parallel when there are any) */
+  int64_t order = kind == SK_TILE_RK && row >= 0 ? kg_rz_knob(z, h->name, "order", 0) : 0;
+  int go = order == 1, blis = order == 2;
   kg_sstage *ep = go && kg_rz_knob(z, h->name, "epi", 0) == 1 ? epilogue_of(s, h, z->sk->space->unfused) : NULL;
   if (ep && !carry_row_blocks(z, ep, h, row, last, ti)) return;
   /* o's spatial loops: others, row.o, last.o | row.i.o, last.i.o | row.i.i, last.i.i */
@@ -446,7 +532,6 @@ static void tile_heavy(kg_rz *z, kg_sstage *h, sketch_kind kind) {
   for (int i = 0; i < o->nax; i++)
     if (i != row && i != last) ord[n++] = roots[i];
   int nouter = n;
-  if (ro) ord[n++] = ro;
   kg_iter *ko = NULL, *ki = NULL;
   if (kind == SK_TILE_RK) {
     /* the first reduction axis split; its outer part between the cache tile and the register tile */
@@ -454,9 +539,11 @@ static void tile_heavy(kg_rz *z, kg_sstage *h, sketch_kind kind) {
     ko = kg_builder_split(&z->b, o, o->roots[o->nax], kb, &ki);
     if (z->b.failed) return;
   }
+  if (blis) ord[n++] = ko;
+  if (ro) ord[n++] = ro;
   if (go) ord[n++] = ko;
   ord[n++] = lo;
-  if (kind == SK_TILE_RK && !go) ord[n++] = ko;
+  if (kind == SK_TILE_RK && !go && !blis) ord[n++] = ko;
   if (rio) ord[n++] = rio;
   ord[n++] = lio;
   /* dot (two bf16 operands): the register tile's rows, columns and k pairs as bf16 pair dot products (`bfdot`),
@@ -478,19 +565,31 @@ static void tile_heavy(kg_rz *z, kg_sstage *h, sketch_kind kind) {
   kg_builder_reorder(&z->b, o, ord, n);
   /* parallel: the leading loops fused (others, row.o, last.o); with the epilogue carrying the row blocks, its
    * loop is the parallel one */
-  if (!ep) {
-    kg_iter *p = ord[0];
+  kg_iter *par = NULL;
+  if (blis) {
+    par = nouter ? ord[0] : ro;
+    for (int k = 1; k < nouter && !z->b.failed; k++) par = kg_builder_fuse(&z->b, o, par, ord[k]);
+    kg_builder_annotate(&z->b, KG_STEP_PARALLEL, o, par, KG_THREAD_NONE);
+  } else if (!ep) {
+    par = ord[0];
     int nfuse = (int)kg_rz_knob(z, h->name, "fuse", 2);
     for (int k = 1; k < nouter + 2 && k <= nfuse && ord[k] != ko && !z->b.failed; k++)
-      p = kg_builder_fuse(&z->b, o, p, ord[k]);
-    kg_builder_annotate(&z->b, KG_STEP_PARALLEL, o, p, KG_THREAD_NONE);
+      par = kg_builder_fuse(&z->b, o, par, ord[k]);
+    kg_builder_annotate(&z->b, KG_STEP_PARALLEL, o, par, KG_THREAD_NONE);
   }
   if (kind == SK_TILE_RK) {
     /* packa 2 (a narrow row operand): its rows of one register tile, converted once for all its columns */
     int64_t pa = kg_rz_knob(z, h->name, "packa", 0);
-    if (kg_rz_knob(z, h->name, "pack", 0) && row >= 0)
+    if (blis && dot) {
+      kg_builder_fail(&z->b, "stage %s: the BLIS order's panels are not bf16 pair operands", h->name);
+      return;
+    }
+    if (blis)
+      pack_panels(z, h, o, find_read(h->body, pred_vector, h->ax[row], h->ax[last]), h->ax[last], rj, ko, !nouter);
+    else if (kg_rz_knob(z, h->name, "pack", 0) && row >= 0)
       pack_operand(z, h, o, vector_operand(h->body, h->ax[row], h->ax[last]), go ? lo : ko, !dot);
-    if (pa && row >= 0) pack_operand(z, h, o, row_operand(h->body, h->ax[row], h->ax[last]), pa == 2 ? lio : ko, !dot);
+    if (pa && row >= 0)
+      pack_operand(z, h, o, row_operand(h->body, h->ax[row], h->ax[last]), pa == 2 ? lio : blis ? ro : ko, !dot);
     if (dot) {
       const char *names[3] = {rii->name, lii->name, ki->name};
       kg_builder_step(&z->b, KG_STEP_BFDOT, o->name, names, 3, 0, 0, 0);
@@ -505,6 +604,11 @@ static void tile_heavy(kg_rz *z, kg_sstage *h, sketch_kind kind) {
    * a lane tile of several vectors is one unrolled loop of single vectors: gcc keeps the accumulators of a
    * wider vectorized loop in memory when reduction loops surround it. */
   if (last == nax - 1) kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, o, lii, KG_THREAD_NONE);
+  int64_t cb = a != o && par && a->nrax ? kg_rz_knob(z, h->name, "cb", 0) : 0;
+  if (cb > 0) {
+    blocked_accumulation(z, h, a, o, par, pos, row, last, ri, rj, cb);
+    return;
+  }
   kg_builder_compute_at(&z->b, a, o, lio);
   if (z->b.failed) return;
   n = 0;
@@ -700,6 +804,15 @@ static void add_heavy_knobs(kg_sketch *sk, const kg_schedule *s, const kg_sstage
   n = mult_values(le, v[0], v);
   add_knob(sk, KG_KNOB_TILE, h->name, "tj", v, n);
   add_knob(sk, KG_KNOB_CHOICE, h->name, "fuse", (const int64_t[]){1, 2, 3}, 3);
+  /* cpu/tile-cw accumulating in its own local: the accumulation blocked over the first reduction axis (0: not) */
+  if (kind == SK_TILE_CW && h->nrax && !epilogue_of(s, h, sk->space->unfused)) {
+    int64_t red = h->roots[nax]->extent;
+    n = 0;
+    v[n++] = 0;
+    for (int64_t b = 8; b <= 32; b *= 2)
+      if (b < red) v[n++] = b;
+    add_knob(sk, KG_KNOB_CHOICE, h->name, "cb", v, n);
+  }
   if (kind == SK_TILE_RK) {
     n = pow2_values(h->roots[nax]->extent, 8, 1024, v);
     add_knob(sk, KG_KNOB_TILE, h->name, "kb", v, n);
@@ -712,7 +825,7 @@ static void add_heavy_knobs(kg_sketch *sk, const kg_schedule *s, const kg_sstage
     if (ra && va && ra->dtype == KG_DT_BF16 && va->dtype == KG_DT_BF16 && h->nrax == 1)
       add_knob(sk, KG_KNOB_CHOICE, h->name, "dot", (const int64_t[]){0, 1}, 2);
     if (nax >= 2) {
-      add_knob(sk, KG_KNOB_CHOICE, h->name, "order", (const int64_t[]){0, 1}, 2);
+      add_knob(sk, KG_KNOB_CHOICE, h->name, "order", (const int64_t[]){0, 1, 2}, 3);
       add_knob(sk, KG_KNOB_CHOICE, h->name, "packa", (const int64_t[]){0, 1, 2}, narrow_a ? 3 : 2);
       if (epilogue_of(s, h, sk->space->unfused))
         add_knob(sk, KG_KNOB_CHOICE, h->name, "epi", (const int64_t[]){0, 1}, 2);

@@ -208,7 +208,8 @@ static void check_inner(const char *text, const char *sizes, int npoints, const 
 /* The trace of the point of cpu/inner at which each knob named in set ("knob=value" lines) has that value and
  * every other knob its first value (NULL when a knob or value is not in the sketch, or the point does not
  * realize); run: also built, run and verified. The tuner can only find what such a point realizes. */
-static char *inner_point(const char *text, const char *sizes, const char *const *set, int nset, int run) {
+static char *sketch_point(const char *text, const char *sizes, const char *sketch, const char *const *set, int nset,
+                          int run) {
   kg_test_workload w;
   memset(&w, 0, sizeof w);
   w.p = kg_test_load_sizes(text, sizes);
@@ -219,7 +220,7 @@ static char *inner_point(const char *text, const char *sizes, const char *const 
     kg_data_reference(&w.d, w.p, KG_TEST_DATA_SEED);
   }
   kg_space *sp = kg_space_new(p, KG_TARGET_C, NULL);
-  int si = kg_space_find_sketch(sp, "cpu/inner"), ok = si >= 0;
+  int si = kg_space_find_sketch(sp, sketch), ok = si >= 0;
   char *t = NULL, err[512];
   kg_point pt = {.sketch = si};
   if (ok) {
@@ -235,7 +236,7 @@ static char *inner_point(const char *text, const char *sizes, const char *const 
       int64_t v = eq ? atoll(eq + 1) : -1;
       int found = 0;
       for (int j = 0; k >= 0 && j < sk->knobs[k].nvalues; j++) found |= sk->knobs[k].values[j] == v;
-      CHECKF(found, "%s %s: cpu/inner has no knob value %s", p->def->name, sizes, set[i]);
+      CHECKF(found, "%s %s: %s has no knob value %s", p->def->name, sizes, sketch, set[i]);
       ok = found;
       if (found) pt.knobs[k] = v;
     }
@@ -243,11 +244,15 @@ static char *inner_point(const char *text, const char *sizes, const char *const 
   kg_schedule *s = ok ? kg_space_realize(sp, &pt, err, sizeof err) : NULL;
   CHECKF(!ok || s, "%s %s: the point does not realize: %s", p->def->name, sizes, err);
   if (s) t = kg_trace_to_text(&s->trace);
-  if (s && run) kg_test_verify_c(&w, s, "cpu/inner point");
+  if (s && run) kg_test_verify_c(&w, s, sketch);
   kg_schedule_free(s);
   kg_space_free(sp);
   kg_test_workload_free(&w);
   return t;
+}
+
+static char *inner_point(const char *text, const char *sizes, const char *const *set, int nset, int run) {
+  return sketch_point(text, sizes, "cpu/inner", set, nset, run);
 }
 
 /* kg_space_size of program text at sizes, and that of its sketch name alone */
@@ -412,6 +417,23 @@ int main(void) {
                                    "compute_at A.local C k.o"};
   CHECK(sketch_has(KG_TEST_MATMUL, "M=64 N=64 K=64", "cpu/tile-rk", go, 4));
   CHECK(sketch_verify_has(KG_TEST_MATMUL, "M=67 N=45 K=37", "cpu/tile-rk", go, 4));
+  /* BLIS's loop order: the k block outermost, B packed once per k block into panels of the register tile's width
+   * (shared by every row block and thread, the copy parallel over its panels), A's block per row block; verified
+   * where the panels divide N, where they do not (B's layout kept), and with a batch axis (parallel over it) */
+  static const char *const bl[] = {"reorder C k.o i.o j.o", "parallel C i.o\n", "split_storage B.local ax1 ",
+                                   "reorder_storage B.local ax1.o ax0 ax1.i", "compute_at B.local C k.o",
+                                   "parallel B.local ax1.o", "compute_at A.local C i.o"};
+  CHECK(sketch_has(KG_TEST_MATMUL, "M=64 N=64 K=64", "cpu/tile-rk", bl, 7));
+  CHECK(sketch_verify_has(KG_TEST_MATMUL, "M=67 N=48 K=37", "cpu/tile-rk", bl, 7));
+  static const char *const bl_odd[] = {"reorder C k.o i.o j.o", "parallel C i.o\n", "compute_at B.local C k.o",
+                                       "compute_at A.local C i.o"};
+  CHECK(sketch_verify_has(KG_TEST_MATMUL, "M=67 N=45 K=37", "cpu/tile-rk", bl_odd, 4));
+  static const char bmm[] = "def f(A: f32[B, M, K], W: f32[B, K, N]) -> (Y: f32[B, M, N]) {\n"
+                            "  Y[b, i, j] = sum[k](A[b, i, k] * W[b, k, j])\n"
+                            "}\n";
+  static const char *const blb[] = {"reorder Y b k.o i.o j.o", "parallel Y b\n", "split_storage W.local ax2 ",
+                                    "reorder_storage W.local ax2.o ax0 ax1 ax2.i", "compute_at W.local Y k.o"};
+  CHECK(sketch_verify_has(bmm, "B=3 M=21 K=19 N=32", "cpu/tile-rk", blb, 5));
   /* ... and with the epilogue carrying the parallel row blocks (bias and GELU applied to each block of the
    * product while it is in cache), verified at sizes that no tile divides and with a batch axis */
   char *mlp = kg_test_read_file("bench/workloads/mlp_gelu.te", NULL);
@@ -585,6 +607,20 @@ int main(void) {
                                         "unroll Y.local x", "split Y.local f 16", "unroll Y.local f.o",
                                         "vectorize Y.local f.i"};
     CHECK(sketch_has(conv, "N=1 C=4 H=8 W=24 F=32", "cpu/tile-cw", lanes, 8));
+    /* the blocked accumulation (cb): the accumulator holds the parallel loop's whole output row, the input
+     * channels in blocks of 8 outside the register tiles, the tile of 6 x by 32 f (two vectors) accumulating
+     * over a block's channels and the window in registers; built, run and verified where neither the row nor
+     * the channels divide into the tiles and blocks */
+    static const char *const cb[] = {"Y.lane=1", "Y.row=3", "Y.ri=6", "Y.rj=32", "Y.cb=8", "Y.fuse=1", "Y.unroll=64"};
+    char *ct = sketch_point(conv, "N=1 C=20 H=5 W=19 F=32", "cpu/tile-cw", cb, 7, 1);
+    CHECK_STR_CONTAINS(ct, "compute_at Y.local Y n*y\nsplit Y.local x 6\nsplit Y.local f 32\nsplit Y.local f.i 16\n"
+                           "split Y.local c 8\nreorder Y.local n y c.o x.o f.o c.i r s x.i f.i.o f.i.i\n"
+                           "unroll Y.local x.i\nunroll Y.local f.i.o\nvectorize Y.local f.i.i\n");
+    /* ... whose register tile accumulates in registers around the block's channels and the window */
+    src = ct ? c_source(conv, "N=1 C=20 H=5 W=19 F=32", ct) : NULL;
+    CHECK_STR_CONTAINS(src, "register accumulator of Y_local around loop c.i */");
+    free(src);
+    free(ct);
     free(conv);
   }
   TEST_END();
