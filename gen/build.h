@@ -48,4 +48,20 @@ void kg_builder_compute_at(kg_builder *b, kg_sstage *p, const kg_sstage *c, kg_i
 /* cache_read WHAT SCOPE READER / cache_write WHAT SCOPE: the created stage, NULL on failure. */
 kg_sstage *kg_builder_cache(kg_builder *b, kg_step_kind kind, const char *what, const char *scope,
                           const kg_sstage *reader);
+
+/* How kg_builder_pack lays out and places a packed copy. */
+typedef struct kg_pack {
+  int inner;              /* the copy's dimension stored innermost (reorder_storage); -1 or the last: as it is */
+  int64_t panel;          /* > 1: that dimension cut into panels of this many (split_storage): the panels outermost,
+                           * [dim/panel][other dimensions][panel]; it must divide the dimension's extent */
+  const kg_sstage *at;    /* compute_at this stage's loop `loop`; NULL: the copy stays at root */
+  kg_iter *loop;
+  int widen;              /* an f16/bf16 copy stored as f32 (widen): converted once, not at every use */
+  int parallel;           /* its outermost loop parallel (when it has more than one) */
+} kg_pack;
+/* Packs tensor `what` for reader (cache_read local), laid out as `how` says (the layout first: the storage steps
+ * want the copy at root, untransformed), placed, its innermost loop vectorized. Returns the copy, NULL on failure.
+ * What the CPU sketches' packed operands share: the register tiles' blocks, BLIS's panels, the convolution's
+ * weights with the output channels innermost, attention's key and value tiles. */
+kg_sstage *kg_builder_pack(kg_builder *b, const char *what, const kg_sstage *reader, const kg_pack *how);
 #endif

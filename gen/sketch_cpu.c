@@ -343,45 +343,25 @@ static kg_sstage *epilogue_of(const kg_schedule *s, const kg_sstage *h, int sp_u
  * tile sizes already bound); bf16 dot products read it narrow. */
 static void pack_operand(kg_rz *z, kg_sstage *h, kg_sstage *o, const kg_tensor *t, kg_iter *l, int wide) {
   if (!t || z->b.failed) return;
-  kg_sstage *pk = kg_builder_cache(&z->b, KG_STEP_CACHE_READ, t->name, "local", h);
-  if (!pk) return;
-  kg_builder_compute_at(&z->b, pk, o, l);
-  if (wide && pk->out->dtype != KG_DT_F32 && !z->b.failed) kg_builder_step(&z->b, KG_STEP_WIDEN, pk->name, NULL, 0, 0, 0, 0);
-  if (!z->b.failed) kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, pk, pk->leaves[pk->nleaves - 1], KG_THREAD_NONE);
+  kg_builder_pack(&z->b, t->name, h, &(kg_pack){.inner = -1, .at = o, .loop = l, .widen = wide});
 }
 
 /* cpu/tile-rk's BLIS order: the vector operand t (B of a matmul) copied once per reduction block (at loop l, the
- * k block) for every row block and thread, into panels of rj columns, [N/rj][kb][rj] (split_storage and
- * reorder_storage), so that each register tile reads its panel contiguously; the copy parallel over its panels when
- * par. Without a lane dimension indexed by exactly the lane axis, or one that rj does not divide, the copy keeps
- * t's layout. */
+ * k block) for every row block and thread, into panels of rj columns, [N/rj][kb][rj], so that each register tile
+ * reads its panel contiguously; the copy parallel over its panels when par, an f16/bf16 operand widened as in
+ * pack_operand. Without a lane dimension indexed by exactly the lane axis, or one that rj does not divide, the
+ * copy keeps t's layout. */
 static void pack_panels(kg_rz *z, kg_sstage *h, kg_sstage *o, const kg_expr *r, const kg_ivar *lane, int64_t rj,
                         kg_iter *l, int par) {
   if (!r || z->b.failed) return;
-  kg_sstage *pk = kg_builder_cache(&z->b, KG_STEP_CACHE_READ, r->read.tensor->name, "local", h);
-  if (!pk) return;
   int d = r->read.n - 1;
   const kg_expr *e = r->read.idx[d];
-  if (e->kind == KG_EXPR_IVAR && e->var.iv == lane && d < pk->nax && rj > 1 && pk->roots[d]->extent % rj == 0 &&
-      pk->roots[d]->extent > rj && pk->nax + 1 <= KG_STEP_MAX_NAMES) {
-    char ax[256], axo[260], axi[260];
-    snprintf(ax, sizeof ax, "%s", pk->ax[d]->name);
-    const char *nm[1] = {ax};
-    kg_builder_step(&z->b, KG_STEP_SPLIT_STORAGE, pk->name, nm, 1, rj, 0, 1);
-    snprintf(axo, sizeof axo, "%s.o", ax);
-    snprintf(axi, sizeof axi, "%s.i", ax);
-    const char *names[KG_STEP_MAX_NAMES];
-    int n = 0;
-    names[n++] = axo;
-    for (int a = 0; a < pk->nax && !z->b.failed; a++)
-      if (strcmp(pk->ax[a]->name, axo) && strcmp(pk->ax[a]->name, axi)) names[n++] = pk->ax[a]->name;
-    names[n++] = axi;
-    if (!z->b.failed) kg_builder_step(&z->b, KG_STEP_REORDER_STORAGE, pk->name, names, n, 0, 0, 0);
-  }
-  kg_builder_compute_at(&z->b, pk, o, l);
-  if (z->b.failed) return;
-  if (par && pk->nleaves > 1) kg_builder_annotate(&z->b, KG_STEP_PARALLEL, pk, pk->leaves[0], KG_THREAD_NONE);
-  kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, pk, pk->leaves[pk->nleaves - 1], KG_THREAD_NONE);
+  int64_t ext = r->read.tensor->shape[d];
+  int panels = e->kind == KG_EXPR_IVAR && e->var.iv == lane && rj > 1 && ext % rj == 0 && ext > rj &&
+               r->read.n + 1 <= KG_STEP_MAX_NAMES;
+  kg_builder_pack(&z->b, r->read.tensor->name, h,
+                  &(kg_pack){.inner = panels ? d : -1, .panel = panels ? rj : 0, .at = o, .loop = l, .widen = 1,
+                             .parallel = par});
 }
 
 /* cpu/tile-rk's goto order with its epilogue c fused (epi knob): c carries the parallel row blocks of ti rows

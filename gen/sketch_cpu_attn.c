@@ -150,7 +150,8 @@ static void storage_inner(kg_rz *z, kg_sstage *st, int inner) {
 
 /* An operand of h (the read found by want_row, see operand_read) copied per tile (cache_read local, computed at
  * A's loop p), stored with the dimension indexed by `inner` innermost, its copy loops in that order with the
- * innermost vectorized. Nothing when there is no such operand. */
+ * innermost vectorized. Nothing when there is no such operand. An f16/bf16 copy stays narrow: widened, the tuned
+ * attention's query block ran no faster (docs/schedules.md). */
 static void pack_operand(kg_rz *z, kg_sstage *h, const kg_ivar *row, const kg_ivar *key, int want_row, kg_sstage *A,
                          kg_iter *p) {
   const kg_expr *r = operand_read(h->body, row, key, want_row);
@@ -160,12 +161,7 @@ static void pack_operand(kg_rz *z, kg_sstage *h, const kg_ivar *row, const kg_iv
   for (int d = 0; d < r->read.n && dim < 0; d++)
     if (uses(r->read.idx[d], inner)) dim = d;
   if (dim < 0) return;
-  kg_sstage *pk = kg_builder_cache(&z->b, KG_STEP_CACHE_READ, r->read.tensor->name, "local", h);
-  if (!pk) return;
-  /* the layout first (reorder_storage wants the copy at root, untransformed); its loops then walk it in order */
-  if (dim != pk->nax - 1) storage_inner(z, pk, dim);
-  kg_builder_compute_at(&z->b, pk, A, p);
-  if (!z->b.failed) kg_builder_annotate(&z->b, KG_STEP_VECTORIZE, pk, pk->leaves[pk->nleaves - 1], KG_THREAD_NONE);
+  kg_builder_pack(&z->b, r->read.tensor->name, h, &(kg_pack){.inner = dim, .at = A, .loop = p});
 }
 
 /* A register tile over loops r (rows) and c (a spatial axis, vectorized) of stage x: r split by ri, c by cj, the

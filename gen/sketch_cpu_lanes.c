@@ -76,17 +76,8 @@ static int pack_read(const kg_expr *r, void *ctx) {
     if (pc->done[i] == r->read.tensor) return 0;
   if (pc->ndone == (int)(sizeof pc->done / sizeof pc->done[0])) return 0;
   pc->done[pc->ndone++] = r->read.tensor;
-  kg_sstage *pk = kg_builder_cache(pc->b, KG_STEP_CACHE_READ, r->read.tensor->name, "local", pc->reader);
-  if (!pk) return 1;
-  const char *names[KG_STEP_MAX_NAMES];
-  int k = 0;
-  for (int i = 0; i < pk->nax; i++)
-    if (i != d) names[k++] = pk->ax[i]->name;
-  names[k++] = pk->ax[d]->name;
-  if (kg_builder_step(pc->b, KG_STEP_REORDER_STORAGE, pk->name, names, k, 0, 0, 0)) return 1;
-  /* the copy runs once per call: its outer loop parallel, the lane dimension vectorized */
-  if (pk->nleaves >= 2) kg_builder_annotate(pc->b, KG_STEP_PARALLEL, pk, pk->leaves[0], KG_THREAD_NONE);
-  kg_builder_annotate(pc->b, KG_STEP_VECTORIZE, pk, pk->leaves[pk->nleaves - 1], KG_THREAD_NONE);
+  /* the copy runs once per call, at root: its outer loop parallel, the lane dimension vectorized */
+  kg_builder_pack(pc->b, r->read.tensor->name, pc->reader, &(kg_pack){.inner = d, .parallel = 1});
   return pc->b->failed;
 }
 

@@ -428,6 +428,14 @@ int main(void) {
   static const char *const bl_odd[] = {"reorder C k.o i.o j.o", "parallel C i.o\n", "compute_at B.local C k.o",
                                        "compute_at A.local C i.o"};
   CHECK(sketch_verify_has(KG_TEST_MATMUL, "M=67 N=45 K=37", "cpu/tile-rk", bl_odd, 4));
+  /* bf16 operands: B's panels stored as f32 (widen), converted once per k block rather than at every use in the
+   * register tiles, as the other packed operands are (the f32 accumulation is C.r0, C its bf16 rounding) */
+  static const char bf_mm[] = "def f(A: bf16[M, K], B: bf16[K, N]) -> (C: bf16[M, N]) {\n"
+                              "  C[i, j] = sum[k](A[i, k] * B[k, j])\n"
+                              "}\n";
+  static const char *const blw[] = {"reorder C.r0 k.o i.o j.o", "reorder_storage B.local ax1.o ax0 ax1.i",
+                                    "compute_at B.local C.r0 k.o\nwiden B.local\nparallel B.local ax1.o"};
+  CHECK(sketch_verify_has(bf_mm, "M=67 N=48 K=37", "cpu/tile-rk", blw, 3));
   static const char bmm[] = "def f(A: f32[B, M, K], W: f32[B, K, N]) -> (Y: f32[B, M, N]) {\n"
                             "  Y[b, i, j] = sum[k](A[b, i, k] * W[b, k, j])\n"
                             "}\n";
