@@ -83,6 +83,17 @@ static int check_positive(const cli_option *o, const char *val, cli_arg *out, ch
   return -1;
 }
 
+/* The early cut's factor: 0 (off), or at least lo (below it the cut would take candidates within the noise of the
+ * best), at most hi. */
+static int check_cut(const cli_option *o, const char *val, cli_arg *out, char *msg, size_t msglen) {
+  char *end;
+  errno = 0;
+  out->d = strtod(val, &end);
+  if (end != val && !*end && !errno && (out->d == 0 || (out->d >= o->lo && out->d <= o->hi))) return 0;
+  snprintf(msg, msglen, "bad %s '%s' (want 0 for none, or a factor from %g to %g)", o->name, val, o->lo, o->hi);
+  return -1;
+}
+
 static int check_target(const cli_option *o, const char *val, cli_arg *out, char *msg, size_t msglen) {
   (void)o;
   (void)out;
@@ -262,6 +273,9 @@ static const cli_option options[] = {
      "0: none) and take the best by the median of its measurements"},
     {CLI_OPT_CONFIRM_RUNS, "--confirm-runs", "R", C(CLI_CMD_TUNE), check_count, 1, 100,
      "how many more times --confirm measures each (default 2)"},
+    {CLI_OPT_EARLY_CUT, "--early-cut", "F", C(CLI_CMD_TUNE), check_cut, 2, 1000,
+     "C target: time a candidate by one run when it and its verification run each took F\n"
+     "times the fastest time so far (and a quarter of --min-repeat-ms); default 4, 0: never"},
     {CLI_OPT_NO_FUSE, "--no-fuse", NULL, C(CLI_CMD_TUNE), NULL, 0, 0,
      "search unfused schedules only: every stage its own loop nest (CUDA: kernel),\n"
      "none inlined or computed inside another (default log NAME.TARGET.nofuse.kglog)"},

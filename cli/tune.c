@@ -59,6 +59,8 @@ static void print_summary(const kg_tune_task *tasks, const kg_tune_report *rep, 
       printf("  search space: %llu points in %d sketch%s\n", (unsigned long long)r->space_points, r->space_sketches,
              r->space_sketches == 1 ? "" : "es");
     printf("  trials: %d this run (%d failed), %d from the log\n", r->trials, r->failed, r->loaded);
+    if (r->cut > 0)
+      printf("  early cut: %d timed by one run, --early-cut times the fastest or slower\n", r->cut);
     if (r->exhausted)
       printf("  search space exhausted: no schedule left that was not measured (%d in all)\n", r->trials + r->loaded);
     if (r->default_s > 0) printf("  default schedule: %s%s\n", est, d);
@@ -245,6 +247,7 @@ static int tune_main(int argc, char **argv, kg_dist *dist) {
       case CLI_OPT_NO_FUSE: o.no_fuse = 1; break;
       case CLI_OPT_CONFIRM: o.confirm = r->u ? (int)r->u : -1; break;
       case CLI_OPT_CONFIRM_RUNS: o.confirm_runs = (int)r->u; break;
+      case CLI_OPT_EARLY_CUT: o.measure.early_cut = r->d > 0 ? r->d : -1; break;
       case CLI_OPT_ARG:
         if (nwl >= MAX_WORKLOADS) {
           prc = tune_usage("too many workloads (at most 32), at '%s'", val);

@@ -210,6 +210,7 @@ static void put_opts(kg_wire *w, const kg_measure_opts *o) {
   kg_wire_u32(w, (uint32_t)o->no_timing);
   kg_wire_f64(w, o->rtol);
   kg_wire_i64(w, (int64_t)o->seed);
+  kg_wire_f64(w, o->early_cut);
 }
 
 /* arch is copied into archbuf. */
@@ -227,6 +228,7 @@ static void get_opts(kg_wire *w, kg_measure_opts *o, char *archbuf, size_t archl
   o->no_timing = (int)kg_wire_get_u32(w);
   o->rtol = kg_wire_get_f64(w);
   o->seed = (uint64_t)kg_wire_get_i64(w);
+  o->early_cut = kg_wire_get_f64(w);
 }
 
 /* A program as its source, def, bindings (the sizes given, and the dynamic ones at their values) and dynamic

@@ -40,6 +40,14 @@ typedef struct kg_measure_opts {
    * emulator set (builds still overlap). Must outlive the measurer. A waiter does not wait for a stopped holder
    * (nor past 60 timeouts): it runs without the lock and says so in each result (unlocked). */
   const char *run_lock;
+  /* The early cut (CPU only), what a tuner sets: > 0, a candidate whose verification run took at least early_cut
+   * times the fastest median this measurer has timed (or been told of: kg_measurer_hint_best), and at least a
+   * quarter of min_repeat_s, runs once more (warm, the verification run its warm-up); when that run is also over the
+   * bar, it is the candidate's one time (result.cut), instead of a warm-up and at least three repeats. A hopeless
+   * candidate of a long kernel then costs two runs instead of five, and a single stalled run (a neighbour's burst,
+   * a first run's page faults) cuts nothing. Not on the GPU, whose verification run includes the transfers and the
+   * module's first launch, nor on the emulator, whose clock ranks nothing. <= 0: off. */
+  double early_cut;
   float *const *inputs;   /* NULL: inputs drawn from seed; else the caller's (one array per program input,
                            * kg_tensor_numel floats each, copied), on which the reference is computed as they are */
 } kg_measure_opts;
@@ -81,6 +89,9 @@ typedef struct kg_measure_result {
   /* Timed without the run lock (kg_measure_opts.run_lock): its holder was stopped, or held it past the bound, so
    * these runs may have overlapped another measurer's. */
   int unlocked;
+  /* Timed by one run after its verification run (kg_measure_opts.early_cut): runs is 1, and msg says how far
+   * behind the fastest it was. */
+  int cut;
 } kg_measure_result;
 void kg_measure_result_free(kg_measure_result *r);
 
@@ -107,6 +118,9 @@ void kg_measurer_phase_times(const kg_measurer *m, double *build_s, double *run_
  * the last candidate that ran (its verification run's, copied back from the GPU). numel floats, valid until
  * kg_measurer_free. */
 const float *kg_measurer_buffer(const kg_measurer *m, int i);
+/* Tells the measurer of a time its program already reached (a tuning log's best), the early cut's reference until it
+ * times something faster itself. */
+void kg_measurer_hint_best(kg_measurer *m, double seconds);
 /* How many times the worker was (re)started, for tests. */
 int kg_measurer_worker_starts(const kg_measurer *m);
 void kg_measurer_free(kg_measurer *m);

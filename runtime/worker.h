@@ -31,7 +31,8 @@ enum {
   /* caller -> worker */
   KG_MSG_CONFIG = 1, /* runner, buffers, then the values of the dynamic sizes (count, int64s): the first message of a worker's life */
   KG_MSG_VERIFY,     /* load a candidate, run it once (outputs already poisoned by the caller) */
-  KG_MSG_TIME,       /* warm-up and timed repeats of the loaded candidate */
+  KG_MSG_TIME,       /* min_repeat_s (f64), flush (u32), probe (u32): warm-up and timed repeats of the loaded
+                      * candidate, or with probe one timed run and no warm-up (the early cut's second look) */
   /* worker -> caller */
   KG_MSG_READY,      /* answer to CONFIG: status, device description */
   KG_MSG_DONE,       /* answer to VERIFY / TIME */

@@ -63,7 +63,7 @@ typedef struct task {
   const char *best_sketch;
   double best_before;   /* best_s before this task's last round */
   int last_trials;      /* trials in this task's last round */
-  int rounds, trials, loaded, failed, exhausted;
+  int rounds, trials, loaded, failed, cut, exhausted;
   double default_s;
   char *default_text;   /* the default schedule's trace text (empty on C, the naive GPU mapping on CUDA) */
   char device_name[256], versions[512];
@@ -210,7 +210,7 @@ static void fill_record(kg_tlog_record *r, const task *tk, const kg_trace *trace
   r->target = tk->target;
   r->trace = *trace; /* borrowed: encoding only reads it */
   r->status = kg_status_names[res->status];
-  r->msg = res->status == KG_STATUS_OK ? "" : res->msg;
+  r->msg = res->status == KG_STATUS_OK && !res->cut ? "" : res->msg; /* an early cut says so */
   r->times = res->status == KG_STATUS_OK ? res->times : NULL;
   r->ntimes = res->status == KG_STATUS_OK ? res->runs : 0;
   r->compile_s = res->compile_s;
@@ -436,6 +436,7 @@ static int absorb_fixed(task *tk, kg_schedule *s, const char *text, int is_defau
   if (is_default) tk->default_s = med;
   tk->trials++;
   if (res->status != KG_STATUS_OK) tk->failed++;
+  tk->cut += res->cut;
   return rc;
 }
 
@@ -448,6 +449,7 @@ static int measure_one(task *tk, const kg_trace *given, kg_tlog_writer *w, int *
   if (!kg_strset_has(&tk->seen, text)) {
     kg_candidate c = {&s->trace, NULL};
     kg_measure_result res;
+    kg_measurer_hint_best(tk->m, tk->best_s);
     kg_measure_batch(tk->m, &c, 1, &res);
     if (env_stop(tk, &res, !given, err, errlen)) {
       kg_measure_result_free(&res);
@@ -571,6 +573,7 @@ static int absorb_pick(task *tk, const kg_evolve_pick *pk, const kg_trace *trace
     note_result(tk, med, pk->trace_text, tk->sp->sketches[pk->pt.sketch].name);
   }
   if (res->status != KG_STATUS_OK) tk->failed++;
+  tk->cut += res->cut;
   tk->trials++;
   if (!pk->random) { /* random picks carry no prediction */
     score[*nscored] = pk->score;
@@ -631,6 +634,7 @@ static int run_round(task *tk, task *tasks, int ntasks, kg_model *model, kg_tlog
   int chunk = ncpu <= 2 ? 4 : ncpu >= 16 ? 32 : (int)(2 * ncpu);
   for (int c0 = 0; c0 < n && rc == 0 && env < 0; c0 += chunk) {
     int cn = n - c0 < chunk ? n - c0 : chunk;
+    kg_measurer_hint_best(tk->m, tk->best_s);
     kg_measure_batch(tk->m, c + c0, cn, res + c0);
     measured = c0 + cn;
     for (int i = c0; i < measured && env < 0; i++)
@@ -1147,6 +1151,7 @@ int kg_tune(const kg_tune_task *tasks_in, int ninputs, const kg_tune_opts *oin, 
   if (o.mutation_prob <= 0) o.mutation_prob = 0.85;
   if (o.confirm == 0) o.confirm = 3;
   if (o.confirm_runs <= 0) o.confirm_runs = 2;
+  if (o.measure.early_cut == 0) o.measure.early_cut = 4;
   double start = kg_now_s();
   rep->tasks = kg_xrealloc(NULL, sizeof *rep->tasks * (size_t)(ntasks ? ntasks : 1));
   memset(rep->tasks, 0, sizeof *rep->tasks * (size_t)(ntasks ? ntasks : 1));
@@ -1301,6 +1306,7 @@ out:
     tr->trials = tk->trials;
     tr->loaded = tk->loaded;
     tr->failed = tk->failed;
+    tr->cut = tk->cut;
     tr->default_s = tk->default_s;
     tr->best_s = tk->best_s;
     tr->confirmed = tk->confirmed;

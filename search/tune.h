@@ -72,6 +72,9 @@ typedef struct kg_tune_opts {
    * schedule that was lucky once beats one that is faster. These measurements are logged and do not count as
    * trials. Not on the CUDA emulator, whose records rank by their deterministic estimate. */
   int confirm, confirm_runs;
+  /* measure.early_cut (runtime/measure.h) is on by default in a tuning: 0 means 4, < 0 off. The tuner tells each
+   * task's measurer the task's best time (the log's included); a pool's workers cut by the best they timed
+   * themselves. */
 } kg_tune_opts;
 
 typedef struct kg_tune_task_result {
@@ -80,6 +83,7 @@ typedef struct kg_tune_task_result {
   int trials;              /* measured this run */
   int loaded;              /* records of this task found in the log */
   int failed;              /* measured this run with a status other than ok */
+  int cut;                 /* measured this run and timed by one run (the early cut) */
   double default_s;        /* the default schedule's median (0 when not measured) */
   double best_s;           /* the best trace's time, this run or the log: the median of its results (0: none) */
   int confirmed;           /* measurements of the confirmation (kg_tune_opts.confirm) */

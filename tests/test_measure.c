@@ -23,11 +23,13 @@ static kg_program *load_matmul(void) {
 }
 
 /* A correct matmul with the generated entry's calling convention, optionally leaving one element unwritten or
- * adding an error. */
-static char *matmul_source(int skip_i, int skip_j, float add) {
-  char *s = malloc(1024);
-  snprintf(s, 1024,
+ * adding an error; head goes before the function and prologue at its start. */
+static char *matmul_source_with(const char *head, const char *prologue, int skip_i, int skip_j, float add) {
+  char *s = malloc(2048);
+  snprintf(s, 2048,
+           "%s"
            "void kgen_entry_args(float **a) {\n"
+           "%s"
            "  for (int i = 0; i < %d; i++)\n"
            "    for (int j = 0; j < %d; j++) {\n"
            "      if (i == %d && j == %d) continue;\n"
@@ -36,9 +38,10 @@ static char *matmul_source(int skip_i, int skip_j, float add) {
            "      a[2][i * %d + j] = acc + %ff;\n"
            "    }\n"
            "}\n",
-           M_, N_, skip_i, skip_j, K_, K_, N_, N_, add);
+           head, prologue, M_, N_, skip_i, skip_j, K_, K_, N_, N_, add);
   return s;
 }
+static char *matmul_source(int skip_i, int skip_j, float add) { return matmul_source_with("", "", skip_i, skip_j, add); }
 
 static int count_entries(const char *dir) {
   DIR *d = opendir(dir);
@@ -311,6 +314,91 @@ static void test_gpu(const kg_program *p) {
 /* The run lock (kg_measure_opts.run_lock) held by another process: a running holder is waited for (past the
  * one second that tells a stopped one), a stopped holder is not: the batch runs without the lock and says so.
  * Either way the holder's pid is in the file while it holds it. */
+/* A correct matmul that also spins for ms milliseconds per run: a slow candidate whose time is known ... */
+/* ... or on its first run only (first_only): a first run far slower than the rest. */
+static char *spin_source(int ms, int first_only) {
+  char spin[640];
+  snprintf(spin, sizeof spin,
+           "  static int runs;\n"
+           "  if (%d && runs++) goto go;\n"
+           "  struct timespec t0, t;\n"
+           "  clock_gettime(CLOCK_MONOTONIC, &t0);\n"
+           "  do clock_gettime(CLOCK_MONOTONIC, &t);\n"
+           "  while ((t.tv_sec - t0.tv_sec) * 1000.0 + (t.tv_nsec - t0.tv_nsec) * 1e-6 < %d);\n"
+           "go:\n",
+           first_only, ms);
+  return matmul_source_with("#define _POSIX_C_SOURCE 200809L\n#include <time.h>\n", spin, -1, -1, 0);
+}
+static char *slow_source(int ms) { return spin_source(ms, 0); }
+
+/* The early cut: a candidate whose verification run is early_cut times the fastest timed so far (in this batch,
+ * an earlier one, or a hint) and long enough for repeats to cost something is timed by that run alone; one below
+ * the factor, one too short to matter, and everything with the cut off get their repeats. */
+static void test_early_cut(const kg_program *p) {
+  kg_measure_opts o = {.target = KG_TARGET_C, .timeout_s = 10, .min_repeat_s = 0.1, .build_threads = 1, .early_cut = 4};
+  char err[512];
+  char *good = matmul_source(-1, -1, 0), *slow = slow_source(80), *brief = slow_source(10);
+  char *cold = spin_source(80, 1);
+  double flops = kg_program_flops(p);
+  kg_measurer *m = kg_measurer_new(p, &o, err, sizeof err);
+  CHECKF(m != NULL, "%s", err);
+  if (!m) return;
+  /* the first slow one has nothing to be compared with; the good one then sets the bar */
+  kg_candidate c[5] = {{NULL, slow}, {NULL, good}, {NULL, slow}, {NULL, brief}, {NULL, cold}};
+  kg_measure_result r[5];
+  kg_measure_batch(m, c, 5, r);
+  show("cut", r, 5);
+  check_ok(&r[0], flops, o.min_repeat_s, "slow, first");
+  CHECK(r[0].cut == 0 && r[0].median_s >= 0.08);
+  check_ok(&r[1], flops, o.min_repeat_s, "good");
+  CHECK(r[1].cut == 0 && r[1].median_s < 0.02);
+  CHECKF(r[2].status == KG_STATUS_OK, "%s", r[2].msg);
+  CHECKF(r[2].cut == 1 && r[2].runs == 1 && r[2].times, "cut %d, %d runs", r[2].cut, r[2].runs);
+  if (r[2].times) CHECK(r[2].times[0] >= 0.08 && r[2].median_s == r[2].times[0] && r[2].min_s == r[2].max_s);
+  CHECK(r[2].gflops > 0 && r[2].median_s < 1);
+  CHECK_STR_CONTAINS((const char *)r[2].msg, "early cut");
+  /* 10 ms is far behind too, but its repeats cost a tenth of a second: timed */
+  check_ok(&r[3], flops, o.min_repeat_s, "brief");
+  CHECK(r[3].cut == 0);
+  /* slow only on its first run (the verification run): the second look finds it fast, so it is timed in full */
+  check_ok(&r[4], flops, o.min_repeat_s, "slow first run");
+  CHECK(r[4].cut == 0 && r[4].median_s < 0.02);
+  for (int i = 0; i < 5; i++) kg_measure_result_free(&r[i]);
+  kg_measurer_free(m);
+
+  /* a hint is the bar before anything is timed; a slow candidate within the factor of it is timed in full */
+  double hints[2] = {0.005, 0.05};
+  for (int h = 0; h < 2; h++) {
+    m = kg_measurer_new(p, &o, err, sizeof err);
+    CHECKF(m != NULL, "%s", err);
+    if (!m) break;
+    kg_measurer_hint_best(m, hints[h]);
+    kg_measure_batch(m, c, 1, r);
+    CHECKF(r[0].status == KG_STATUS_OK && r[0].cut == (h == 0), "hint %g: %s, cut %d", hints[h], r[0].msg, r[0].cut);
+    CHECKF(r[0].runs == (h == 0 ? 1 : r[0].runs) && (h == 0 || r[0].runs >= 3), "hint %g: %d runs", hints[h],
+           r[0].runs);
+    kg_measure_result_free(&r[0]);
+    kg_measurer_free(m);
+  }
+
+  /* off: every candidate gets its repeats */
+  o.early_cut = 0;
+  m = kg_measurer_new(p, &o, err, sizeof err);
+  CHECKF(m != NULL, "%s", err);
+  if (m) {
+    kg_measure_batch(m, c + 1, 2, r);
+    check_ok(&r[0], flops, o.min_repeat_s, "good, no cut");
+    check_ok(&r[1], flops, o.min_repeat_s, "slow, no cut");
+    CHECK(r[1].cut == 0);
+    for (int i = 0; i < 2; i++) kg_measure_result_free(&r[i]);
+    kg_measurer_free(m);
+  }
+  free(good);
+  free(slow);
+  free(brief);
+  free(cold);
+}
+
 static void test_run_lock(const kg_program *p, const char *tmp) {
   char path[256];
   snprintf(path, sizeof path, "%s.lock", tmp); /* beside tmp: tmp must end empty */
@@ -391,6 +479,7 @@ int main(void) {
   if (p) {
     test_cpu_faults(p, tmp);
     test_run_lock(p, tmp);
+    test_early_cut(p);
     test_emulator(p);
     test_gpu(p);
     kg_program_free(p);

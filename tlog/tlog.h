@@ -78,7 +78,7 @@ typedef struct kg_tlog_record {
   kg_tlog_target target;
   kg_trace trace;       /* owned by the record when decoded (kg_tlog_free frees it) */
   const char *status;   /* one of kg_status_names (tlog/status.h) */
-  const char *msg;      /* "" when ok */
+  const char *msg;      /* "" when ok, but for an early cut (runtime/measure.h), which says so */
   double *times;        /* ntimes seconds, in run order (empty unless status is "ok") */
   int ntimes;
   double compile_s;

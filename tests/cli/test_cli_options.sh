@@ -70,8 +70,8 @@ want_lower="-D --def --dynamic --dtype --tf32 --schedule --random-schedule --ran
 want_run="-D --def --dynamic --dtype --tf32 --schedule --random-schedule --random-steps --target --emulate --arch --measure --flush-l2
   --timeout --min-repeat-ms --seed --rtol --save --load --help"
 want_tune="-D --def --dynamic --dtype --tf32 --shapes --buckets --exchange --target --emulate --arch --timeout --min-repeat-ms --seed
-  --trials --log --model --population --generations --per-round --best-out --confirm --confirm-runs --no-fuse --quiet
-  --rank0-idle --worker-timeout --help"
+  --trials --log --model --population --generations --per-round --best-out --confirm --confirm-runs --early-cut
+  --no-fuse --quiet --rank0-idle --worker-timeout --help"
 want_show="--best --help"
 want_replay="-D --def --target --emulate --arch --timeout --min-repeat-ms --lib --help"
 want_export="--target --arch --lib --out --workload --prefix --allow-emulated --help"
@@ -81,7 +81,7 @@ value() {
     -D) echo "M=2" ;; --dynamic) echo "M=1..8" ;; --dtype) echo "bf16" ;; --shapes) echo "M=1,2" ;; --target) echo "c" ;; --arch) echo "sm_86" ;;
     --dump) echo "ast" ;; --model) echo "random" ;; --rtol) echo "0.1" ;;
     --buckets|--exchange|--random-schedule|--random-steps|--timeout|--min-repeat-ms|--seed|--trials|--population|\
-    --generations|--per-round|--worker-timeout|--confirm|--confirm-runs) echo "2" ;;
+    --generations|--per-round|--worker-timeout|--confirm|--confirm-runs|--early-cut) echo "2" ;;
     --emulate|--measure|--flush-l2|--no-fuse|--quiet|--best|--rank0-idle|--tf32) ;;
     *) echo "$T/x" ;;
   esac
@@ -101,6 +101,15 @@ for c in check lower run tune show replay export; do
       echo "FAIL ($c $opt): not taken:"; head -3 "$T/err"; fail=1
     fi
   done
+done
+# --early-cut: 0 (none) or a factor of at least 2, nothing else
+for v in 0 2 4.5; do
+  $K tune --early-cut $v >"$T/out" 2>"$T/err"
+  if grep -q "bad --early-cut" "$T/err"; then echo "FAIL (tune --early-cut $v): refused"; fail=1; fi
+done
+for v in 1.5 -1 x; do
+  expect 2 "tune --early-cut $v" -- $K tune --early-cut $v
+  has err "bad --early-cut '$v' .want 0 for none, or a factor from 2 to 1000." "--early-cut $v refused"
 done
 # kgen --help lists every option once
 expect 0 "kgen --help" -- $K --help
