@@ -788,32 +788,21 @@ static void run_attempt(kg_measurer *m, const built *b, kg_measure_result *r) {
   }
   if (m->o.no_timing) return;
   /* the early cut (measure.h): a verification run far behind the fastest, and a second, warm run (a one-off
-   * stall of the machine, or a first run's page faults, does not decide) */
-  double bar = m->o.early_cut * m->best_s;
+   * stall of the machine, or a first run's page faults, does not decide); else a warm-up and repeats */
+  double bar = m->o.early_cut * m->best_s, *times = NULL;
+  int n = 0;
   if (m->runner == KG_RUNNER_CPU && m->o.early_cut > 0 && m->best_s > 0 && run_s >= bar &&
       4 * run_s >= m->o.min_repeat_s) {
-    double *one = NULL;
-    int n = 0;
-    if (time_request(m, 1, run_s, r, &one, &n) != 0) return;
-    double again = one[0];
-    free(one);
-    if (again >= bar) {
-      r->cut = 1;
-      r->runs = 1;
-      r->times = kg_xrealloc(NULL, sizeof(double));
-      r->times[0] = r->median_s = r->min_s = r->max_s = again;
-      r->gflops = m->flops / again * 1e-9;
-      r->gbps = m->bytes / again * 1e-9;
+    if (time_request(m, 1, run_s, r, &times, &n) != 0) return;
+    r->cut = times[0] >= bar;
+    if (r->cut)
       snprintf(r->msg, sizeof r->msg,
                "timed by one run after its verification run (early cut): %.3g s (verified in %.3g s), %.1fx the "
-               "fastest (%.3g s)", again, run_s, again / m->best_s, m->best_s);
-      return;
-    }
+               "fastest (%.3g s)", times[0], run_s, times[0] / m->best_s, m->best_s);
+    else
+      free(times);
   }
-
-  double *times = NULL;
-  int n = 0;
-  if (time_request(m, 0, run_s, r, &times, &n) != 0) return;
+  if (!r->cut && time_request(m, 0, run_s, r, &times, &n) != 0) return;
   r->runs = n;
   r->times = times;
   kg_stats ts = kg_stats_of(r->times, r->runs);

@@ -3,6 +3,14 @@
 #include "../base/clock.h"
 #include "../base/xalloc.h"
 
+int kg_time_run(const kg_timer_ops *ops, double *dt) {
+  if (ops->run_timed) return ops->run_timed(ops->ctx, dt);
+  double t0 = kg_now_s();
+  int rc = ops->run(ops->ctx);
+  *dt = kg_now_s() - t0;
+  return rc;
+}
+
 int kg_time_repeats(const kg_timer_ops *ops, double min_total_s, int max_runs, kg_repeats *out) {
   memset(out, 0, sizeof *out);
   if (max_runs <= 0) max_runs = KG_TIME_MAX_RUNS;
@@ -11,13 +19,7 @@ int kg_time_repeats(const kg_timer_ops *ops, double min_total_s, int max_runs, k
   out->times = kg_xrealloc(NULL, sizeof(double) * (size_t)cap);
   while (rc == 0 && (out->n < KG_TIME_MIN_RUNS || out->total_s < min_total_s) && out->n < max_runs) {
     double dt = 0;
-    if (ops->run_timed) {
-      rc = ops->run_timed(ops->ctx, &dt);
-    } else {
-      double t0 = kg_now_s();
-      rc = ops->run(ops->ctx);
-      dt = kg_now_s() - t0;
-    }
+    rc = kg_time_run(ops, &dt);
     if (rc != 0) break;
     if (out->n == cap) {
       cap *= 2;

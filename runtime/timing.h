@@ -27,6 +27,8 @@ typedef struct kg_repeats {
   kg_stats st;    /* of times; zeros when n is 0 */
 } kg_repeats;
 
+/* One timed run (no warm-up): its time in *dt; returns what the run returned. */
+int kg_time_run(const kg_timer_ops *ops, double *dt);
 /* Warm-up, then repeats as above (max_runs <= 0: KG_TIME_MAX_RUNS). Returns 0, or the first nonzero value a run
  * returned, the warm-up's included (out then holds the runs timed before it, without statistics). */
 int kg_time_repeats(const kg_timer_ops *ops, double min_total_s, int max_runs, kg_repeats *out);

@@ -421,12 +421,10 @@ static void do_time(worker *w, kg_wire *in) {
   kg_repeats rp;
   int rc;
   if (probe) { /* the verification run just before was its warm-up */
-    double dt = 0, t0 = kg_now_s();
-    rc = ops.run_timed ? ops.run_timed(ops.ctx, &dt) : ops.run(ops.ctx);
-    if (!ops.run_timed) dt = kg_now_s() - t0;
     memset(&rp, 0, sizeof rp);
     rp.times = kg_xrealloc(NULL, sizeof(double));
-    rp.times[0] = rp.total_s = dt;
+    rc = kg_time_run(&ops, &rp.times[0]);
+    rp.total_s = rp.times[0];
     rp.n = rc == 0;
   } else {
     rc = kg_time_repeats(&ops, min_total, KG_TIME_MAX_RUNS, &rp);
