@@ -131,38 +131,41 @@ kg_sstage *kg_builder_cache(kg_builder *b, kg_step_kind kind, const char *what, 
   return best;
 }
 
+int kg_builder_storage_inner(kg_builder *b, kg_sstage *st, int d, int64_t panel) {
+  if (b->failed) return -1;
+  if (d < 0 || d >= st->nax) {
+    kg_builder_fail(b, "stage %s: no dimension %d to store innermost", st->name, d);
+    return -1;
+  }
+  const char *names[KG_STEP_MAX_NAMES];
+  char ax[256], axo[260], axi[260];
+  int n = 0;
+  snprintf(ax, sizeof ax, "%s", st->ax[d]->name);
+  if (panel > 1) {
+    const char *nm[1] = {ax};
+    if (kg_builder_step(b, KG_STEP_SPLIT_STORAGE, st->name, nm, 1, panel, 0, 1)) return -1;
+    snprintf(axo, sizeof axo, "%s.o", ax);
+    snprintf(axi, sizeof axi, "%s.i", ax);
+    names[n++] = axo;
+  } else {
+    snprintf(axi, sizeof axi, "%s", ax);
+  }
+  if (st->nax > KG_STEP_MAX_NAMES) {
+    kg_builder_fail(b, "stage %s: too many dimensions to reorder", st->name);
+    return -1;
+  }
+  for (int a = 0; a < st->nax; a++)
+    if (strcmp(st->ax[a]->name, axi) && (panel <= 1 || strcmp(st->ax[a]->name, axo))) names[n++] = st->ax[a]->name;
+  names[n++] = axi;
+  return kg_builder_step(b, KG_STEP_REORDER_STORAGE, st->name, names, n, 0, 0, 0);
+}
+
 kg_sstage *kg_builder_pack(kg_builder *b, const char *what, const kg_sstage *reader, const kg_pack *how) {
   kg_sstage *pk = kg_builder_cache(b, KG_STEP_CACHE_READ, what, "local", reader);
   if (!pk) return NULL;
   int d = how->inner;
-  if (d >= pk->nax) {
-    kg_builder_fail(b, "stage %s: no dimension %d to store innermost", pk->name, d);
+  if (d >= 0 && (how->panel > 1 || d != pk->nax - 1) && kg_builder_storage_inner(b, pk, d, how->panel) != 0)
     return NULL;
-  }
-  if (d >= 0 && (how->panel > 1 || d != pk->nax - 1)) {
-    const char *names[KG_STEP_MAX_NAMES];
-    char ax[256], axo[260], axi[260];
-    int n = 0;
-    snprintf(ax, sizeof ax, "%s", pk->ax[d]->name);
-    if (how->panel > 1) {
-      const char *nm[1] = {ax};
-      if (kg_builder_step(b, KG_STEP_SPLIT_STORAGE, pk->name, nm, 1, how->panel, 0, 1)) return NULL;
-      snprintf(axo, sizeof axo, "%s.o", ax);
-      snprintf(axi, sizeof axi, "%s.i", ax);
-      names[n++] = axo;
-    } else {
-      snprintf(axi, sizeof axi, "%s", ax);
-    }
-    if (pk->nax > KG_STEP_MAX_NAMES) {
-      kg_builder_fail(b, "stage %s: too many dimensions to reorder", pk->name);
-      return NULL;
-    }
-    for (int a = 0; a < pk->nax; a++)
-      if (strcmp(pk->ax[a]->name, axi) && (how->panel <= 1 || strcmp(pk->ax[a]->name, axo)))
-        names[n++] = pk->ax[a]->name;
-    names[n++] = axi;
-    if (kg_builder_step(b, KG_STEP_REORDER_STORAGE, pk->name, names, n, 0, 0, 0)) return NULL;
-  }
   if (how->at) kg_builder_compute_at(b, pk, how->at, how->loop);
   if (how->widen && pk->out->dtype != KG_DT_F32 && !b->failed)
     kg_builder_step(b, KG_STEP_WIDEN, pk->name, NULL, 0, 0, 0, 0);

@@ -49,6 +49,11 @@ void kg_builder_compute_at(kg_builder *b, kg_sstage *p, const kg_sstage *c, kg_i
 kg_sstage *kg_builder_cache(kg_builder *b, kg_step_kind kind, const char *what, const char *scope,
                           const kg_sstage *reader);
 
+/* reorder_storage of st with its dimension d innermost; with panel > 1, d first cut into panels of that many
+ * (split_storage), the panels outermost: [d/panel][other dimensions][panel]. Requires st at root, untransformed
+ * (the storage steps want it so). 0, or -1 with b failed. */
+int kg_builder_storage_inner(kg_builder *b, kg_sstage *st, int d, int64_t panel);
+
 /* How kg_builder_pack lays out and places a packed copy. */
 typedef struct kg_pack {
   int inner;              /* the copy's dimension stored innermost (reorder_storage); -1 or the last: as it is */

@@ -138,16 +138,6 @@ static kg_iter *root_of(const kg_sstage *x, const kg_ivar *v) {
   return NULL;
 }
 
-/* reorder_storage st with spatial axis `inner` moved innermost: before st is split or computed at a loop. */
-static void storage_inner(kg_rz *z, kg_sstage *st, int inner) {
-  const char *names[KG_STEP_MAX_NAMES];
-  int n = 0;
-  for (int a = 0; a < st->nax && n < KG_STEP_MAX_NAMES; a++)
-    if (a != inner) names[n++] = st->ax[a]->name;
-  names[n++] = st->ax[inner]->name;
-  kg_builder_step(&z->b, KG_STEP_REORDER_STORAGE, st->name, names, n, 0, 0, 0);
-}
-
 /* An operand of h (the read found by want_row, see operand_read) copied per tile (cache_read local, computed at
  * A's loop p), stored with the dimension indexed by `inner` innermost, its copy loops in that order with the
  * innermost vectorized. Nothing when there is no such operand. An f16/bf16 copy stays narrow: widened, the tuned
@@ -248,7 +238,7 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
       continue;
     kg_ivar *rowv = x->ax[rp], *keyv = x->nax > rp + 1 ? x->ax[rp + 1] : NULL;
     /* key-major: the block's 2-D stages stored with the rows innermost (before compute_at and any split) */
-    if (col && (x == H1 || (x->nax == rp + 2 && x->nrax == 0 && !is_heavy(x)))) storage_inner(&z, x, rp);
+    if (col && (x == H1 || (x->nax == rp + 2 && x->nrax == 0 && !is_heavy(x)))) kg_builder_storage_inner(&z.b, x, rp, 0);
     /* row-major: a light reduction over each row's keys (the softmax's maximum and sum) is a serial float chain
      * that does not vectorize; its rf knob makes it vector lanes of partial results, combined per row */
     kg_sstage *xrf = !col && x->nrax > 0 && !is_heavy(x) ? kg_rz_rfactor_lanes(&z, x) : NULL;
