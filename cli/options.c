@@ -72,12 +72,17 @@ static int check_count(const cli_option *o, const char *val, cli_arg *out, char 
   return -1;
 }
 
-/* A positive decimal number up to hi (hi 0: no limit). */
-static int check_positive(const cli_option *o, const char *val, cli_arg *out, char *msg, size_t msglen) {
+/* Whether val is a whole decimal number (strtod's syntax, in range), into *d. */
+static int parse_number(const char *val, double *d) {
   char *end;
   errno = 0;
-  out->d = strtod(val, &end);
-  if (end != val && !*end && !errno && out->d > 0 && (o->hi <= 0 || out->d <= o->hi)) return 0;
+  *d = strtod(val, &end);
+  return end != val && !*end && !errno;
+}
+
+/* A positive decimal number up to hi (hi 0: no limit). */
+static int check_positive(const cli_option *o, const char *val, cli_arg *out, char *msg, size_t msglen) {
+  if (parse_number(val, &out->d) && out->d > 0 && (o->hi <= 0 || out->d <= o->hi)) return 0;
   if (o->hi > 0) snprintf(msg, msglen, "bad %s '%s' (want a number over 0, at most %g)", o->name, val, o->hi);
   else snprintf(msg, msglen, "bad %s '%s' (want a number over 0)", o->name, val);
   return -1;
@@ -86,10 +91,7 @@ static int check_positive(const cli_option *o, const char *val, cli_arg *out, ch
 /* The early cut's factor: 0 (off), or at least lo (below it the cut would take candidates within the noise of the
  * best), at most hi. */
 static int check_cut(const cli_option *o, const char *val, cli_arg *out, char *msg, size_t msglen) {
-  char *end;
-  errno = 0;
-  out->d = strtod(val, &end);
-  if (end != val && !*end && !errno && (out->d == 0 || (out->d >= o->lo && out->d <= o->hi))) return 0;
+  if (parse_number(val, &out->d) && (out->d == 0 || (out->d >= o->lo && out->d <= o->hi))) return 0;
   snprintf(msg, msglen, "bad %s '%s' (want 0 for none, or a factor from %g to %g)", o->name, val, o->lo, o->hi);
   return -1;
 }
