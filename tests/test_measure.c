@@ -380,30 +380,26 @@ static void test_early_cut(const kg_program *p) {
   CHECKF(r[0].status == KG_STATUS_OK && r[0].cut == 1 && r[0].runs == 1, "hint 5 ms: %s, cut %d, %d runs", r[0].msg,
          r[0].cut, r[0].runs);
   kg_measure_result_free(&r[0]);
-  measure_hinted(p, &o, 0.1, slow, &r[0]);
-  check_ok(&r[0], flops, o.min_repeat_s, "hint 100 ms");
-  CHECK(r[0].cut == 0);
-  kg_measure_result_free(&r[0]);
-  /* 200 ms on its verification run only: the second look finds it fast, so it is timed in full */
-  measure_hinted(p, &o, 0.02, cold, &r[0]);
-  check_ok(&r[0], flops, o.min_repeat_s, "slow first run");
-  CHECK(r[0].cut == 0 && r[0].median_s < 0.05);
-  kg_measure_result_free(&r[0]);
-  /* 10 ms is 10 times the bar, but under a quarter of a 1 s min_repeat: its repeats cost little more, timed */
-  kg_measure_opts floor = o;
+  /* timed in full: within the factor of a hint (80 ms against 100 ms); slow on its verification run only (200 ms,
+   * the second look finds it fast); 10 times the bar but under a quarter of a 1 s min_repeat (its repeats cost
+   * little more); and anything with the cut off */
+  kg_measure_opts floor = o, off = o;
   floor.min_repeat_s = 1.0;
-  measure_hinted(p, &floor, 0.001, brief, &r[0]);
-  check_ok(&r[0], flops, floor.min_repeat_s, "brief");
-  CHECK(r[0].cut == 0);
-  kg_measure_result_free(&r[0]);
-
-  /* off: every candidate gets its repeats */
-  kg_measure_opts off = o;
   off.early_cut = 0;
-  measure_hinted(p, &off, 0.005, slow, &r[0]);
-  check_ok(&r[0], flops, off.min_repeat_s, "slow, no cut");
-  CHECK(r[0].cut == 0);
-  kg_measure_result_free(&r[0]);
+  struct {
+    const kg_measure_opts *o;
+    double hint;
+    const char *src, *what;
+    double max_median;
+  } full[] = {{&o, 0.1, slow, "hint 100 ms", 1}, {&o, 0.02, cold, "slow first run", 0.05},
+              {&floor, 0.001, brief, "brief", 1}, {&off, 0.005, slow, "slow, no cut", 1}};
+  for (size_t i = 0; i < sizeof full / sizeof full[0]; i++) {
+    measure_hinted(p, full[i].o, full[i].hint, full[i].src, &r[0]);
+    check_ok(&r[0], flops, full[i].o->min_repeat_s, full[i].what);
+    CHECKF(r[0].cut == 0 && r[0].median_s < full[i].max_median, "%s: cut %d, median %g s", full[i].what, r[0].cut,
+           r[0].median_s);
+    kg_measure_result_free(&r[0]);
+  }
   free(good);
   free(slow);
   free(brief);
