@@ -96,6 +96,13 @@ static int check_cut(const cli_option *o, const char *val, cli_arg *out, char *m
   return -1;
 }
 
+/* A share from lo to hi, both included. */
+static int check_share(const cli_option *o, const char *val, cli_arg *out, char *msg, size_t msglen) {
+  if (parse_number(val, &out->d) && out->d >= o->lo && out->d <= o->hi) return 0;
+  snprintf(msg, msglen, "bad %s '%s' (want a number from %g to %g)", o->name, val, o->lo, o->hi);
+  return -1;
+}
+
 static int check_target(const cli_option *o, const char *val, cli_arg *out, char *msg, size_t msglen) {
   (void)o;
   (void)out;
@@ -278,6 +285,9 @@ static const cli_option options[] = {
     {CLI_OPT_EARLY_CUT, "--early-cut", "F", C(CLI_CMD_TUNE), check_cut, 2, 1000,
      "C target: time a candidate by one run when it and its verification run each took F\n"
      "times the fastest time so far (and a quarter of --min-repeat-ms); default 4, 0: never"},
+    {CLI_OPT_SKETCH_SHARE, "--sketch-share", "F", C(CLI_CMD_TUNE), check_share, 0, 1,
+     "the share of each round's model-ranked picks spread evenly over the search space's\n"
+     "sketches, each its best-scored (0 to 1; default 0.5, 0: by score alone)"},
     {CLI_OPT_NO_FUSE, "--no-fuse", NULL, C(CLI_CMD_TUNE), NULL, 0, 0,
      "search unfused schedules only: every stage its own loop nest (CUDA: kernel),\n"
      "none inlined or computed inside another (default log NAME.TARGET.nofuse.kglog)"},

@@ -248,6 +248,7 @@ static int tune_main(int argc, char **argv, kg_dist *dist) {
       case CLI_OPT_CONFIRM: o.confirm = r->u ? (int)r->u : -1; break;
       case CLI_OPT_CONFIRM_RUNS: o.confirm_runs = (int)r->u; break;
       case CLI_OPT_EARLY_CUT: o.measure.early_cut = r->d > 0 ? r->d : -1; break;
+      case CLI_OPT_SKETCH_SHARE: o.sketch_share = r->d > 0 ? r->d : -1; break;
       case CLI_OPT_ARG:
         if (nwl >= MAX_WORKLOADS) {
           prc = tune_usage("too many workloads (at most 32), at '%s'", val);

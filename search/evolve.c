@@ -265,6 +265,18 @@ int kg_evolve_round(const kg_space *sp, kg_model *model, const kg_point *seeds, 
   int nrand = (int)floor(o->eps * npicks + 0.5);
   if (nrand > npicks) nrand = npicks;
   qsort(pl.c, (size_t)pl.n, sizeof *pl.c, cmp_score_desc);
+  /* each sketch met gets its quota of its best-scored, then the rest go by score */
+  int nsk = 0, *per = kg_xrealloc(NULL, sizeof(int) * (size_t)(sp->nsketches + 1));
+  for (int k = 0; k < sp->nsketches; k++) per[k] = 0;
+  for (int i = 0; i < pl.n; i++) nsk += per[pl.c[i].pt.sketch]++ == 0;
+  int quota = nsk > 1 ? (int)floor(o->sketch_share * (npicks - nrand) / nsk) : 0;
+  for (int k = 0; k < sp->nsketches; k++) per[k] = 0;
+  for (int i = 0; i < pl.n && quota > 0 && got < npicks - nrand; i++)
+    if (per[pl.c[i].pt.sketch] < quota && kg_strset_add(&taken, pl.c[i].text)) {
+      per[pl.c[i].pt.sketch]++;
+      pick_from(&pl.c[i], &picks[got++], 0);
+    }
+  free(per);
   for (int i = 0; i < pl.n && got < npicks - nrand; i++)
     if (kg_strset_add(&taken, pl.c[i].text)) pick_from(&pl.c[i], &picks[got++], 0);
   got += random_picks(sp, rng, seen, ctx, &taken, picks + got, npicks - got, nrealized, nfailed);

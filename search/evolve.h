@@ -23,6 +23,12 @@ typedef struct kg_evolve_opts {
    * best estimated (1 - eps of the picks) taken, the rest random */
   kg_prior_fn prior;
   void *prior_ctx;
+  /* in [0, 1]: the share of the model's picks spread evenly over the sketches the round met, each sketch's
+   * best-scored first, the rest by score alone. The model, trained on a few rounds, ranks whole sketches by the
+   * few points it has seen of each, and evolution then fills the round with the sketch it likes: a sketch whose
+   * good region is narrow (a convolution's blocked accumulator) is never measured again after a bad random
+   * start. 0: by score alone. */
+  double sketch_share;
 } kg_evolve_opts;
 #define KG_EVOLVE_PRIOR_DRAWS 8
 

@@ -538,7 +538,7 @@ static char *model_path(const char *log_path) {
 static int evolve_picks(task *tk, kg_model *model, const kg_tune_opts *o, int want, uint64_t *rng,
                         kg_tune_report *rep, kg_evolve_pick **picks) {
   double t0 = kg_now_s();
-  kg_evolve_opts eo = {o->population, o->generations, o->mutation_prob, o->eps, NULL, NULL};
+  kg_evolve_opts eo = {o->population, o->generations, o->mutation_prob, o->eps, NULL, NULL, o->sketch_share};
   /* on CUDA, the untrained model's round is ranked by the analytical estimate (the emulator's and the GPU's alike) */
   if (o->measure.target == KG_TARGET_CUDA && tk->arch[0]) {
     eo.prior = estimate_prior;
@@ -1149,6 +1149,8 @@ int kg_tune(const kg_tune_task *tasks_in, int ninputs, const kg_tune_opts *oin, 
   if (o.eps == 0) o.eps = 0.05;
   if (o.eps < 0) o.eps = 0;
   if (o.mutation_prob <= 0) o.mutation_prob = 0.85;
+  if (o.sketch_share == 0) o.sketch_share = 0.5;
+  if (o.sketch_share < 0) o.sketch_share = 0;
   if (o.confirm == 0) o.confirm = 3;
   if (o.confirm_runs <= 0) o.confirm_runs = 2;
   if (o.measure.early_cut == 0) o.measure.early_cut = 4;

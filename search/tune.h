@@ -51,6 +51,8 @@ typedef struct kg_tune_opts {
   int per_round;           /* measurements per round and task (0: trials / (4 tasks), within 8..64) */
   double eps;              /* share of random picks among the measured (<0: 0; 0: 0.05) */
   double mutation_prob;    /* 0: 0.85 */
+  double sketch_share;     /* share of each round's model picks spread over the sketches (search/evolve.h);
+                            * 0: 0.5, < 0: none */
   int skip_default;        /* do not measure the default schedule (tests) */
   int no_fuse;             /* unfused search spaces: no program stage inlined or computed inside another (above) */
   const kg_trace *const *given; /* schedules measured on every task before the search (each once; not again when

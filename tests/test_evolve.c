@@ -3,7 +3,8 @@
  * random); without one, or with the random model, the round is the plain random sample it was. Checked on a CUDA
  * SGEMM space with a prior that is a pure function of the trace (so that the picks' values can be recomputed):
  * every non-random pick lies in the best eighth of what the same draws held, the picks are distinct and unseen, the
- * prior runs on every draw, and the same seed gives the same picks. */
+ * prior runs on every draw, and the same seed gives the same picks. Then the sketch quota (kg_evolve_opts.sketch_share)
+ * on a CPU GEMM space with a model trained to like one sketch. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -12,6 +13,8 @@
 #include "base/strset.h"
 #include "gen/space.h"
 #include "search/evolve.h"
+#include "costmodel/features.h"
+#include "costmodel/model.h"
 #include "testlib.h"
 
 static int calls;
@@ -55,13 +58,72 @@ static int sample_values(const kg_space *sp, uint64_t rng, double *v, int n) {
 
 static int round_picks(const kg_space *sp, kg_model *m, kg_prior_fn prior, uint64_t seed, kg_evolve_pick *picks,
                        int want) {
-  kg_evolve_opts o = {64, 1, 0.85, 0.25, prior, NULL};
+  kg_evolve_opts o = {64, 1, 0.85, 0.25, prior, NULL, 0};
   uint64_t rng = seed;
   int nr = 0, nf = 0;
   return kg_evolve_round(sp, m, NULL, 0, never_seen, NULL, &o, &rng, picks, want, &nr, &nf);
 }
 
+/* How many of the picks come from each sketch (counts: room for sp->nsketches). */
+static void per_sketch(const kg_evolve_pick *p, int n, int *counts, int nsk) {
+  for (int k = 0; k < nsk; k++) counts[k] = 0;
+  for (int i = 0; i < n; i++) counts[p[i].pt.sketch]++;
+}
+
+/* The sketch quota: a model trained to like one sketch of a CPU GEMM space fills a round with it; with a share of
+ * 0.5 every other sketch gets its quota of the round. */
+static void test_sketch_share(void) {
+  kg_binding b[3] = {{"M", 512}, {"N", 512}, {"K", 512}};
+  kg_program *p = kg_test_load_lib("matmul", b, 3);
+  CHECK(p != NULL);
+  if (!p) return;
+  kg_space *sp = kg_space_new(p, KG_TARGET_C, NULL);
+  int liked = kg_space_find_sketch(sp, "cpu/tile-rk"), other = kg_space_find_sketch(sp, "cpu/tile-cw");
+  CHECK(liked >= 0 && other >= 0 && sp->nsketches <= 8);
+  enum { ROWS = 96, WANT = 24 };
+  float *x = calloc((size_t)ROWS * KG_NFEATURES, sizeof(float)), y[ROWS];
+  uint64_t rng = 5;
+  int n = 0;
+  for (int i = 0; i < 4 * ROWS && n < ROWS; i++) {
+    kg_point pt;
+    kg_space_sample(sp, i % sp->nsketches, &rng, &pt);
+    char err[256];
+    kg_schedule *s = kg_space_realize(sp, &pt, err, sizeof err);
+    if (s && kg_features_extract(s, KG_TARGET_C, x + (size_t)KG_NFEATURES * n) == 0)
+      y[n++] = pt.sketch == liked ? 0.9f + 0.1f * (float)(i % 7) / 7 : 0.02f * (float)(i % 5);
+    kg_schedule_free(s);
+  }
+  kg_model *m = kg_model_new(KG_MODEL_XGB, 3);
+  char err[256];
+  CHECKF(kg_model_train(m, x, y, n, err, sizeof err) == 0 && kg_model_trained(m), "%s", err);
+  int counts[8], shared[8];
+  kg_evolve_pick picks[WANT];
+  for (int share = 0; share <= 1; share++) {
+    kg_evolve_opts o = {256, 2, 0.85, 0, NULL, NULL, share ? 0.5 : 0};
+    uint64_t r = 11;
+    int nr = 0, nf = 0;
+    int got = kg_evolve_round(sp, m, NULL, 0, never_seen, NULL, &o, &r, picks, WANT, &nr, &nf);
+    CHECKF(got == WANT, "%d picks", got);
+    per_sketch(picks, got, share ? shared : counts, sp->nsketches);
+    kg_evolve_picks_free(picks, got);
+  }
+  printf("sketch share: %s %d of %d picks by score alone, %d with a share of 0.5; %s %d and %d\n",
+         sp->sketches[liked].name, counts[liked], WANT, shared[liked], sp->sketches[other].name, counts[other],
+         shared[other]);
+  /* by score the liked sketch takes the round; with the share every sketch the round met has its quota
+   * (0.5 x 24 / 3 = 4 each; cpu/simple's few points may fall short, the big sketches do not) */
+  CHECKF(counts[liked] >= WANT * 3 / 4, "by score alone: %d of %d liked", counts[liked], WANT);
+  CHECKF(shared[other] >= 4, "with the share: %d of %s", shared[other], sp->sketches[other].name);
+  CHECKF(shared[liked] >= 4 && shared[liked] < counts[liked], "with the share: %d liked (%d by score)", shared[liked],
+         counts[liked]);
+  kg_model_free(m);
+  free(x);
+  kg_space_free(sp);
+  kg_program_free(p);
+}
+
 int main(void) {
+  test_sketch_share();
   kg_binding b[3] = {{"M", 4096}, {"N", 4096}, {"K", 4096}};
   kg_program *p = kg_test_load_lib("matmul", b, 3);
   CHECK(p != NULL);

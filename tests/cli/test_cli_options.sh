@@ -71,7 +71,7 @@ want_run="-D --def --dynamic --dtype --tf32 --schedule --random-schedule --rando
   --timeout --min-repeat-ms --seed --rtol --save --load --help"
 want_tune="-D --def --dynamic --dtype --tf32 --shapes --buckets --exchange --target --emulate --arch --timeout --min-repeat-ms --seed
   --trials --log --model --population --generations --per-round --best-out --confirm --confirm-runs --early-cut
-  --no-fuse --quiet --rank0-idle --worker-timeout --help"
+  --sketch-share --no-fuse --quiet --rank0-idle --worker-timeout --help"
 want_show="--best --help"
 want_replay="-D --def --target --emulate --arch --timeout --min-repeat-ms --lib --help"
 want_export="--target --arch --lib --out --workload --prefix --allow-emulated --help"
@@ -79,7 +79,7 @@ want_export="--target --arch --lib --out --workload --prefix --allow-emulated --
 value() {
   case $1 in
     -D) echo "M=2" ;; --dynamic) echo "M=1..8" ;; --dtype) echo "bf16" ;; --shapes) echo "M=1,2" ;; --target) echo "c" ;; --arch) echo "sm_86" ;;
-    --dump) echo "ast" ;; --model) echo "random" ;; --rtol) echo "0.1" ;;
+    --dump) echo "ast" ;; --model) echo "random" ;; --rtol|--sketch-share) echo "0.1" ;;
     --buckets|--exchange|--random-schedule|--random-steps|--timeout|--min-repeat-ms|--seed|--trials|--population|\
     --generations|--per-round|--worker-timeout|--confirm|--confirm-runs|--early-cut) echo "2" ;;
     --emulate|--measure|--flush-l2|--no-fuse|--quiet|--best|--rank0-idle|--tf32) ;;
