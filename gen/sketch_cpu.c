@@ -692,26 +692,6 @@ static const int64_t acc_values[] = {1, 2, 3, 4, 6, 8};
 static const int64_t rows_values[] = {1, 2, 4, 8, 16, 32, 64};
 static const int64_t parts_values[] = {1, 2, 4, 8, 16};
 
-/* Powers of two from lo up to min(extent, cap), and min(extent, cap) itself. */
-static int pow2_values(int64_t extent, int64_t lo, int64_t cap, int64_t *out) {
-  int64_t hi = extent < cap ? extent : cap;
-  int n = 0;
-  for (int64_t v = lo; v < hi && n < KG_KNOB_MAX_VALUES - 1; v *= 2) out[n++] = v;
-  out[n++] = hi;
-  return n;
-}
-
-/* Register-tile columns along an axis of the given extent: whole vectors of L lanes, up to four; the extent itself
- * when it is at most four vectors (a short axis in one tile), or half a vector when that divides it (no remainder
- * loop). */
-static int vector_col_values(int64_t extent, int64_t L, int64_t *out) {
-  int n = 0;
-  if (extent % (L / 2) == 0 && extent % L) out[n++] = L / 2;
-  for (int64_t v = L; v <= 4 * L && v <= extent; v += L) out[n++] = v;
-  if (extent <= 4 * L && extent % L && extent != L / 2) out[n++] = extent;
-  return n;
-}
-
 /* Cache-tile multipliers (register tiles per cache tile) that keep the tile within extent for a register tile
  * of at least minreg. */
 static int mult_values(int64_t extent, int64_t minreg, int64_t *out) {
@@ -721,19 +701,13 @@ static int mult_values(int64_t extent, int64_t minreg, int64_t *out) {
   return n;
 }
 
-static void add_knob(kg_sketch *sk, kg_knob_kind kind, const char *stage, const char *what, const int64_t *v, int n) {
-  char name[256];
-  snprintf(name, sizeof name, "%s.%s", stage, what);
-  kg_sketch_add_knob(sk, kind, name, v, n);
-}
-
 static void add_vec_knob(kg_sketch *sk, const kg_sstage *st) {
   const kg_iter *last = st->roots[st->nax ? st->nax - 1 : 0];
   int64_t v[8];
   int n = 0;
   for (size_t i = 0; i < sizeof vec_values / sizeof vec_values[0]; i++)
     if (vec_values[i] == 1 || vec_values[i] <= 2 * last->extent) v[n++] = vec_values[i];
-  if (st->nax && st->nrax == 0) add_knob(sk, KG_KNOB_VECTOR, st->name, "vec", v, n);
+  if (st->nax && st->nrax == 0) kg_sketch_add_stage_knob(sk, KG_KNOB_VECTOR, st->name, "vec", v, n);
 }
 
 static void add_heavy_knobs(kg_sketch *sk, const kg_schedule *s, const kg_sstage *h, sketch_kind kind) {
@@ -746,31 +720,31 @@ static void add_heavy_knobs(kg_sketch *sk, const kg_schedule *s, const kg_sstage
     nlanes = kg_cpu_lane_axes(h, lanes, KG_KNOB_MAX_VALUES - 1);
   if (nlanes) {
     lanes[nlanes++] = last;
-    add_knob(sk, KG_KNOB_CHOICE, h->name, "lane", lanes, nlanes);
+    kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, h->name, "lane", lanes, nlanes);
   }
   if (nax >= 2) {
     int n = 0;
     for (int a = 0; a < (nlanes ? nax : nax - 1); a++)
       if (h->roots[a]->extent > 1) v[n++] = a;
     if (!n) v[n++] = nax - 2;
-    add_knob(sk, KG_KNOB_CHOICE, h->name, "row", v, n);
+    kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, h->name, "row", v, n);
     int64_t rowmax = 1;
     for (int a = 0; a < nax - 1; a++) rowmax = h->roots[a]->extent > rowmax ? h->roots[a]->extent : rowmax;
     n = mult_values(rowmax, 1, v);
-    add_knob(sk, KG_KNOB_TILE, h->name, "ti", v, n);
+    kg_sketch_add_stage_knob(sk, KG_KNOB_TILE, h->name, "ti", v, n);
     n = 0;
     for (size_t i = 0; i < sizeof reg_row_values / sizeof reg_row_values[0]; i++)
       if (reg_row_values[i] <= rowmax) v[n++] = reg_row_values[i];
-    add_knob(sk, KG_KNOB_TILE, h->name, "ri", v, n);
-    add_knob(sk, KG_KNOB_UNROLL, h->name, "unroll", (const int64_t[]){1, 64}, 2);
+    kg_sketch_add_stage_knob(sk, KG_KNOB_TILE, h->name, "ri", v, n);
+    kg_sketch_add_stage_knob(sk, KG_KNOB_UNROLL, h->name, "unroll", (const int64_t[]){1, 64}, 2);
   }
   int64_t le = h->roots[last]->extent;
   int64_t L = sk->space->cpu.lanes;
-  int n = vector_col_values(le, L, v);
+  int n = kg_space_vector_cols(le, L, v);
   /* register columns for every lane axis: the union of their values, in increasing order */
   for (int l = 0; l + 1 < nlanes; l++) {
     int64_t w[KG_KNOB_MAX_VALUES];
-    int m = vector_col_values(h->roots[lanes[l]]->extent, L, w);
+    int m = kg_space_vector_cols(h->roots[lanes[l]]->extent, L, w);
     for (int i = 0; i < m; i++) {
       int k = 0;
       while (k < n && v[k] < w[i]) k++;
@@ -780,10 +754,10 @@ static void add_heavy_knobs(kg_sketch *sk, const kg_schedule *s, const kg_sstage
       n++;
     }
   }
-  add_knob(sk, KG_KNOB_VECTOR, h->name, "rj", v, n);
+  kg_sketch_add_stage_knob(sk, KG_KNOB_VECTOR, h->name, "rj", v, n);
   n = mult_values(le, v[0], v);
-  add_knob(sk, KG_KNOB_TILE, h->name, "tj", v, n);
-  add_knob(sk, KG_KNOB_CHOICE, h->name, "fuse", (const int64_t[]){1, 2, 3}, 3);
+  kg_sketch_add_stage_knob(sk, KG_KNOB_TILE, h->name, "tj", v, n);
+  kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, h->name, "fuse", (const int64_t[]){1, 2, 3}, 3);
   /* cpu/tile-cw accumulating in its own local: the accumulation blocked over the first reduction axis (0: not) */
   if (kind == SK_TILE_CW && h->nrax && !epilogue_of(s, h, sk->space->unfused)) {
     int64_t red = h->roots[nax]->extent;
@@ -791,24 +765,24 @@ static void add_heavy_knobs(kg_sketch *sk, const kg_schedule *s, const kg_sstage
     v[n++] = 0;
     for (int64_t b = 8; b <= 32; b *= 2)
       if (b < red) v[n++] = b;
-    add_knob(sk, KG_KNOB_CHOICE, h->name, "cb", v, n);
+    kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, h->name, "cb", v, n);
   }
   if (kind == SK_TILE_RK) {
-    n = pow2_values(h->roots[nax]->extent, 8, 1024, v);
-    add_knob(sk, KG_KNOB_TILE, h->name, "kb", v, n);
-    add_knob(sk, KG_KNOB_CHOICE, h->name, "pack", (const int64_t[]){0, 1}, 2);
+    n = kg_space_pow2_values(h->roots[nax]->extent, 8, 1024, v);
+    kg_sketch_add_stage_knob(sk, KG_KNOB_TILE, h->name, "kb", v, n);
+    kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, h->name, "pack", (const int64_t[]){0, 1}, 2);
     /* an f16/bf16 row operand may also be packed per register tile (packa 2); two bf16 operands may be multiplied
      * with bf16 pair dot products (dot) */
     const kg_tensor *ra = nax >= 2 ? row_operand(h->body, h->ax[nax - 2], h->ax[last]) : NULL;
     const kg_tensor *va = nax >= 2 ? vector_operand(h->body, h->ax[nax - 2], h->ax[last]) : NULL;
     int narrow_a = ra && ra->dtype != KG_DT_F32;
     if (ra && va && ra->dtype == KG_DT_BF16 && va->dtype == KG_DT_BF16 && h->nrax == 1)
-      add_knob(sk, KG_KNOB_CHOICE, h->name, "dot", (const int64_t[]){0, 1}, 2);
+      kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, h->name, "dot", (const int64_t[]){0, 1}, 2);
     if (nax >= 2) {
-      add_knob(sk, KG_KNOB_CHOICE, h->name, "order", (const int64_t[]){0, 1, 2}, 3);
-      add_knob(sk, KG_KNOB_CHOICE, h->name, "packa", (const int64_t[]){0, 1, 2}, narrow_a ? 3 : 2);
+      kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, h->name, "order", (const int64_t[]){0, 1, 2}, 3);
+      kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, h->name, "packa", (const int64_t[]){0, 1, 2}, narrow_a ? 3 : 2);
       if (epilogue_of(s, h, sk->space->unfused))
-        add_knob(sk, KG_KNOB_CHOICE, h->name, "epi", (const int64_t[]){0, 1}, 2);
+        kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, h->name, "epi", (const int64_t[]){0, 1}, 2);
     }
   }
 }
@@ -821,25 +795,25 @@ static void add_inner_knobs(kg_sketch *sk, const kg_sstage *x) {
   int n = 0;
   for (size_t k = 0; k < sizeof lane_values / sizeof lane_values[0]; k++)
     if (lane_values[k] <= rext) v[n++] = lane_values[k];
-  add_knob(sk, KG_KNOB_VECTOR, x->name, "lanes", v, n);
+  kg_sketch_add_stage_knob(sk, KG_KNOB_VECTOR, x->name, "lanes", v, n);
   n = 0;
   for (size_t k = 0; k < sizeof acc_values / sizeof acc_values[0]; k++)
     if (acc_values[k] <= rext) v[n++] = acc_values[k];
-  add_knob(sk, KG_KNOB_TILE, x->name, "acc", v, n);
-  add_knob(sk, KG_KNOB_CHOICE, x->name, "unroll", (const int64_t[]){0, 1}, 2);
-  add_knob(sk, KG_KNOB_CHOICE, x->name, "combine", (const int64_t[]){0, 1}, 2);
+  kg_sketch_add_stage_knob(sk, KG_KNOB_TILE, x->name, "acc", v, n);
+  kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, x->name, "unroll", (const int64_t[]){0, 1}, 2);
+  kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, x->name, "combine", (const int64_t[]){0, 1}, 2);
   if (x->nax == 0 || !(x->is_output || sk->space->unfused)) return;
   int64_t rows = 1;
   for (int a = 0; a < x->nax; a++) rows *= x->roots[a]->extent;
   n = 0;
   for (size_t k = 0; k < sizeof rows_values / sizeof rows_values[0]; k++)
     if (rows_values[k] == 1 || rows_values[k] < rows) v[n++] = rows_values[k];
-  add_knob(sk, KG_KNOB_TILE, x->name, "rows", v, n);
-  add_knob(sk, KG_KNOB_CHOICE, x->name, "par", (const int64_t[]){0, 1}, 2);
+  kg_sketch_add_stage_knob(sk, KG_KNOB_TILE, x->name, "rows", v, n);
+  kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, x->name, "par", (const int64_t[]){0, 1}, 2);
   n = 0;
   for (size_t k = 0; k < sizeof parts_values / sizeof parts_values[0]; k++)
     if (parts_values[k] == 1 || parts_values[k] * 4 <= rext) v[n++] = parts_values[k];
-  add_knob(sk, KG_KNOB_TILE, x->name, "parts", v, n);
+  kg_sketch_add_stage_knob(sk, KG_KNOB_TILE, x->name, "parts", v, n);
 }
 
 static void add_sketch(kg_space *sp, const kg_schedule *s, const char *name, sketch_kind kind) {
@@ -850,7 +824,7 @@ static void add_sketch(kg_space *sp, const kg_schedule *s, const char *name, ske
     stage_class c = classify(x);
     /* cpu/inner: inlined or computed at its reader's row (2), never a pass of its own */
     if (c == CLS_ELEM && !x->is_output && kind != SK_SIMPLE && !sp->unfused)
-      add_knob(sk, KG_KNOB_CHOICE, x->name, "root",
+      kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, x->name, "root",
                kind == SK_INNER ? (const int64_t[]){0, 2} : (const int64_t[]){0, 1}, 2);
     if (c == CLS_HEAVY && (kind == SK_TILE_CW || kind == SK_TILE_RK)) add_heavy_knobs(sk, s, x, kind);
     else add_vec_knob(sk, x);
@@ -861,7 +835,7 @@ static void add_sketch(kg_space *sp, const kg_schedule *s, const char *name, ske
     if (c == CLS_LIGHT && kind != SK_SIMPLE) {
       int64_t v[8];
       int n = kg_rz_rfactor_values(x, v);
-      add_knob(sk, KG_KNOB_VECTOR, x->name, "rf", v, n);
+      kg_sketch_add_stage_knob(sk, KG_KNOB_VECTOR, x->name, "rf", v, n);
     }
   }
 }

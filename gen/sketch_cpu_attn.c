@@ -299,20 +299,6 @@ done:
   return -1;
 }
 
-static void add_knob(kg_sketch *sk, kg_knob_kind kind, const char *stage, const char *what, const int64_t *v, int n) {
-  char name[256];
-  snprintf(name, sizeof name, "%s.%s", stage, what);
-  kg_sketch_add_knob(sk, kind, name, v, n);
-}
-
-/* Whole vectors of L lanes up to four within extent, or the extent itself when it is shorter than that. */
-static int col_values(int64_t extent, int64_t L, int64_t *out) {
-  int n = 0;
-  for (int64_t v = L; v <= 4 * L && v <= extent; v += L) out[n++] = v;
-  if (extent < 4 * L && extent % L) out[n++] = extent;
-  return n;
-}
-
 static const int64_t reg_rows[] = {1, 2, 3, 4, 6, 8};
 static const int64_t tile_rows[] = {16, 32, 48, 64, 96, 128};
 
@@ -321,7 +307,7 @@ static void add_rows_knob(kg_sketch *sk, const char *stage, int64_t extent) {
   int n = 0;
   for (size_t k = 0; k < sizeof reg_rows / sizeof reg_rows[0]; k++)
     if (reg_rows[k] == 1 || reg_rows[k] <= extent) v[n++] = reg_rows[k];
-  add_knob(sk, KG_KNOB_TILE, stage, "ri", v, n);
+  kg_sketch_add_stage_knob(sk, KG_KNOB_TILE, stage, "ri", v, n);
 }
 
 int kg_sketches_cpu_attn(kg_space *sp) {
@@ -347,26 +333,27 @@ int kg_sketches_cpu_attn(kg_space *sp) {
       if (rows <= tile_rows[sizeof tile_rows / sizeof tile_rows[0] - 1]) v[n++] = rows;
       if (n == 0)
         for (size_t k = 0; k < sizeof tile_rows / sizeof tile_rows[0]; k++) v[n++] = tile_rows[k];
-      add_knob(sk, KG_KNOB_TILE, "attn", "ti", v, n);
-      add_knob(sk, KG_KNOB_CHOICE, "attn", "col", (const int64_t[]){0, 1}, 2);
+      kg_sketch_add_stage_knob(sk, KG_KNOB_TILE, "attn", "ti", v, n);
+      kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, "attn", "col", (const int64_t[]){0, 1}, 2);
       int64_t keys = H1->roots[H1->nax - 1]->extent;
       n = 0;
       for (int64_t r = 1; r <= 8 && r <= keys; r *= 2) v[n++] = r;
-      add_knob(sk, KG_KNOB_TILE, H1->name, "rj", v, n);
+      kg_sketch_add_stage_knob(sk, KG_KNOB_TILE, H1->name, "rj", v, n);
       add_rows_knob(sk, H1->name, rows);
-      n = col_values(keys, sp->cpu.lanes, v);
-      add_knob(sk, KG_KNOB_VECTOR, H1->name, "vj", v, n);
+      n = kg_space_vector_cols(keys, sp->cpu.lanes, v);
+      kg_sketch_add_stage_knob(sk, KG_KNOB_VECTOR, H1->name, "vj", v, n);
       for (int i = sh.h1 + 1; i <= sh.out; i++) {
         const kg_sstage *x = s->stages[i];
-        if (x->nrax == 0 && i < sh.out) add_knob(sk, KG_KNOB_CHOICE, x->name, "inline", (const int64_t[]){0, 1}, 2);
+        if (x->nrax == 0 && i < sh.out)
+          kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, x->name, "inline", (const int64_t[]){0, 1}, 2);
         if (x->nrax > 0 && !is_heavy(x)) {
           n = kg_rz_rfactor_values(x, v);
-          if (n > 1) add_knob(sk, KG_KNOB_VECTOR, x->name, "rf", v, n);
+          if (n > 1) kg_sketch_add_stage_knob(sk, KG_KNOB_VECTOR, x->name, "rf", v, n);
         }
         if (is_heavy(x) && x->roots[x->nax - 1] != x->roots[sh.rowpos]) {
           add_rows_knob(sk, x->name, rows);
-          n = col_values(x->roots[x->nax - 1]->extent, sp->cpu.lanes, v);
-          add_knob(sk, KG_KNOB_VECTOR, x->name, "cj", v, n);
+          n = kg_space_vector_cols(x->roots[x->nax - 1]->extent, sp->cpu.lanes, v);
+          kg_sketch_add_stage_knob(sk, KG_KNOB_VECTOR, x->name, "cj", v, n);
         }
       }
     }

@@ -157,33 +157,18 @@ static int realize_elem(const kg_sketch *sk, const kg_point *pt, kg_schedule *s,
   return -1;
 }
 
-static void add_knob(kg_sketch *sk, kg_knob_kind kind, const char *stage, const char *what, const int64_t *v, int n) {
-  char name[KG_MAX_LOOP_NAME + 32];
-  snprintf(name, sizeof name, "%s.%s", stage, what);
-  kg_sketch_add_knob(sk, kind, name, v, n);
-}
-
-/* Powers of two from lo below min(extent, cap), then min(extent, cap) itself. */
-static int pow2_upto(int64_t extent, int64_t lo, int64_t cap, int64_t *out) {
-  int64_t hi = extent < cap ? extent : cap;
-  int n = 0;
-  for (int64_t v = lo; v < hi && n < KG_KNOB_MAX_VALUES - 1; v *= 2) out[n++] = v;
-  out[n++] = hi;
-  return n;
-}
-
 static void add_stage_knobs(kg_sketch *sk, const kg_schedule *s, const kg_sstage *st) {
   int c = st->nax - 1, r = st->nax >= 2 ? st->nax - 2 : -1;
   int64_t v[KG_KNOB_MAX_VALUES], cext = st->roots[c]->extent;
   int n;
   if (r >= 0) {
-    n = pow2_upto(st->roots[r]->extent, 1, 256, v);
-    add_knob(sk, KG_KNOB_TILE, st->name, "ti", v, n);
+    n = kg_space_pow2_values(st->roots[r]->extent, 1, 256, v);
+    kg_sketch_add_stage_knob(sk, KG_KNOB_TILE, st->name, "ti", v, n);
   }
-  n = pow2_upto(cext, 8, 4096, v);
-  add_knob(sk, KG_KNOB_TILE, st->name, "tj", v, n);
+  n = kg_space_pow2_values(cext, 8, 4096, v);
+  kg_sketch_add_stage_knob(sk, KG_KNOB_TILE, st->name, "tj", v, n);
   if (r >= 0 && st->roots[r]->extent > 1 && read_along(st->body, st->ax[r], st->ax[c]))
-    add_knob(sk, KG_KNOB_CHOICE, st->name, "inner", (const int64_t[]){0, 1}, 2);
+    kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, st->name, "inner", (const int64_t[]){0, 1}, 2);
   /* vector widths below the widest tile's innermost loop (the row tile's when it can be innermost) */
   int64_t widest = cext;
   if (r >= 0 && st->roots[r]->extent > widest) widest = st->roots[r]->extent;
@@ -191,12 +176,12 @@ static void add_stage_knobs(kg_sketch *sk, const kg_schedule *s, const kg_sstage
   n = 0;
   for (size_t k = 0; k < sizeof vecs / sizeof vecs[0]; k++)
     if (vecs[k] == 1 || vecs[k] < widest) v[n++] = vecs[k];
-  add_knob(sk, KG_KNOB_VECTOR, st->name, "vec", v, n);
-  add_knob(sk, KG_KNOB_CHOICE, st->name, "unroll", (const int64_t[]){0, 1}, 2);
-  add_knob(sk, KG_KNOB_CHOICE, st->name, "fuse", (const int64_t[]){1, 2, 3}, st->nax >= 2 ? 3 : 1);
-  add_knob(sk, KG_KNOB_TILE, st->name, "chunk", (const int64_t[]){1, 4, 16}, 3);
-  if (st->nrax) add_knob(sk, KG_KNOB_CHOICE, st->name, "window", (const int64_t[]){0, 1}, 2);
-  if (streamable(s, st)) add_knob(sk, KG_KNOB_CHOICE, st->name, "stream", (const int64_t[]){0, 1}, 2);
+  kg_sketch_add_stage_knob(sk, KG_KNOB_VECTOR, st->name, "vec", v, n);
+  kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, st->name, "unroll", (const int64_t[]){0, 1}, 2);
+  kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, st->name, "fuse", (const int64_t[]){1, 2, 3}, st->nax >= 2 ? 3 : 1);
+  kg_sketch_add_stage_knob(sk, KG_KNOB_TILE, st->name, "chunk", (const int64_t[]){1, 4, 16}, 3);
+  if (st->nrax) kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, st->name, "window", (const int64_t[]){0, 1}, 2);
+  if (streamable(s, st)) kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, st->name, "stream", (const int64_t[]){0, 1}, 2);
 }
 
 /* The other CPU sketches (rows, inner-axis reductions, tiled heavy stages with their epilogue, simple) realized,
@@ -245,7 +230,7 @@ static void add_stream_knobs(kg_space *sp, const kg_schedule *s, int upto) {
     sk->realize = realize_streamed;
     sk->data = w;
     for (int i = 0; i < w->nstreams; i++)
-      add_knob(sk, KG_KNOB_CHOICE, w->streams[i], "stream", (const int64_t[]){0, 1}, 2);
+      kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, w->streams[i], "stream", (const int64_t[]){0, 1}, 2);
   }
 }
 

@@ -98,9 +98,7 @@ static int knob(kg_sketch *sk, int *full, kg_knob_kind kind, const char *stage, 
     *full = 1;
     return -1;
   }
-  char name[160];
-  snprintf(name, sizeof name, "%s.%s", stage, what);
-  return kg_sketch_add_knob(sk, kind, name, v, n);
+  return kg_sketch_add_stage_knob(sk, kind, stage, what, v, n);
 }
 
 /* GPU tile sizes for a loop of this extent, from lo (or the extent when shorter) up to cap: the powers of two and

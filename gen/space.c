@@ -60,8 +60,12 @@ static int cmp_i64(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* "STAGE.WHAT": one buffer size for the rules that add such knobs and the realize functions that read them, so that
+ * a long stage name is cut the same way in both */
+#define STAGE_KNOB_NAME (2 * KG_MAX_LOOP_NAME)
+
 int64_t kg_point_knob(const kg_sketch *sk, const kg_point *pt, const char *stage, const char *what, int64_t def) {
-  char name[512];
+  char name[STAGE_KNOB_NAME];
   snprintf(name, sizeof name, "%s.%s", stage, what);
   for (int i = 0; i < sk->nknobs && i < pt->nknobs; i++)
     if (!strcmp(sk->knobs[i].name, name)) return pt->knobs[i];
@@ -85,6 +89,29 @@ int kg_sketch_add_knob(kg_sketch *sk, kg_knob_kind kind, const char *name, const
   }
   k->nvalues = n;
   return sk->nknobs++;
+}
+
+int kg_sketch_add_stage_knob(kg_sketch *sk, kg_knob_kind kind, const char *stage, const char *what,
+                             const int64_t *values, int nvalues) {
+  char name[STAGE_KNOB_NAME];
+  snprintf(name, sizeof name, "%s.%s", stage, what);
+  return kg_sketch_add_knob(sk, kind, name, values, nvalues);
+}
+
+int kg_space_pow2_values(int64_t extent, int64_t lo, int64_t cap, int64_t *out) {
+  int64_t hi = extent < cap ? extent : cap;
+  int n = 0;
+  for (int64_t v = lo; v < hi && n < KG_KNOB_MAX_VALUES - 1; v *= 2) out[n++] = v;
+  out[n++] = hi;
+  return n;
+}
+
+int kg_space_vector_cols(int64_t extent, int64_t lanes, int64_t *out) {
+  int n = 0;
+  if (extent % (lanes / 2) == 0 && extent % lanes) out[n++] = lanes / 2;
+  for (int64_t v = lanes; v <= 4 * lanes && v <= extent; v += lanes) out[n++] = v;
+  if (extent <= 4 * lanes && extent % lanes && extent != lanes / 2) out[n++] = extent;
+  return n;
 }
 
 static int has(const int64_t *v, int n, int64_t x) {

@@ -99,11 +99,20 @@ int kg_space_find_sketch(const kg_space *sp, const char *name); /* -1 when absen
  * KG_KNOB_MAX_VALUES, sorted ascending and de-duplicated for TILE/UNROLL/VECTOR). */
 kg_sketch *kg_space_add_sketch(kg_space *sp, const char *name, kg_sketch_realize_fn realize, void *data);
 int kg_sketch_add_knob(kg_sketch *sk, kg_knob_kind kind, const char *name, const int64_t *values, int nvalues);
+/* kg_sketch_add_knob for the knob "STAGE.WHAT", the name kg_point_knob looks up. */
+int kg_sketch_add_stage_knob(kg_sketch *sk, kg_knob_kind kind, const char *stage, const char *what,
+                             const int64_t *values, int nvalues);
 /* For realize functions: pt's value of sk's knob "STAGE.WHAT", or def when sk has no such knob. */
 int64_t kg_point_knob(const kg_sketch *sk, const kg_point *pt, const char *stage, const char *what, int64_t def);
 /* Tile factors worth trying for a loop of the given extent: 1..8, powers of two, the divisors and a few other
  * values up to min(extent, cap). Returns how many were written to out (at most KG_KNOB_MAX_VALUES). */
 int kg_space_tile_values(int64_t extent, int64_t cap, int64_t *out);
+/* Powers of two from lo below min(extent, cap), then min(extent, cap) itself (at most KG_KNOB_MAX_VALUES). */
+int kg_space_pow2_values(int64_t extent, int64_t lo, int64_t cap, int64_t *out);
+/* Register-tile columns along an axis of the given extent, for vectors of lanes (even) lanes: whole vectors, up to
+ * four; the extent itself when it is at most four vectors and not whole vectors (a short axis in one tile); half a
+ * vector when that divides the extent and a whole one does not (no remainder loop). At most 6 values. */
+int kg_space_vector_cols(int64_t extent, int64_t lanes, int64_t *out);
 
 /* How many points sp holds: over its sketches, the sum of the products of their knobs' value counts, saturating at
  * UINT64_MAX. Distinct points may realize the same schedule (a knob that another knob's value makes moot), so this
