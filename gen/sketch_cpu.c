@@ -825,7 +825,7 @@ static void add_sketch(kg_space *sp, const kg_schedule *s, const char *name, ske
     /* cpu/inner: inlined or computed at its reader's row (2), never a pass of its own */
     if (c == CLS_ELEM && !x->is_output && kind != SK_SIMPLE && !sp->unfused)
       kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, x->name, "root",
-               kind == SK_INNER ? (const int64_t[]){0, 2} : (const int64_t[]){0, 1}, 2);
+                               kind == SK_INNER ? (const int64_t[]){0, 2} : (const int64_t[]){0, 1}, 2);
     if (c == CLS_HEAVY && (kind == SK_TILE_CW || kind == SK_TILE_RK)) add_heavy_knobs(sk, s, x, kind);
     else add_vec_knob(sk, x);
     if (kind == SK_INNER && inner_reduction(x)) {
