@@ -3,6 +3,10 @@
 sketch and are counted as "-") and the fastest record's median time of each.
 
   log_sketches.py [--step TEXT] LOG...
+  log_sketches.py --remeasured LOG...
+
+--remeasured: instead, for every trace measured more than once (the confirmation), the median of each later record
+over its first record's (>1: slower when measured again).
 
 --step TEXT: each sketch's records split in two, those whose trace has a step containing TEXT (e.g.
 "compute_inline P") and the rest. Reads the logs with tests/cli/kglog.py's msgpack reader (no package needed).
@@ -25,6 +29,20 @@ def step_text(s):
 
 def main(argv):
     step = None
+    if argv and argv[0] == '--remeasured':
+        for path in argv[1:]:
+            first, ratios = {}, []
+            for r in kglog.records(path):
+                times = r['result'].get('times') or []
+                if r['result'].get('status') != 'ok' or not times:
+                    continue
+                k, m = kglog.key(r), kglog.median(times)
+                if k in first:
+                    ratios.append('%.2f' % (m / first[k]))
+                else:
+                    first[k] = m
+            print(path, ' '.join(ratios) if ratios else '(none)')
+        return
     if len(argv) >= 2 and argv[0] == '--step':
         step, argv = argv[1], argv[2:]
     if not argv:
