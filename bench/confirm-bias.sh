@@ -6,7 +6,7 @@
 #
 # Tunes WORKLOAD on the C target for TRIALS trials with the default confirmation, then takes two schedules from
 # the one log: the search's pick (the fastest single measurement among the trials: what kgen picked before the
-# confirmation) and the confirmed pick (the lowest median of a schedule's records: what tune, replay and export
+# confirmation) and the confirmed pick (the lowest ranking time of a schedule's records: what tune, replay and export
 # pick now). Both are then measured again, alternately, ROUNDS rounds of `kgen run --measure --min-repeat-ms 500`
 # (bench/paired.py). Written to OUTDIR: the log, the tuner's output, both schedules, and result.txt with each
 # pick's logged time beside its re-measured median: the search's logged time understates its kernel by the

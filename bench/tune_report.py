@@ -127,21 +127,32 @@ def trials(recs):
 
 def best_record(recs):
     """The first record of the best schedule, ranked as kgen ranks a log (tlog.h, kg_tlog_trace_times): by the
-    median of its records' medians, a failed record counting as infinitely slow. The record returned carries that
-    median as 'trace_median_s' (median_s reads it)."""
+    median of its records' medians, a failed record counting as infinitely slow, and a schedule measured once by its
+    time times the median over the re-measured schedules of their later records' median over their first
+    (at least 1). The
+    record returned carries its median as 'trace_median_s' (median_s reads it)."""
     by = {}
     for i, r in enumerate(recs):
         by.setdefault(trace_key(r), []).append(i)
-    best = None
+    traces, ratios = [], []
     for idx in by.values():
         ts = [median_s(recs[i]) for i in idx]
         if all(t is None for t in ts):
             continue
-        m = statistics.median([math.inf if t is None else t for t in ts])
-        first = next(i for i, t in zip(idx, ts) if t is not None)
-        if math.isfinite(m) and (best is None or (m, first) < best):
-            best = (m, first)
-    return dict(recs[best[1]], trace_median_s=best[0]) if best else None
+        ts = [math.inf if t is None else t for t in ts]
+        if len(ts) >= 2 and math.isfinite(ts[0]):
+            later = statistics.median(ts[1:])
+            if math.isfinite(later):
+                ratios.append(later / ts[0])
+        first = next(i for i in idx if median_s(recs[i]) is not None)
+        traces.append((statistics.median(ts), len(ts), first))
+    single = max(1.0, statistics.median(ratios)) if ratios else 1.0
+    best = None
+    for m, n, first in traces:
+        rank = m * single if n == 1 else m
+        if math.isfinite(m) and (best is None or (rank, first) < best[:2]):
+            best = (rank, first, m)
+    return dict(recs[best[1]], trace_median_s=best[2]) if best else None
 
 
 def curve(recs):

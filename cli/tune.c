@@ -71,8 +71,8 @@ static void print_summary(const kg_tune_task *tasks, const kg_tune_report *rep, 
       if (r->confirmed > 0) {
         char f[32];
         kg_format_seconds(f, sizeof f, r->search_best_s);
-        printf("  confirmed: %d more measurements of the fastest; the best is the lowest median (the fastest single "
-               "one: %s)\n", r->confirmed, f);
+        printf("  confirmed: %d more measurements of the fastest; the best is the lowest median, a schedule measured "
+               "once ranked as its re-measured peers came back (the fastest single one: %s)\n", r->confirmed, f);
       }
       char *text = kg_trace_to_text(&r->best_trace);
       printf("  trace (%d steps):\n", r->best_trace.nsteps);

@@ -927,10 +927,11 @@ static int tune_pooled(task *tasks, int ntasks, kg_model *model, kg_tlog_writer 
 
 /* ---- confirmation: the best traces measured again ---- */
 
-/* A trace's results together: the median of its times (a failure counts as infinitely slow). */
+/* A trace's results together: the median of its times (a failure counts as infinitely slow), and what ranks it
+ * (kg_tlog_trace_times: a single time times the factor of the re-measured ones). */
 typedef struct ranked_trace {
   const char *text, *sketch;
-  double median;
+  double median, rank;
   int n, first; /* how many results; the index of its first */
 } ranked_trace;
 
@@ -941,20 +942,22 @@ static int by_text(const void *x, const void *y) {
   return c ? c : (a > b) - (a < b);
 }
 
-static int by_median(const void *x, const void *y) {
+static int by_rank(const void *x, const void *y) {
   const ranked_trace *a = x, *b = y;
-  if (a->median != b->median) return a->median < b->median ? -1 : 1;
+  if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
   return a->first - b->first;
 }
 
-/* tk's traces with a finite time, fastest first (ties to the earlier measured): *out (heap). Returns how many. */
+/* tk's traces with a finite time, fastest first by their ranking time (ties to the earlier measured), as
+ * kg_tlog_trace_times ranks the log's: *out (heap). Returns how many. */
 static int traces_ranked(const task *tk, ranked_trace **out) {
   const tres **p = kg_xrealloc(NULL, sizeof *p * (size_t)(tk->nres + 1));
   for (int i = 0; i < tk->nres; i++) p[i] = &tk->res[i];
   qsort(p, (size_t)tk->nres, sizeof *p, by_text);
   ranked_trace *r = kg_xrealloc(NULL, sizeof *r * (size_t)(tk->nres + 1));
   double *t = kg_xrealloc(NULL, sizeof *t * (size_t)(tk->nres + 1));
-  int n = 0;
+  double *ratios = kg_xrealloc(NULL, sizeof *ratios * (size_t)(tk->nres + 1));
+  int n = 0, nratios = 0;
   for (int a = 0; a < tk->nres;) {
     int z = a;
     const char *sketch = NULL;
@@ -964,12 +967,17 @@ static int traces_ranked(const task *tk, ranked_trace **out) {
       z++;
     }
     double m = kg_stats_of(t, z - a).median;
-    if (isfinite(m)) r[n++] = (ranked_trace){p[a]->text, sketch, m, z - a, (int)(p[a] - tk->res)};
+    ratios[nratios++] = kg_tlog_remeasure_ratio(t, z - a);
+    if (isfinite(m)) r[n++] = (ranked_trace){p[a]->text, sketch, m, m, z - a, (int)(p[a] - tk->res)};
     a = z;
   }
+  double single = kg_tlog_single_factor(ratios, nratios);
+  for (int i = 0; i < n; i++)
+    if (r[i].n == 1) r[i].rank = r[i].median * single;
   free(p);
   free(t);
-  qsort(r, (size_t)n, sizeof *r, by_median);
+  free(ratios);
+  qsort(r, (size_t)n, sizeof *r, by_rank);
   *out = r;
   return n;
 }
@@ -1059,9 +1067,10 @@ static int remeasure(task *tk, char *const *texts, int n, const kg_tune_opts *o,
 }
 
 /* The confirmation (tune.h): tk's fastest traces measured o->confirm_runs more times, round by round (each round
- * all of them, so that a slow spell of the machine falls on all alike); while the fastest by median is one that was
- * not among them (its single time was lucky), it joins them and is measured as often. tk's best is then the fastest
- * trace by the median of its results, as kg_tlog_pick_best ranks the log. 0, or -1 with err. */
+ * all of them, so that a slow spell of the machine falls on all alike); while the first by ranking time is one that
+ * was not among them (its single time was lucky), it joins them and is measured as often. tk's best is then the
+ * first trace by ranking time (the median of its results; a single result times the factor by which the re-measured
+ * traces came back), as kg_tlog_pick_best ranks the log. 0, or -1 with err. */
 static int confirm_task(task *tk, const kg_tune_opts *o, kg_tlog_writer *w, int64_t *next_tag, char *err,
                         size_t errlen) {
   ranked_trace *r;

@@ -68,7 +68,8 @@ typedef struct kg_tune_opts {
   struct kg_pool *pool;
   /* The confirmation, after the search: each task's confirm fastest traces (0: 3; < 0: none) are measured
    * confirm_runs more times (0: 2), all of them in each round, and a trace measured once that then ranks first
-   * (its one time was lucky) joins them; the best is the trace with the lowest median of its results, as
+   * (its one time was lucky) joins them; the best is the trace with the lowest median of its results, a trace
+   * measured once ranked by its time times the factor by which the re-measured ones came back (at least 1), as
    * kg_tlog_pick_best ranks the log (tlog.h kg_tlog_trace_times). On a noisy machine the fastest of many single
    * measurements is biased low (the winner's curse): the search's best time overstates its schedule, and a
    * schedule that was lucky once beats one that is faster. These measurements are logged and do not count as

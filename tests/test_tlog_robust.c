@@ -213,13 +213,16 @@ static void test_trace_median(const kg_program *p, const kg_tlog_workload *wl) {
   kg_tlog_init(&log);
   kg_tlog_decode(&log, b.s, b.len);
   CHECK(log.n == n);
-  double t[10];
+  double t[10], rk[10];
   int cnt[10], first[10];
-  kg_tlog_trace_times(&log, t, cnt, first);
+  kg_tlog_trace_times(&log, t, rk, cnt, first);
   CHECKF(t[0] == 3e-3 && cnt[0] == 3 && first[0] == 0, "A: %g of %d from %d", t[0], cnt[0], first[0]);
   CHECK(t[4] == 3e-3 && t[8] == 3e-3 && first[4] == 0 && first[8] == 0);
   CHECK(t[6] == 0 && cnt[6] == 0 && first[6] == -1); /* implausible: not counted, no time */
-  CHECK(t[1] == 2e-3 && cnt[1] == 1 && first[1] == 1);
+  /* B, measured once, ranks as A's re-measurements came back: 3.1 times its first (C's infinite median has no
+   * ratio) */
+  CHECKF(t[1] == 2e-3 && cnt[1] == 1 && first[1] == 1 && fabs(rk[1] - 6.2e-3) < 1e-12, "B: %g ranked %g", t[1], rk[1]);
+  CHECK(rk[0] == 3e-3 && rk[4] == 3e-3 && rk[6] == 0);
   CHECK(isinf(t[2]) && cnt[2] == 2);                  /* C: one success, one timeout */
   CHECK(t[5] == 0 && first[5] == -1);                 /* the timeout itself has no time */
   CHECK(t[3] == 0.4e-3 && cnt[3] == 2 && first[3] == 3 && first[7] == 3); /* the other device's own trace time */
@@ -227,7 +230,7 @@ static void test_trace_median(const kg_program *p, const kg_tlog_workload *wl) {
   kg_tlog_want w = {.wl = wl, .kind = "c", .device = "Test CPU", .prog = p};
   kg_tlog_pick pk;
   kg_tlog_pick_best(&log, &w, &pk);
-  CHECKF(pk.kind == KG_TLOG_PICK_EXACT && pk.index == 1 && pk.median_s == 2e-3 && pk.nrecords == 1,
+  CHECKF(pk.kind == KG_TLOG_PICK_EXACT && pk.index == 0 && pk.median_s == 3e-3 && pk.nrecords == 3,
          "picked %d (%g, %d records)", pk.index, pk.median_s, pk.nrecords);
   CHECK_STR_CONTAINS(pk.skipped, "record 3: its trace failed in at least half of its 2 measurements");
   /* on the other device A is the best, from its own records */
@@ -237,14 +240,66 @@ static void test_trace_median(const kg_program *p, const kg_tlog_workload *wl) {
   kg_strbuf out;
   kg_strbuf_init(&out);
   kg_tlog_show(&out, &log, 0);
-  CHECK_STR_CONTAINS(out.s, "best: 2.000 ms");
+  CHECK_STR_CONTAINS(out.s, "best: 3.000 ms");
   CHECK_STR_CONTAINS(out.s, "3.000 ms (715.8 GFLOP/s, 4.2 GB/s)  record 1, median of 3 records\n");
+  CHECK_STR_CONTAINS(out.s, "record 2, measured once, ranked as 6.200 ms\n");
   CHECK(!strstr(out.s, "record 3\n")); /* C is not ranked */
   kg_strbuf_free(&out);
   kg_tlog_free(&log);
   free(b.s);
   rec *all[] = {&a1, &a2, &a3, &a_bogus, &b1, &c1, &c2, &other1, &other2, &newer_cc};
   for (int i = 0; i < 10; i++) kg_trace_free(&all[i]->trace);
+}
+
+/* A trace measured once ranks by its time times how much slower the re-measured traces came back (the search's
+ * fastest single times are its luckiest, and a slow spell during the confirmation slows the re-measured alike):
+ * a single time just below the confirmed medians does not win, one faster by more than that drift does. The
+ * helpers' edge cases: too few results, a failed first or later median, no ratio at all. */
+static void test_single_factor(const kg_program *p, const kg_tlog_workload *wl) {
+  double r2[] = {2, 3}, r3[] = {1, 1.3, 1.5}, rf[] = {INFINITY, 1}, rl[] = {1, INFINITY, INFINITY}, r1[] = {1};
+  CHECK(kg_tlog_remeasure_ratio(r2, 2) == 1.5 && fabs(kg_tlog_remeasure_ratio(r3, 3) - 1.4) < 1e-12);
+  CHECK(isnan(kg_tlog_remeasure_ratio(rf, 2)) && isnan(kg_tlog_remeasure_ratio(rl, 3)));
+  CHECK(isnan(kg_tlog_remeasure_ratio(r1, 1)));
+  double ratios[] = {NAN, 1.2, 2, 1.5, INFINITY}, none[] = {NAN};
+  CHECK(kg_tlog_single_factor(ratios, 5) == 1.5 && kg_tlog_single_factor(none, 1) == 1);
+  CHECK(kg_tlog_single_factor(NULL, 0) == 1);
+  double faster[] = {0.5, 0.8, 1.1};
+  CHECK(kg_tlog_single_factor(faster, 3) == 1);
+
+  rec a[3], b[3], c, d;
+  const char *A = "split C i 4\n", *B = "split C j 4\n", *C = "split C k 4\n", *D = "split C i 8\n";
+  double ta[] = {1.0e-3, 1.3e-3, 1.3e-3}, tb[] = {1.0e-3, 1.25e-3, 1.35e-3};
+  for (int i = 0; i < 3; i++) rec_init(&a[i], wl, A, ta[i]), rec_init(&b[i], wl, B, tb[i]);
+  rec_init(&c, wl, C, 1.1e-3); /* faster than both medians, by less than their drift: 1.43 ms re-measured */
+  rec_init(&d, wl, D, 0.9e-3); /* 1.17 ms re-measured: faster than both */
+  for (int with_d = 0; with_d < 2; with_d++) {
+    const kg_tlog_record *order[] = {&a[0].r, &b[0].r, &c.r, &a[1].r, &b[1].r, &a[2].r, &b[2].r, &d.r};
+    int n = 7 + with_d;
+    kg_strbuf buf = {0};
+    for (int i = 0; i < n; i++) put_rec(&buf, order[i], 0);
+    kg_tlog log;
+    kg_tlog_init(&log);
+    kg_tlog_decode(&log, buf.s, buf.len);
+    CHECK(log.n == n);
+    kg_tlog_want w = {.wl = wl, .kind = "c", .prog = p};
+    kg_tlog_pick pk;
+    kg_tlog_pick_best(&log, &w, &pk);
+    if (!with_d)
+      CHECKF(pk.index == 1 && pk.median_s == 1.25e-3 && pk.nrecords == 3, "picked %d (%g)", pk.index, pk.median_s);
+    else
+      CHECKF(pk.index == 7 && pk.median_s == 0.9e-3 && pk.nrecords == 1, "picked %d (%g)", pk.index, pk.median_s);
+    kg_strbuf out;
+    kg_strbuf_init(&out);
+    kg_tlog_show(&out, &log, 0);
+    CHECK_STR_CONTAINS(out.s, with_d ? "best: 900.000 us" : "best: 1.250 ms");
+    CHECK_STR_CONTAINS(out.s, "record 3, measured once, ranked as 1.430 ms\n");
+    kg_strbuf_free(&out);
+    kg_tlog_free(&log);
+    free(buf.s);
+  }
+  for (int i = 0; i < 3; i++) kg_trace_free(&a[i].trace), kg_trace_free(&b[i].trace);
+  kg_trace_free(&c.trace);
+  kg_trace_free(&d.trace);
 }
 
 /* Skipped stretches are noted at their offsets, the first KG_TLOG_MAX_NOTES of them; the rest are counted. */
@@ -374,6 +429,7 @@ int main(void) {
     test_trace_no_longer_applies(p, &wl);
     test_implausible(p, &wl);
     test_trace_median(p, &wl);
+    test_single_factor(p, &wl);
     test_notes(&wl);
     test_read_more(&wl);
     test_read_more_concurrent(&wl);

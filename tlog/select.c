@@ -24,7 +24,23 @@ static int by_key(const void *x, const void *y) {
   return c ? c : a->index - b->index;
 }
 
-void kg_tlog_trace_times(const kg_tlog *log, double *times, int *counts, int *first) {
+double kg_tlog_remeasure_ratio(const double *t, int n) {
+  if (n < 2 || !(t[0] > 0) || !isfinite(t[0])) return NAN;
+  double later = kg_stats_of(t + 1, n - 1).median;
+  return isfinite(later) && later > 0 ? later / t[0] : NAN;
+}
+
+double kg_tlog_single_factor(const double *ratios, int n) {
+  double *r = kg_xrealloc(NULL, sizeof *r * (size_t)(n + 1));
+  int m = 0;
+  for (int i = 0; i < n; i++)
+    if (isfinite(ratios[i]) && ratios[i] > 0) r[m++] = ratios[i];
+  double f = m ? kg_stats_of(r, m).median : 1;
+  free(r);
+  return f > 1 ? f : 1;
+}
+
+void kg_tlog_trace_times(const kg_tlog *log, double *times, double *rank, int *counts, int *first) {
   keyed *k = kg_xrealloc(NULL, sizeof *k * (size_t)(log->n + 1));
   for (int i = 0; i < log->n; i++) {
     const kg_tlog_record *r = &log->recs[i];
@@ -41,12 +57,19 @@ void kg_tlog_trace_times(const kg_tlog *log, double *times, int *counts, int *fi
     free(text);
     k[i] = (keyed){kg_strbuf_take(&b), tl, i};
     times[i] = 0;
+    if (rank) rank[i] = 0;
     if (counts) counts[i] = 0;
     if (first) first[i] = -1;
   }
   qsort(k, (size_t)log->n, sizeof *k, by_key);
   double *t = kg_xrealloc(NULL, sizeof *t * (size_t)(log->n + 1));
   char *timed = kg_xrealloc(NULL, (size_t)(log->n + 1)); /* by position in k: ok with a plausible time */
+  /* per trace, at its first position in k: its median, how many results, whether an estimate ranks it (an
+   * emulator record: deterministic, never re-measured); per group the traces' re-measurement ratios */
+  double *med = kg_xrealloc(NULL, sizeof *med * (size_t)(log->n + 1));
+  int *cnt = kg_xrealloc(NULL, sizeof *cnt * (size_t)(log->n + 1));
+  char *est = kg_xrealloc(NULL, (size_t)(log->n + 1));
+  double *ratios = kg_xrealloc(NULL, sizeof *ratios * (size_t)(log->n + 1));
   for (int g0 = 0; g0 < log->n;) {
     /* the workload's counts on this target: the largest its records give (as kgen show judges them) */
     int g1 = g0;
@@ -58,8 +81,10 @@ void kg_tlog_trace_times(const kg_tlog *log, double *times, int *counts, int *fi
       if (r->bytes > bytes) bytes = r->bytes;
       g1++;
     }
+    int nratios = 0;
     for (int a = g0; a < g1;) {
       int z = a, nt = 0, nok = 0;
+      est[a] = 0;
       while (z < g1 && !strcmp(k[z].key, k[a].key)) {
         const kg_tlog_record *r = &log->recs[k[z].index];
         timed[z] = kg_tlog_record_ok(r) && kg_tlog_record_plausible(r, &flops, &bytes, NULL, 0);
@@ -67,14 +92,24 @@ void kg_tlog_trace_times(const kg_tlog *log, double *times, int *counts, int *fi
           t[nt++] = INFINITY;
         else if (timed[z])
           t[nt++] = kg_tlog_record_rank_s(r), nok++;
+        est[a] |= kg_tlog_record_estimated(r);
         z++;
       }
-      double m = nok ? kg_stats_of(t, nt).median : 0;
+      med[a] = nok ? kg_stats_of(t, nt).median : 0;
+      cnt[a] = nt;
+      if (!est[a]) ratios[nratios++] = kg_tlog_remeasure_ratio(t, nt);
+      a = z;
+    }
+    double single = kg_tlog_single_factor(ratios, nratios);
+    for (int a = g0; a < g1;) {
+      int z = a;
+      while (z < g1 && !strcmp(k[z].key, k[a].key)) z++;
       int lead = -1; /* the trace's first record with a time (k is in index order within a key) */
       for (int j = a; j < z; j++) {
         if (timed[j]) {
-          times[k[j].index] = m;
-          if (counts) counts[k[j].index] = nt;
+          times[k[j].index] = med[a];
+          if (rank) rank[k[j].index] = cnt[a] == 1 && !est[a] ? med[a] * single : med[a];
+          if (counts) counts[k[j].index] = cnt[a];
           if (lead < 0) lead = k[j].index;
           if (first) first[k[j].index] = lead;
         }
@@ -87,6 +122,10 @@ void kg_tlog_trace_times(const kg_tlog *log, double *times, int *counts, int *fi
   free(k);
   free(t);
   free(timed);
+  free(med);
+  free(cnt);
+  free(est);
+  free(ratios);
 }
 
 static int same_workload(const kg_tlog_record *r, const kg_tlog_want *w) {
@@ -107,7 +146,8 @@ static void put_workload(kg_strbuf *b, const kg_tlog_workload *wl) {
 typedef struct cand {
   int index, close;
   int estimated; /* ranked by the analytical estimate (an emulator record), not by a measurement */
-  double median; /* the ranking time: its trace's (kg_tlog_trace_times), else its own (kg_tlog_record_rank_s) */
+  double median; /* its trace's time (kg_tlog_trace_times), else its own (kg_tlog_record_rank_s) */
+  double rank;   /* what ranks it: its trace's ranking time, else its own */
   int nrecords;  /* the records that time is the median of */
 } cand;
 
@@ -117,7 +157,7 @@ static int by_preference(const void *x, const void *y) {
   const cand *a = x, *b = y;
   if (a->close != b->close) return b->close - a->close;
   if (a->estimated != b->estimated) return a->estimated - b->estimated;
-  if (a->median != b->median) return a->median < b->median ? -1 : 1;
+  if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
   return a->index - b->index;
 }
 
@@ -151,8 +191,9 @@ void kg_tlog_pick_best(const kg_tlog *log, const kg_tlog_want *w, kg_tlog_pick *
   double flops = 0, bytes = 0;
   cand *c = kg_xrealloc(NULL, sizeof *c * (size_t)(log->n + 1));
   double *tt = kg_xrealloc(NULL, sizeof *tt * (size_t)(log->n + 1));
+  double *tr = kg_xrealloc(NULL, sizeof *tr * (size_t)(log->n + 1));
   int *tn = kg_xrealloc(NULL, sizeof *tn * (size_t)(log->n + 1));
-  kg_tlog_trace_times(log, tt, tn, NULL);
+  kg_tlog_trace_times(log, tt, tr, tn, NULL);
   kg_strbuf sk;
   kg_strbuf_init(&sk);
   for (int i = 0; i < log->n; i++) {
@@ -166,7 +207,7 @@ void kg_tlog_pick_best(const kg_tlog *log, const kg_tlog_want *w, kg_tlog_pick *
       kg_strbuf_printf(&sk, "record %d: its trace failed in at least half of its %d measurements\n", i + 1, tn[i]);
     } else if (kg_tlog_record_ok(r))
       c[n++] = (cand){i, closeness(r, w), kg_tlog_record_estimated(r), tt[i] > 0 ? tt[i] : kg_tlog_record_rank_s(r),
-                      tt[i] > 0 ? tn[i] : 1};
+                      tt[i] > 0 ? tr[i] : kg_tlog_record_rank_s(r), tt[i] > 0 ? tn[i] : 1};
   }
   /* the workload's counts: the program's, else the largest its records give (a record cannot hide behind 0) */
   if (w->prog) flops = kg_program_flops(w->prog), bytes = kg_program_bytes(w->prog);
@@ -184,6 +225,7 @@ void kg_tlog_pick_best(const kg_tlog *log, const kg_tlog_want *w, kg_tlog_pick *
   }
   free(c);
   free(tt);
+  free(tr);
   free(tn);
   /* whole lines only */
   size_t keep = sk.len < sizeof out->skipped ? sk.len : 0;

@@ -200,8 +200,8 @@ typedef enum { KG_TLOG_PICK_EXACT, KG_TLOG_PICK_NEAREST, KG_TLOG_PICK_NONE } kg_
 typedef struct kg_tlog_pick {
   kg_tlog_pick_kind kind;
   int index;         /* into log->recs; -1 with NONE */
-  double median_s;   /* the ranking time of the record's trace (kg_tlog_trace_times), or the record's own
-                      * (kg_tlog_record_rank_s) when that trace has no time */
+  double median_s;   /* the time of the record's trace (kg_tlog_trace_times; not the ranking time), or the
+                      * record's own (kg_tlog_record_rank_s) when that trace has no time */
   int nrecords;      /* the records of that trace median_s is the median of (1 for the record's own) */
   char differs[512]; /* NEAREST: what differs from the wanted target, e.g. "arch sm_86 (wanted sm_90)";
                       * NONE: why, e.g. "no successful record of matmul M=8 K=8 N=8 for the cuda target" */
@@ -209,19 +209,36 @@ typedef struct kg_tlog_pick {
   char skipped[1024]; /* why, one line each ("record 7: its trace no longer applies: ..."), cut when long */
 } kg_tlog_pick;
 
-/* A trace's time on a target, for ranking: the median of the ranking times (kg_tlog_record_rank_s) of the log's
- * records of one workload, target (kind, arch, device, versions) and trace, where a record that failed counts as
- * infinitely slow (a trace that sometimes fails is not the best) and one whose time is implausible (judged with the
- * largest counts of the workload's records on the target) does not count. A trace is measured once by the search,
- * and again by the tuner's confirmation (search/tune.h), so that one lucky measurement on a noisy machine does not
- * decide; a trace that failed in at least half of its measurements has an infinite time (pick_best passes it
- * over). For every successful record i with a plausible time: times[i] gets its trace's time, counts[i] how many
- * records that is the median of, first[i] the index of the trace's first such record; for the others 0, 0, -1.
- * Each array holds log->n; counts and first may be NULL. */
-void kg_tlog_trace_times(const kg_tlog *log, double *times, int *counts, int *first);
+/* A trace's time on a target: the median of the ranking times (kg_tlog_record_rank_s) of the log's records of one
+ * workload, target (kind, arch, device, versions) and trace, where a record that failed counts as infinitely slow
+ * (a trace that sometimes fails is not the best) and one whose time is implausible (judged with the largest counts
+ * of the workload's records on the target) does not count. A trace is measured once by the search, and again by
+ * the tuner's confirmation (search/tune.h), so that one lucky measurement on a noisy machine does not decide; a
+ * trace that failed in at least half of its measurements has an infinite time (pick_best passes it over).
+ * What ranks a trace is its time, except for a trace measured once (not an estimate): its time times the factor by
+ * which the group's re-measured traces came back (kg_tlog_single_factor over their kg_tlog_remeasure_ratio; 1 when
+ * none was re-measured). The search's fastest single times are the luckiest of many (and a slow spell of a shared
+ * machine during the confirmation inflates the re-measured ones alike), so a single time compared as it is beats
+ * the confirmed traces whether or not it is faster; compared as what a re-measurement would likely give, it wins
+ * only by more than the re-measurements' drift.
+ * For every successful record i with a plausible time: times[i] gets its trace's time, rank[i] its ranking time,
+ * counts[i] how many records that time is the median of, first[i] the index of the trace's first such record; for
+ * the others 0, 0, 0, -1. Each array holds log->n; rank, counts and first may be NULL. */
+void kg_tlog_trace_times(const kg_tlog *log, double *times, double *rank, int *counts, int *first);
 
-/* The best successful record (the lowest time of its trace, kg_tlog_trace_times; ties to the earlier record, so a
- * trace's first) of the workload w names, on the wanted target: among the records matching kind, and arch and
+/* How much slower a trace's later results came back than its first, t[0..n) in the order measured (a failure
+ * INFINITY): the median of t[1..n) over t[0]; NAN when n < 2, t[0] is not a finite time or the later median is
+ * infinite. */
+double kg_tlog_remeasure_ratio(const double *t, int n);
+
+/* The factor a trace measured once is ranked by: the median of the finite ratios[0..n) (kg_tlog_remeasure_ratio;
+ * NANs skipped), 1 when there is none or it is below 1 (a single time never ranks faster than it was measured:
+ * re-measurements that came back faster say the machine sped up, not that the single one was unlucky). The tuner's
+ * confirmation and kg_tlog_trace_times both rank with it. */
+double kg_tlog_single_factor(const double *ratios, int n);
+
+/* The best successful record (the lowest ranking time of its trace, kg_tlog_trace_times; ties to the earlier
+ * record, so a trace's first) of the workload w names, on the wanted target: among the records matching kind, and arch and
  * device where w gives them (EXACT); else the nearest among the workload's records of the same kind, preferring
  * the same arch, then the same device, then the lowest time (NEAREST); else NONE. A record of another kind never
  * matches: a CPU trace does not schedule a GPU. A record whose result is implausible (kg_tlog_record_plausible),
