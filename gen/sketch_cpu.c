@@ -23,8 +23,9 @@
  *   - light reductions (no reuse: softmax rows, norms, reduce_rows): parallel rows; when not an output, computed
  *     at the row loop of its only consumer so that a row is reused from cache (cpu/rows); an rf knob rfactors
  *     the innermost reduction into vector lanes of partial results (a serial float sum does not vectorize);
- *   - elementwise: inlined into their readers when not outputs (or, by a CHOICE knob, kept at root); at root:
- *     outer spatial loops fused for parallelism, the innermost split by a VECTOR knob and vectorized.
+ *   - elementwise: inlined into their readers when not outputs (or, by a CHOICE knob, kept at root; in cpu/tile-cw
+ *     one that a heavy stage reads first, a convolution's padding, is always at root); at root: outer spatial loops
+ *     fused for parallelism, the innermost split by a VECTOR knob and vectorized.
  *   - inner-axis reductions (a light reduction whose innermost reduction axis walks a read's innermost dimension:
  *     row sums, softmax's max and sum, norms) also get cpu/inner: the reduction rfactored into acc independent
  *     chains of vector lanes (the latency of each add hidden), combined by the stage itself; not an output: computed
@@ -822,10 +823,19 @@ static void add_sketch(kg_space *sp, const kg_schedule *s, const char *name, ske
   for (int i = 0; i < s->nstages; i++) {
     const kg_sstage *x = s->stages[i];
     stage_class c = classify(x);
-    /* cpu/inner: inlined or computed at its reader's row (2), never a pass of its own */
-    if (c == CLS_ELEM && !x->is_output && kind != SK_SIMPLE && !sp->unfused)
-      kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, x->name, "root",
-                               kind == SK_INNER ? (const int64_t[]){0, 2} : (const int64_t[]){0, 1}, 2);
+    /* cpu/inner: inlined or computed at its reader's row (2), never a pass of its own. In cpu/tile-cw, read by
+     * the heavy stage (a convolution's padding): at root only, since inlined it is recomputed, guarded, inside the
+     * register tile's reduction at every reuse (conv2d picks ran 1.8x and 21x slower so, side by side); in
+     * cpu/tile-rk the operand's packed copy takes it in once per block, and inlined ran 1.1x faster there
+     * (bench/results/pad-root-avx2-2026-12-07.md) */
+    if (c == CLS_ELEM && !x->is_output && kind != SK_SIMPLE && !sp->unfused) {
+      const kg_sstage *r = first_reader(s, x);
+      if (kind == SK_TILE_CW && r && classify(r) == CLS_HEAVY)
+        kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, x->name, "root", (const int64_t[]){1}, 1);
+      else
+        kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, x->name, "root",
+                                 kind == SK_INNER ? (const int64_t[]){0, 2} : (const int64_t[]){0, 1}, 2);
+    }
     if (c == CLS_HEAVY && (kind == SK_TILE_CW || kind == SK_TILE_RK)) add_heavy_knobs(sk, s, x, kind);
     else add_vec_knob(sk, x);
     if (kind == SK_INNER && inner_reduction(x)) {

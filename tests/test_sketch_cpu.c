@@ -167,6 +167,31 @@ static void check_heavy_knobs(const char *text, const char *sizes, const char *s
   kg_program_free(p);
 }
 
+/* The convolution's padding P (elementwise, read first by the heavy Y): at root only in cpu/tile-cw, whose register
+ * tile would recompute it, guarded, at every reuse; inlined or at root in cpu/tile-rk (its packed copy takes it in
+ * once per block) and cpu/inner. */
+static void check_pad_root(const char *conv) {
+  kg_program *p = kg_test_load_sizes(conv, "N=1 C=8 H=12 W=12 F=16");
+  CHECK(p != NULL);
+  if (!p) return;
+  kg_space *sp = kg_space_new(p, KG_TARGET_C, NULL);
+  int seen = 0;
+  for (int si = 0; si < sp->nsketches; si++) {
+    const kg_sketch *sk = &sp->sketches[si];
+    int k = knob_index(sk, "P.root");
+    if (!strcmp(sk->name, "cpu/tile-cw")) {
+      CHECKF(k >= 0 && sk->knobs[k].nvalues == 1 && sk->knobs[k].values[0] == 1, "%s: P.root", sk->name);
+      seen++;
+    } else if (!strcmp(sk->name, "cpu/tile-rk")) {
+      CHECKF(k >= 0 && sk->knobs[k].nvalues == 2 && sk->knobs[k].values[0] == 0, "%s: P.root", sk->name);
+      seen++;
+    }
+  }
+  CHECKF(seen == 2, "%d tiled sketches", seen);
+  kg_space_free(sp);
+  kg_program_free(p);
+}
+
 /* cpu/inner of program text at sizes: random points, every one realizes (no knob combination is illegal), the
  * first npoints verify against the reference; steps: what some realized point of it holds (among at least
  * INNER_DRAWS, whatever npoints: realizing is cheap, running is not). */
@@ -613,6 +638,7 @@ int main(void) {
   CHECK(conv != NULL);
   if (conv) {
     check_heavy_knobs(conv, "N=1 C=4 H=8 W=24 F=8", "Y", 8, 24);
+    check_pad_root(conv);
     /* the convolution's register tile f x x with every reduction loop inside it, the padding at root */
     static const char *const cw[] = {"cache_write Y local", "compute_at Y.local Y x.i.o",
                                      "reorder Y.local n y c r s f x", "vectorize Y.local x", "parallel P"};
