@@ -33,7 +33,8 @@
  *     and sum both at the output's rows: one pass over each row), an elementwise producer inlined or computed
  *     there too as a row buffer (root knob 2), never at root; at root, rows per parallel task, parallel or not,
  *     or each row's reduction split into parallel parts for few long rows;
- * cpu/simple (parallel + vectorize, producers inlined where legal) exists for every program and always realizes.
+ * cpu/simple (parallel + vectorize, producers inlined where legal) exists for every program and always realizes;
+ * beside the tiled sketches of a heavy stage it is one point (add_sketch).
  * Register tiles (ri rows x rj columns: whole vectors, or a short axis whole) are rejected when their accumulators
  * would not fit in the vector registers; cache tiles are counted in register tiles (ti, tj: powers of two), so a
  * cache tile never ends in a partial register tile except at the loop's end.
@@ -702,12 +703,19 @@ static int mult_values(int64_t extent, int64_t minreg, int64_t *out) {
   return n;
 }
 
-static void add_vec_knob(kg_sketch *sk, const kg_sstage *st) {
+/* one: a single value, the machine's vector width (or 1 where the axis is too short for it) */
+static void add_vec_knob(kg_sketch *sk, const kg_sstage *st, int one) {
   const kg_iter *last = st->roots[st->nax ? st->nax - 1 : 0];
   int64_t v[8];
   int n = 0;
   for (size_t i = 0; i < sizeof vec_values / sizeof vec_values[0]; i++)
     if (vec_values[i] == 1 || vec_values[i] <= 2 * last->extent) v[n++] = vec_values[i];
+  if (one) {
+    int64_t L = sk->space->cpu.lanes, w = 1;
+    for (int i = 0; i < n; i++)
+      if (v[i] <= L) w = v[i];
+    v[0] = w, n = 1;
+  }
   if (st->nax && st->nrax == 0) kg_sketch_add_stage_knob(sk, KG_KNOB_VECTOR, st->name, "vec", v, n);
 }
 
@@ -817,9 +825,14 @@ static void add_inner_knobs(kg_sketch *sk, const kg_sstage *x) {
   kg_sketch_add_stage_knob(sk, KG_KNOB_TILE, x->name, "parts", v, n);
 }
 
-static void add_sketch(kg_space *sp, const kg_schedule *s, const char *name, sketch_kind kind) {
+/* heavy: the program has a heavy stage (the tiled sketches exist). cpu/simple's heavy stage then runs naive, a
+ * hundred times slower than the tiled sketches' whatever its elementwise stages' vector widths or stores, so it is
+ * a fallback of one point (those widths the machine's lanes, no stream knob), one trial: with its knobs an MLP
+ * layer's 48-trial tunings gave it 7-12 trials of about 10 s each. */
+static void add_sketch(kg_space *sp, const kg_schedule *s, const char *name, sketch_kind kind, int heavy) {
   kg_sketch *sk = kg_space_add_sketch(sp, name, realize, (void *)(intptr_t)kind);
   if (!sk) return;
+  sk->fallback = kind == SK_SIMPLE && heavy;
   for (int i = 0; i < s->nstages; i++) {
     const kg_sstage *x = s->stages[i];
     stage_class c = classify(x);
@@ -837,7 +850,7 @@ static void add_sketch(kg_space *sp, const kg_schedule *s, const char *name, ske
                                  kind == SK_INNER ? (const int64_t[]){0, 2} : (const int64_t[]){0, 1}, 2);
     }
     if (c == CLS_HEAVY && (kind == SK_TILE_CW || kind == SK_TILE_RK)) add_heavy_knobs(sk, s, x, kind);
-    else add_vec_knob(sk, x);
+    else add_vec_knob(sk, x, sk->fallback);
     if (kind == SK_INNER && inner_reduction(x)) {
       add_inner_knobs(sk, x);
       continue;
@@ -859,13 +872,13 @@ int kg_sketches_cpu(kg_space *sp) {
     light |= c == CLS_LIGHT && !s->stages[i]->is_output;
     inner |= inner_reduction(s->stages[i]);
   }
-  add_sketch(sp, s, "cpu/simple", SK_SIMPLE);
+  add_sketch(sp, s, "cpu/simple", SK_SIMPLE, heavy);
   if (heavy) {
-    add_sketch(sp, s, "cpu/tile-cw", SK_TILE_CW);
-    add_sketch(sp, s, "cpu/tile-rk", SK_TILE_RK);
+    add_sketch(sp, s, "cpu/tile-cw", SK_TILE_CW, heavy);
+    add_sketch(sp, s, "cpu/tile-rk", SK_TILE_RK, heavy);
   }
-  if (light) add_sketch(sp, s, "cpu/rows", SK_ROWS);
-  if (inner) add_sketch(sp, s, "cpu/inner", SK_INNER);
+  if (light) add_sketch(sp, s, "cpu/rows", SK_ROWS, heavy);
+  if (inner) add_sketch(sp, s, "cpu/inner", SK_INNER, heavy);
   kg_sketches_cpu_elem(sp);
   kg_sketches_cpu_attn(sp);
   kg_schedule_free(s);

@@ -221,7 +221,7 @@ static void add_stream_knobs(kg_space *sp, const kg_schedule *s, int upto) {
   if (!proto.nstreams) return;
   for (int k = 0; k < upto; k++) {
     kg_sketch *sk = &sp->sketches[k];
-    if (sk->nknobs + proto.nstreams > KG_SPACE_MAX_KNOBS) continue;
+    if (sk->fallback || sk->nknobs + proto.nstreams > KG_SPACE_MAX_KNOBS) continue;
     stream_wrap *w = kg_arena_alloc(&sp->arena, sizeof *w);
     *w = proto;
     for (int i = 0; i < w->nstreams; i++) w->streams[i] = kg_arena_strdup(&sp->arena, proto.streams[i]);

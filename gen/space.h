@@ -61,6 +61,8 @@ struct kg_sketch {
   kg_sketch_realize_fn realize;
   void *data;       /* the rule's own description (in the space's arena) */
   const struct kg_space *space;
+  int fallback; /* a fallback beside better sketches (cpu/simple beside a heavy stage's tiles): one point, and rules
+                 * that add knobs to every sketch (the stream knobs) leave it alone */
 };
 
 typedef struct kg_space {

@@ -624,6 +624,17 @@ int main(void) {
     free(rrt);
   }
 
+  /* beside a heavy stage cpu/simple is one point (its naive heavy stage dominates whatever its vector widths):
+   * the MLP layer's epilogue at the machine's lanes; without one (softmax above) its widths stay knobs */
+  char *mlpt = kg_test_read_file("bench/workloads/mlp_gelu.te", NULL);
+  CHECK(mlpt != NULL);
+  if (mlpt) {
+    uint64_t simple = 0;
+    space_size(mlpt, "M=64 K=32 N=64", "cpu/simple", &simple);
+    CHECKF(simple == 1, "mlp_gelu: cpu/simple has %llu points", (unsigned long long)simple);
+    free(mlpt);
+  }
+  CHECKF(simple_points > 1, "softmax: cpu/simple has %llu points", (unsigned long long)simple_points);
   /* a matmul's rows can carry the lanes too (A packed K-major, B's values broadcast) */
   static const char *const mlanes[] = {"reorder_storage C.local j i", "reorder_storage A.local ax1 ax0",
                                        "vectorize C.local i"};
