@@ -128,9 +128,8 @@ def trials(recs):
 def best_record(recs):
     """The first record of the best schedule, ranked as kgen ranks a log (tlog.h, kg_tlog_trace_times): by the
     median of its records' medians, a failed record counting as infinitely slow, and a schedule measured once by its
-    time times the median over the re-measured schedules of their later records' median over their first
-    (at least 1). The
-    record returned carries its median as 'trace_median_s' (median_s reads it)."""
+    time times the median over the re-measured schedules of their later records' median over their first (at least
+    1). The record returned carries its median as 'trace_median_s' (median_s reads it)."""
     by = {}
     for i, r in enumerate(recs):
         by.setdefault(trace_key(r), []).append(i)

@@ -973,7 +973,7 @@ static int traces_ranked(const task *tk, ranked_trace **out) {
   }
   double single = kg_tlog_single_factor(ratios, nratios);
   for (int i = 0; i < n; i++)
-    if (r[i].n == 1) r[i].rank = r[i].median * single;
+    r[i].rank = kg_tlog_rank_time(r[i].median, r[i].n, single);
   free(p);
   free(t);
   free(ratios);

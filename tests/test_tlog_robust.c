@@ -54,6 +54,15 @@ static void put_rec(kg_strbuf *b, const kg_tlog_record *r, int version) {
   free(e);
 }
 
+/* A log of records order[0..n) as kgen writes them, decoded (*buf holds the bytes; the caller frees both). */
+static void decode_records(kg_tlog *log, kg_strbuf *buf, const kg_tlog_record *const *order, int n) {
+  *buf = (kg_strbuf){0};
+  for (int i = 0; i < n; i++) put_rec(buf, order[i], 0);
+  kg_tlog_init(log);
+  kg_tlog_decode(log, buf->s, buf->len);
+  CHECKF(log->n == n, "%d records of %d", log->n, n);
+}
+
 /* A record of a newer format version is skipped whole, noted with its offset and version, and never used. */
 static void test_newer_version(const kg_tlog_workload *wl) {
   rec a, fast, c;
@@ -207,12 +216,9 @@ static void test_trace_median(const kg_program *p, const kg_tlog_workload *wl) {
   const kg_tlog_record *order[] = {&a1.r, &b1.r, &c1.r, &other1.r, &a2.r, &c2.r, &a_bogus.r, &other2.r, &a3.r,
                                    &newer_cc.r};
   int n = (int)(sizeof order / sizeof *order);
-  kg_strbuf b = {0};
-  for (int i = 0; i < n; i++) put_rec(&b, order[i], 0);
+  kg_strbuf b;
   kg_tlog log;
-  kg_tlog_init(&log);
-  kg_tlog_decode(&log, b.s, b.len);
-  CHECK(log.n == n);
+  decode_records(&log, &b, order, n);
   double t[10], rk[10];
   int cnt[10], first[10];
   kg_tlog_trace_times(&log, t, rk, cnt, first);
@@ -274,13 +280,9 @@ static void test_single_factor(const kg_program *p, const kg_tlog_workload *wl) 
   rec_init(&d, wl, D, 0.9e-3); /* 1.17 ms re-measured: faster than both */
   for (int with_d = 0; with_d < 2; with_d++) {
     const kg_tlog_record *order[] = {&a[0].r, &b[0].r, &c.r, &a[1].r, &b[1].r, &a[2].r, &b[2].r, &d.r};
-    int n = 7 + with_d;
-    kg_strbuf buf = {0};
-    for (int i = 0; i < n; i++) put_rec(&buf, order[i], 0);
+    kg_strbuf buf;
     kg_tlog log;
-    kg_tlog_init(&log);
-    kg_tlog_decode(&log, buf.s, buf.len);
-    CHECK(log.n == n);
+    decode_records(&log, &buf, order, 7 + with_d);
     kg_tlog_want w = {.wl = wl, .kind = "c", .prog = p};
     kg_tlog_pick pk;
     kg_tlog_pick_best(&log, &w, &pk);

@@ -40,6 +40,10 @@ double kg_tlog_single_factor(const double *ratios, int n) {
   return f > 1 ? f : 1;
 }
 
+double kg_tlog_rank_time(double median, int n, double single) {
+  return n == 1 ? median * single : median;
+}
+
 void kg_tlog_trace_times(const kg_tlog *log, double *times, double *rank, int *counts, int *first) {
   keyed *k = kg_xrealloc(NULL, sizeof *k * (size_t)(log->n + 1));
   for (int i = 0; i < log->n; i++) {
@@ -64,10 +68,12 @@ void kg_tlog_trace_times(const kg_tlog *log, double *times, double *rank, int *c
   qsort(k, (size_t)log->n, sizeof *k, by_key);
   double *t = kg_xrealloc(NULL, sizeof *t * (size_t)(log->n + 1));
   char *timed = kg_xrealloc(NULL, (size_t)(log->n + 1)); /* by position in k: ok with a plausible time */
-  /* per trace, at its first position in k: its median, how many results, whether an estimate ranks it (an
-   * emulator record: deterministic, never re-measured); per group the traces' re-measurement ratios */
+  /* per trace, at its first position in k: its median, how many results, the position after its last record,
+   * whether an estimate ranks it (an emulator record: deterministic, never re-measured); per group the traces'
+   * re-measurement ratios */
   double *med = kg_xrealloc(NULL, sizeof *med * (size_t)(log->n + 1));
   int *cnt = kg_xrealloc(NULL, sizeof *cnt * (size_t)(log->n + 1));
+  int *end = kg_xrealloc(NULL, sizeof *end * (size_t)(log->n + 1));
   char *est = kg_xrealloc(NULL, (size_t)(log->n + 1));
   double *ratios = kg_xrealloc(NULL, sizeof *ratios * (size_t)(log->n + 1));
   for (int g0 = 0; g0 < log->n;) {
@@ -97,24 +103,22 @@ void kg_tlog_trace_times(const kg_tlog *log, double *times, double *rank, int *c
       }
       med[a] = nok ? kg_stats_of(t, nt).median : 0;
       cnt[a] = nt;
+      end[a] = z;
       if (!est[a]) ratios[nratios++] = kg_tlog_remeasure_ratio(t, nt);
       a = z;
     }
     double single = kg_tlog_single_factor(ratios, nratios);
-    for (int a = g0; a < g1;) {
-      int z = a;
-      while (z < g1 && !strcmp(k[z].key, k[a].key)) z++;
+    for (int a = g0; a < g1; a = end[a]) {
       int lead = -1; /* the trace's first record with a time (k is in index order within a key) */
-      for (int j = a; j < z; j++) {
+      for (int j = a; j < end[a]; j++) {
         if (timed[j]) {
           times[k[j].index] = med[a];
-          if (rank) rank[k[j].index] = cnt[a] == 1 && !est[a] ? med[a] * single : med[a];
+          if (rank) rank[k[j].index] = est[a] ? med[a] : kg_tlog_rank_time(med[a], cnt[a], single);
           if (counts) counts[k[j].index] = cnt[a];
           if (lead < 0) lead = k[j].index;
           if (first) first[k[j].index] = lead;
         }
       }
-      a = z;
     }
     g0 = g1;
   }
@@ -124,6 +128,7 @@ void kg_tlog_trace_times(const kg_tlog *log, double *times, double *rank, int *c
   free(timed);
   free(med);
   free(cnt);
+  free(end);
   free(est);
   free(ratios);
 }

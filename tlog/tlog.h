@@ -237,6 +237,10 @@ double kg_tlog_remeasure_ratio(const double *t, int n);
  * confirmation and kg_tlog_trace_times both rank with it. */
 double kg_tlog_single_factor(const double *ratios, int n);
 
+/* What ranks a measured trace whose results' median is median over n results: the median, or for a trace measured
+ * once (n == 1) its time times single (kg_tlog_single_factor). */
+double kg_tlog_rank_time(double median, int n, double single);
+
 /* The best successful record (the lowest ranking time of its trace, kg_tlog_trace_times; ties to the earlier
  * record, so a trace's first) of the workload w names, on the wanted target: among the records matching kind, and arch and
  * device where w gives them (EXACT); else the nearest among the workload's records of the same kind, preferring
