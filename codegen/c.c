@@ -379,7 +379,8 @@ static void put_loop_plain(cgen *g, const kg_irstmt *s, int ind) {
 
 /* bf16 pair dot products (KG_IRS_BFDOT): the rows x cols / 16 accumulator vectors held in variables (registers)
  * across the k loop, which per pair of k interleaves the column operand's two rows into 16 pairs per vector once
- * and reuses them for every row, whose pair of the row operand is broadcast. The prelude's kg_bf_* helpers are
+ * (or loads them, stored in pairs) and reuses them for every row, whose pair of the row operand is broadcast. The
+ * prelude's kg_bf_* helpers are
  * vdpbf16ps where the compiler targets AVX-512 BF16, the same sums in f32 elsewhere. */
 static void put_bfdot(cgen *g, const kg_irstmt *s, int ind) {
   kg_strbuf *b = &g->b;
@@ -421,11 +422,21 @@ static void put_bfdot(cgen *g, const kg_irstmt *s, int ind) {
   kg_strbuf_indent(b, ind + 1);
   kg_strbuf_printf(b, "for (int64_t kg_kp = 0; kg_kp < %lld; kg_kp++) {\n", (long long)(s->bfdot.k / 2));
   kg_strbuf_indent(b, ind + 2);
-  kg_strbuf_puts(b, "const uint16_t *const kg_bk = kg_bfb + kg_kp * 2 * kg_bkb;\n");
-  for (int64_t v = 0; v < V; v++) {
-    kg_strbuf_indent(b, ind + 2);
-    kg_strbuf_printf(b, "const kg_bf_pairs kg_bp%lld = kg_bf_interleave(kg_bk + %lld, kg_bk + kg_bkb + %lld);\n",
-                     (long long)v, (long long)(16 * v), (long long)(16 * v));
+  if (s->bfdot.b_pairs) {
+    /* stored in pairs: a vector of 16 pairs is 32 consecutive elements */
+    kg_strbuf_puts(b, "const uint16_t *const kg_bk = kg_bfb + kg_kp * kg_bkb;\n");
+    for (int64_t v = 0; v < V; v++) {
+      kg_strbuf_indent(b, ind + 2);
+      kg_strbuf_printf(b, "const kg_bf_pairs kg_bp%lld = kg_bf_load_pairs(kg_bk + %lld);\n", (long long)v,
+                       (long long)(32 * v));
+    }
+  } else {
+    kg_strbuf_puts(b, "const uint16_t *const kg_bk = kg_bfb + kg_kp * 2 * kg_bkb;\n");
+    for (int64_t v = 0; v < V; v++) {
+      kg_strbuf_indent(b, ind + 2);
+      kg_strbuf_printf(b, "const kg_bf_pairs kg_bp%lld = kg_bf_interleave(kg_bk + %lld, kg_bk + kg_bkb + %lld);\n",
+                       (long long)v, (long long)(16 * v), (long long)(16 * v));
+    }
   }
   for (int64_t r = 0; r < R; r++) {
     kg_strbuf_indent(b, ind + 2);
@@ -840,6 +851,7 @@ static const char prelude[] =
     "  return _mm512_permutex2var_epi16(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)k0)),\n"
     "                                   lanes, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)k1)));\n"
     "}\n"
+    "static inline kg_bf_pairs kg_bf_load_pairs(const uint16_t *p) { return _mm512_loadu_si512((const void *)p); }\n"
     "static inline kg_bf_acc kg_bf_dot(kg_bf_acc acc, uint32_t a, kg_bf_pairs b) {\n"
     "  return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi32((int)a), (__m512bh)b);\n"
     "}\n"
@@ -858,6 +870,11 @@ static const char prelude[] =
     "    x.v[2 * i] = k0[i];\n"
     "    x.v[2 * i + 1] = k1[i];\n"
     "  }\n"
+    "  return x;\n"
+    "}\n"
+    "static inline kg_bf_pairs kg_bf_load_pairs(const uint16_t *p) {\n"
+    "  kg_bf_pairs x;\n"
+    "  memcpy(x.v, p, sizeof x.v);\n"
     "  return x;\n"
     "}\n"
     "static inline kg_bf_acc kg_bf_dot(kg_bf_acc acc, uint32_t a, kg_bf_pairs b) {\n"

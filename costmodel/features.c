@@ -581,7 +581,8 @@ static void visit_tensor(walker *w, const kg_irstmt *st) {
     double rows = (double)st->bfdot.rows, cols = (double)st->bfdot.cols, k = (double)st->bfdot.k;
     fma = rows * cols * k;
     block a = {2, 0, {{block_stride(w, st->bfdot.a_k), k}, {block_stride(w, st->bfdot.a_row), rows}}};
-    block b = {2, 0, {{1, cols}, {block_stride(w, st->bfdot.b_k), k}}};
+    double pairs = st->bfdot.b_pairs ? 2 : 1; /* stored in pairs: a row of 2 cols per pair of k */
+    block b = {2, 0, {{1, pairs * cols}, {block_stride(w, st->bfdot.b_k), k / pairs}}};
     block c = {2, 0, {{1, cols}, {block_stride(w, st->bfdot.c_row), rows}}};
     add_access(w, acc, &nacc, st->bfdot.a, st->bfdot.a_index, 0, &a);
     add_access(w, acc, &nacc, st->bfdot.b, st->bfdot.b_index, 0, &b);

@@ -131,16 +131,18 @@ kg_sstage *kg_builder_cache(kg_builder *b, kg_step_kind kind, const char *what, 
   return best;
 }
 
-int kg_builder_storage_inner(kg_builder *b, kg_sstage *st, int d, int64_t panel) {
+int kg_builder_storage_inner(kg_builder *b, kg_sstage *st, int d, int64_t panel, int pairs) {
   if (b->failed) return -1;
-  if (d < 0 || d >= st->nax) {
-    kg_builder_fail(b, "stage %s: no dimension %d to store innermost", st->name, d);
+  if (d < 0 || d >= st->nax || pairs == d || pairs >= st->nax) {
+    kg_builder_fail(b, "stage %s: no dimension %d to store innermost (pairs of %d)", st->name, d, pairs);
     return -1;
   }
   const char *names[KG_STEP_MAX_NAMES];
-  char ax[256], axo[260], axi[260];
+  char ax[256], axo[260], axi[260], pk[256], pki[260];
   int n = 0;
   snprintf(ax, sizeof ax, "%s", st->ax[d]->name);
+  /* the name, before a split renumbers the dimensions */
+  if (pairs >= 0) snprintf(pk, sizeof pk, "%s", st->ax[pairs]->name);
   if (panel > 1) {
     const char *nm[1] = {ax};
     if (kg_builder_step(b, KG_STEP_SPLIT_STORAGE, st->name, nm, 1, panel, 0, 1)) return -1;
@@ -150,27 +152,39 @@ int kg_builder_storage_inner(kg_builder *b, kg_sstage *st, int d, int64_t panel)
   } else {
     snprintf(axi, sizeof axi, "%s", ax);
   }
+  if (pairs >= 0) {
+    const char *nm[1] = {pk};
+    if (kg_builder_step(b, KG_STEP_SPLIT_STORAGE, st->name, nm, 1, 2, 0, 1)) return -1;
+    snprintf(pki, sizeof pki, "%s.i", pk);
+  }
   if (st->nax > KG_STEP_MAX_NAMES) {
     kg_builder_fail(b, "stage %s: too many dimensions to reorder", st->name);
     return -1;
   }
   for (int a = 0; a < st->nax; a++)
-    if (strcmp(st->ax[a]->name, axi) && (panel <= 1 || strcmp(st->ax[a]->name, axo))) names[n++] = st->ax[a]->name;
+    if (strcmp(st->ax[a]->name, axi) && (panel <= 1 || strcmp(st->ax[a]->name, axo)) &&
+        (pairs < 0 || strcmp(st->ax[a]->name, pki)))
+      names[n++] = st->ax[a]->name;
   names[n++] = axi;
+  if (pairs >= 0) names[n++] = pki;
   return kg_builder_step(b, KG_STEP_REORDER_STORAGE, st->name, names, n, 0, 0, 0);
 }
 
 kg_sstage *kg_builder_pack(kg_builder *b, const char *what, const kg_sstage *reader, const kg_pack *how) {
   kg_sstage *pk = kg_builder_cache(b, KG_STEP_CACHE_READ, what, "local", reader);
   if (!pk) return NULL;
-  int d = how->inner;
-  if (d >= 0 && (how->panel > 1 || d != pk->nax - 1) && kg_builder_storage_inner(b, pk, d, how->panel) != 0)
+  int d = how->inner, pairs = how->pairs > 0 ? how->pairs - 1 : -1;
+  if (pairs >= 0 && d < 0) d = pk->nax - 1;
+  if (d >= 0 && (how->panel > 1 || d != pk->nax - 1 || pairs >= 0) &&
+      kg_builder_storage_inner(b, pk, d, how->panel, pairs) != 0)
     return NULL;
   if (how->at) kg_builder_compute_at(b, pk, how->at, how->loop);
   if (how->widen && pk->out->dtype != KG_DT_F32 && !b->failed)
     kg_builder_step(b, KG_STEP_WIDEN, pk->name, NULL, 0, 0, 0, 0);
   if (b->failed) return NULL;
   if (how->parallel && pk->nleaves > 1) kg_builder_annotate(b, KG_STEP_PARALLEL, pk, pk->leaves[0], KG_THREAD_NONE);
-  kg_builder_annotate(b, KG_STEP_VECTORIZE, pk, pk->leaves[pk->nleaves - 1], KG_THREAD_NONE);
+  /* a copy in pairs: its innermost loop walks a pair (2); unrolled, the compiler interleaves the two rows */
+  kg_builder_annotate(b, pairs >= 0 ? KG_STEP_UNROLL : KG_STEP_VECTORIZE, pk, pk->leaves[pk->nleaves - 1],
+                      KG_THREAD_NONE);
   return b->failed ? NULL : pk;
 }

@@ -50,9 +50,11 @@ kg_sstage *kg_builder_cache(kg_builder *b, kg_step_kind kind, const char *what, 
                           const kg_sstage *reader);
 
 /* reorder_storage of st with its dimension d innermost; with panel > 1, d first cut into panels of that many
- * (split_storage), the panels outermost: [d/panel][other dimensions][panel]. Requires st at root, untransformed
- * (the storage steps want it so). 0, or -1 with b failed. */
-int kg_builder_storage_inner(kg_builder *b, kg_sstage *st, int d, int64_t panel);
+ * (split_storage), the panels outermost: [d/panel][other dimensions][panel]. pairs >= 0 (another dimension,
+ * of even extent): that one stored in pairs, each pair innermost: [.. pairs/2 ..][d][2], the layout bf16 pair
+ * dot products (`bfdot`) load 16 at once. Requires st at root, untransformed (the storage steps want it
+ * so). 0, or -1 with b failed. */
+int kg_builder_storage_inner(kg_builder *b, kg_sstage *st, int d, int64_t panel, int pairs);
 
 /* How kg_builder_pack lays out and places a packed copy. */
 typedef struct kg_pack {
@@ -63,6 +65,7 @@ typedef struct kg_pack {
   kg_iter *loop;
   int widen;              /* an f16/bf16 copy stored as f32 (widen): converted once, not at every use */
   int parallel;           /* its outermost loop parallel (when it has more than one) */
+  int pairs;              /* > 0: dimension pairs - 1 stored in pairs, after `inner` (kg_builder_storage_inner) */
 } kg_pack;
 /* Packs tensor `what` for reader (cache_read local), laid out as `how` says (the layout first: the storage steps
  * want the copy at root, untransformed), placed, its innermost loop vectorized. Returns the copy, NULL on failure.

@@ -349,21 +349,36 @@ static void pack_operand(kg_rz *z, kg_sstage *h, kg_sstage *o, const kg_tensor *
 }
 
 /* cpu/tile-rk's BLIS order: the vector operand t (B of a matmul) copied once per reduction block (at loop l, the
- * k block) for every row block and thread, into panels of rj columns, [N/rj][kb][rj], so that each register tile
+ * k block) for every row block and thread, into panels of rj columns, [N/rj][kb][rj] (with bf16 pair dot
+ * products, dot, narrow and in pairs of k: [N/rj][kb/2][rj][2]), so that each register tile
  * reads its panel contiguously; the copy parallel over its panels when par, an f16/bf16 operand widened as in
  * pack_operand. Without a lane dimension indexed by exactly the lane axis, or one that rj does not divide, the
  * copy keeps t's layout. */
 static void pack_panels(kg_rz *z, kg_sstage *h, kg_sstage *o, const kg_expr *r, const kg_ivar *lane, int64_t rj,
-                        kg_iter *l, int par) {
+                        kg_iter *l, int par, int dot) {
   if (!r || z->b.failed) return;
   int d = r->read.n - 1;
   const kg_expr *e = r->read.idx[d];
   int64_t ext = r->read.tensor->shape[d];
-  int panels = e->kind == KG_EXPR_IVAR && e->var.iv == lane && rj > 1 && ext % rj == 0 && ext > rj &&
-               r->read.n + 1 <= KG_STEP_MAX_NAMES;
+  int along = e->kind == KG_EXPR_IVAR && e->var.iv == lane && r->read.n + 2 <= KG_STEP_MAX_NAMES;
+  int panels = along && rj > 1 && ext % rj == 0 && ext > rj;
+  /* dot: the panels narrow and in pairs of k, [N/rj][K/2][rj][2], which the pair dot products load directly;
+   * the dimension indexed by exactly the reduction axis, of even extent (else the copy would not split) */
+  int pairs = -1;
+  for (int q = 0; dot && along && q < r->read.n; q++) {
+    const kg_expr *x = r->read.idx[q];
+    if (q != d && x->kind == KG_EXPR_IVAR && h->nrax == 1 && x->var.iv == h->rax[0] &&
+        r->read.tensor->shape[q] % 2 == 0)
+      pairs = q;
+  }
+  if (dot && pairs < 0) {
+    kg_builder_fail(&z->b, "stage %s: %s cannot be packed in pairs of k for the pair dot products", h->name,
+                    r->read.tensor->name);
+    return;
+  }
   kg_builder_pack(&z->b, r->read.tensor->name, h,
-                  &(kg_pack){.inner = panels ? d : -1, .panel = panels ? rj : 0, .at = o, .loop = l, .widen = 1,
-                             .parallel = par});
+                  &(kg_pack){.inner = panels || pairs >= 0 ? d : -1, .panel = panels ? rj : 0, .at = o, .loop = l,
+                             .widen = !dot, .parallel = par, .pairs = pairs + 1});
 }
 
 /* cpu/tile-rk's goto order with its epilogue c fused (epi knob): c carries the parallel row blocks of ti rows
@@ -562,12 +577,9 @@ static void tile_heavy(kg_rz *z, kg_sstage *h, sketch_kind kind) {
   if (kind == SK_TILE_RK) {
     /* packa 2 (a narrow row operand): its rows of one register tile, converted once for all its columns */
     int64_t pa = kg_rz_knob(z, h->name, "packa", 0);
-    if (blis && dot) {
-      kg_builder_fail(&z->b, "stage %s: the BLIS order's panels are not bf16 pair operands", h->name);
-      return;
-    }
     if (blis)
-      pack_panels(z, h, o, find_read(h->body, pred_vector, h->ax[row], h->ax[last]), h->ax[last], rj, ko, !nouter);
+      pack_panels(z, h, o, find_read(h->body, pred_vector, h->ax[row], h->ax[last]), h->ax[last], rj, ko, !nouter,
+                  dot);
     else if (kg_rz_knob(z, h->name, "pack", 0) && row >= 0)
       pack_operand(z, h, o, vector_operand(h->body, h->ax[row], h->ax[last]), go ? lo : ko, !dot);
     if (pa && row >= 0)

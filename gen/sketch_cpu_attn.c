@@ -238,7 +238,8 @@ static int realize(const kg_sketch *sk, const kg_point *pt, kg_schedule *s, char
       continue;
     kg_ivar *rowv = x->ax[rp], *keyv = x->nax > rp + 1 ? x->ax[rp + 1] : NULL;
     /* key-major: the block's 2-D stages stored with the rows innermost (before compute_at and any split) */
-    if (col && (x == H1 || (x->nax == rp + 2 && x->nrax == 0 && !is_heavy(x)))) kg_builder_storage_inner(&z.b, x, rp, 0);
+    if (col && (x == H1 || (x->nax == rp + 2 && x->nrax == 0 && !is_heavy(x))))
+      kg_builder_storage_inner(&z.b, x, rp, 0, -1);
     /* row-major: a light reduction over each row's keys (the softmax's maximum and sum) is a serial float chain
      * that does not vectorize; its rf knob makes it vector lanes of partial results, combined per row */
     kg_sstage *xrf = !col && x->nrax > 0 && !is_heavy(x) ? kg_rz_rfactor_lanes(&z, x) : NULL;

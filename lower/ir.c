@@ -583,9 +583,10 @@ static void print_stmt(kg_strbuf *b, const kg_irstmt *s, int ind) {
       print_expr(b, s->bfdot.a_k);
       kg_strbuf_printf(b, "] x %s[", s->bfdot.b->name);
       print_expr(b, s->bfdot.b_index);
-      kg_strbuf_puts(b, " + k ");
+      kg_strbuf_puts(b, s->bfdot.b_pairs ? " + k/2 " : " + k ");
       print_expr(b, s->bfdot.b_k);
-      kg_strbuf_printf(b, " + c]  # %s\n", s->bfdot.stage_name ? s->bfdot.stage_name : "?");
+      kg_strbuf_printf(b, s->bfdot.b_pairs ? " + 2 c + k%%2]  # %s\n" : " + c]  # %s\n",
+                       s->bfdot.stage_name ? s->bfdot.stage_name : "?");
       break;
   }
 }

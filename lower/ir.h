@@ -120,7 +120,9 @@ typedef enum {
   KG_IRS_BFDOT,        /* bf16 pair dot products (`bfdot`, C target): for r < rows, c < cols (a multiple of 16),
                           bfdot.c[c_index + r c_row + c] (f32) += the sum over k < bfdot.k (even) of
                           a[a_index + r a_row + k a_k] * b[b_index + k b_k + c] (bf16 buffers), computed a pair of k
-                          at a time: the instruction (x86 vdpbf16ps) adds both products of a pair to each lane */
+                          at a time: the instruction (x86 vdpbf16ps) adds both products of a pair to each lane. With
+                          b_pairs, b is stored in pairs of k (a copy laid out [k/2][c][2]): its element (k, c) is
+                          b[b_index + (k / 2) b_k + 2 c + k % 2], so each vector of 16 pairs is one load */
   KG_IRS_LDMATRIX,     /* a warp's load of ldm.count (1, 2, 4) 8 x 8 matrices of 16-bit elements from shared memory
                           (ldmatrix.sync.aligned.m8n8.x{count}[.trans].shared.b16, CUDA): lane l names the row
                           (l % 8) of matrix l / 8, which starts at ldm.src[ldm.src_index] (8 contiguous elements,
@@ -209,8 +211,10 @@ struct kg_irstmt {
       kg_buffer *a, *b, *c;
       kg_irexpr *a_index, *b_index, *c_index; /* the elements at row 0, column 0, k 0 */
       kg_irexpr *a_row, *a_k, *b_k, *c_row;   /* strides, INT, invariant (constants, or the dynamic sizes'
-                                                 expressions); along the columns b and c are contiguous */
+                                                 expressions); along the columns b and c are contiguous, or b holds
+                                                 pairs (b_pairs: b_k is then the stride of a pair of k) */
       int64_t rows, cols, k;
+      int b_pairs;
       const char *stage_name;
     } bfdot;
   };

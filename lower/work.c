@@ -510,7 +510,10 @@ static void stmt(wctx *W, kg_irstmt *s) {
     case KG_IRS_BFDOT: {
       double dots = factor(W) * (double)s->bfdot.rows * (double)(s->bfdot.cols / 16) * (double)(s->bfdot.k / 2);
       w->flops += dots * 16 * 4;
-      w->other_insts += dots + factor(W) * (double)(s->bfdot.k / 2) * (double)(s->bfdot.rows + 3 * (s->bfdot.cols / 16));
+      /* per pair of k: a broadcast per row; per vector of columns a load (stored in pairs) or two and a permute */
+      double per_vec = s->bfdot.b_pairs ? 1 : 3;
+      w->other_insts += dots + factor(W) * (double)(s->bfdot.k / 2) *
+                                   ((double)s->bfdot.rows + per_vec * (double)(s->bfdot.cols / 16));
       break;
     }
     case KG_IRS_ALLREDUCE: {

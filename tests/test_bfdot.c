@@ -81,18 +81,56 @@ static char *print_c(kg_schedule *s, char *err, size_t errlen) {
   return src;
 }
 
-static void check_legal(const char *sizes, const char *sched, const char *what) {
+/* pairs: the column operand is stored in pairs of k, so its vectors are loaded, not interleaved */
+static void check_legal_as(const char *sizes, const char *sched, const char *what, int pairs) {
   kg_test_workload w;
   if (kg_test_workload_from_text(&w, GEMM, sizes, 3, what) != 0) return;
   kg_schedule *s = kg_schedule_new(w.p);
   char err[1024];
   CHECKF(kg_test_apply_text(s, sched, err, sizeof err) == 0, "%s: %s", what, err);
   char *src = print_c(s, err, sizeof err);
-  CHECKF(src && strstr(src, "kg_bf_dot(") && strstr(src, "kg_bf_interleave("), "%s: %s", what, src ? "no dot products" : err);
+  CHECKF(src && strstr(src, "kg_bf_dot("), "%s: %s", what, src ? "no dot products" : err);
+  int loaded = src && strstr(src, "kg_bf_load_pairs(kg_bk"), interleaved = src && strstr(src, "kg_bf_interleave(kg_bk");
+  CHECKF(src && loaded == pairs && interleaved == !pairs,
+         "%s: the column operand %s", what, pairs ? "not loaded in pairs" : "not interleaved");
   free(src);
   kg_test_verify_c(&w, s, what);
   kg_schedule_free(s);
   kg_test_workload_free(&w);
+}
+
+static void check_legal(const char *sizes, const char *sched, const char *what) {
+  check_legal_as(sizes, sched, what, 0);
+}
+
+/* The rows a tile leaves over (rows 6 over M = 40: 4) as dot products of one row, where the rows loop is the
+ * outermost of the three; M = 3: every row so. With the rows loop inside the columns, the plain loops. */
+static void test_one_row(void) {
+  static const char T6[] = "split C.r0 i 6\nsplit C.r0 j 32\nsplit C.r0 k 32\n"
+                           "reorder C.r0 i.o j.o k.o i.i j.i k.i\nparallel C.r0 i.o\nbfdot C.r0 i.i j.i k.i\n";
+  static const char T6C[] = "split C.r0 i 6\nsplit C.r0 j 32\nsplit C.r0 k 32\n"
+                            "reorder C.r0 i.o j.o k.o j.i i.i k.i\nparallel C.r0 i.o\nbfdot C.r0 i.i j.i k.i\n";
+  const struct {
+    const char *sizes, *sched;
+    int one_row;
+  } cases[] = {{"M=40 N=64 K=64", T6, 1}, {"M=3 N=32 K=96", T6, 1}, {"M=36 N=64 K=64", T6, 0},
+                {"M=40 N=64 K=64", T6C, 0}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    char what[96];
+    snprintf(what, sizeof what, "one-row remainder, case %zu (%s)", c, cases[c].sizes);
+    kg_test_workload w;
+    if (kg_test_workload_from_text(&w, GEMM, cases[c].sizes, 11, what) != 0) continue;
+    kg_schedule *s = kg_schedule_new(w.p);
+    char err[1024];
+    CHECKF(kg_test_apply_text(s, cases[c].sched, err, sizeof err) == 0, "%s: %s", what, err);
+    char *src = print_c(s, err, sizeof err);
+    CHECKF(src && strstr(src, "kg_bf_dot(") && !strstr(src, "(one row)") == !cases[c].one_row, "%s: %s", what,
+           src ? (cases[c].one_row ? "no dot products of one row" : "dot products of one row") : err);
+    free(src);
+    kg_test_verify_c(&w, s, what);
+    kg_schedule_free(s);
+    kg_test_workload_free(&w);
+  }
 }
 
 static void test_legal(void) {
@@ -113,6 +151,18 @@ static void test_legal(void) {
               "bfdot C.r0 i.i j.i k.i\n", "8 x 32 x 8 per tile of C, partial tiles");
   check_legal("M=4 N=64 K=32",
               "split C.r0 k 8\nreorder C.r0 k.o i k.i j\nbfdot C.r0 i j k.i\n", "4 x 64 x 8, order k, j");
+  /* B packed in pairs of k ([k/2][j][2]) per k step, and BLIS's panels in pairs ([j/32][k/2][32][2]) once per k
+   * block shared by the row blocks; tiles partial along the rows and k (the plain loops read the pairs too) */
+  snprintf(sched, sizeof sched, "%scache_read B local C.r0\nsplit_storage B.local ax0 2\n"
+           "reorder_storage B.local ax0.o ax1 ax0.i\ncompute_at B.local C.r0 k.o\nbfdot C.r0 i.i.i j.i k.i\n", TILE);
+  check_legal_as("M=36 N=64 K=136", sched, "8 x 32 x 64, B in pairs, partial tiles", 1);
+  static const char BLIS[] = "split C.r0 k 64\nsplit C.r0 i 16\nsplit C.r0 i.i 8\nsplit C.r0 j 32\n"
+                             "reorder C.r0 k.o i.o j.o i.i.o i.i.i j.i k.i\nparallel C.r0 i.o\n"
+                             "cache_read B local C.r0\nsplit_storage B.local ax1 32\nsplit_storage B.local ax0 2\n"
+                             "reorder_storage B.local ax1.o ax0.o ax1.i ax0.i\ncompute_at B.local C.r0 k.o\n"
+                             "parallel B.local ax1.o\nunroll B.local ax0.i\nbfdot C.r0 i.i.i j.i k.i\n";
+  check_legal_as("M=40 N=96 K=200", BLIS, "BLIS order, panels in pairs, partial tiles", 1);
+  check_legal_as("M=1 N=32 K=2", BLIS, "BLIS order, panels in pairs, one pair", 1);
 }
 
 static void expect_error(const char *text, const char *sizes, const char *sched, const char *needle, int at_lower) {
@@ -169,6 +219,10 @@ static void test_illegal(void) {
   snprintf(sched, sizeof sched, "%sbfdot C.r0 i.i.i j.i k.i\n", TILE);
   expect_error("def mt(A: bf16[M, K], B: bf16[N, K]) -> (C: f32[M, N]) {\n  C[i, j] = sum[k](A[i, k] * B[j, k])\n}\n",
                "M=4 N=16 K=16", "split C k 8\nreorder C k.o i j k.i\nbfdot C i j k.i\n", "contiguous along the columns", 1);
+  /* a copy in fours of k ([k/4][j][4]): neither contiguous nor in pairs */
+  snprintf(sched, sizeof sched, "%scache_read B local C.r0\nsplit_storage B.local ax0 4\n"
+           "reorder_storage B.local ax0.o ax1 ax0.i\ncompute_at B.local C.r0 k.o\nbfdot C.r0 i.i.i j.i k.i\n", TILE);
+  expect_error(GEMM, sz, sched, "or the column operand stored in pairs of k", 1);
 }
 
 /* cpu/tile-rk's dot knob: its points with dot realize with a bfdot step (where the tile allows) and verify. */
@@ -179,23 +233,33 @@ static void test_sketch(void) {
   int k = sp ? kg_space_find_sketch(sp, "cpu/tile-rk") : -1;
   CHECK(k >= 0);
   uint64_t rng = 7;
-  int stepped = 0, tried = 0;
-  for (int t = 0; k >= 0 && t < 400 && stepped < 4; t++) {
+  /* paired: points in BLIS's order, whose panels are packed in pairs of k and loaded as such */
+  int stepped = 0, tried = 0, paired = 0;
+  for (int t = 0; k >= 0 && t < 2000 && (stepped < 4 || paired < 2); t++) {
     kg_point pt;
     kg_space_sample(sp, k, &rng, &pt);
     char err[1024];
     kg_schedule *s = kg_space_realize(sp, &pt, err, sizeof err);
     if (!s) continue;
     kg_sstage *c = kg_schedule_find_stage(s, "C.r0");
-    if (c && c->bfdot[0]) {
+    int blis = kg_point_knob(&sp->sketches[k], &pt, "C.r0", "order", 0) == 2;
+    if (c && c->bfdot[0] && (stepped < 4 || (blis && paired < 2))) {
       char what[64];
       snprintf(what, sizeof what, "cpu/tile-rk dot point %d", t);
-      stepped += kg_test_verify_c(&w, s, what);
+      int ok = kg_test_verify_c(&w, s, what);
+      stepped += ok;
+      char *src = print_c(s, err, sizeof err);
+      int pairs = src && strstr(src, "kg_bf_load_pairs(kg_bk");
+      CHECKF(pairs == blis, "%s: %s the BLIS order, its column operand %s in pairs", what, blis ? "in" : "not in",
+             pairs ? "loaded" : "not loaded");
+      paired += ok && pairs;
+      free(src);
     }
     tried++;
     kg_schedule_free(s);
   }
-  CHECKF(stepped == 4, "%d of %d cpu/tile-rk points used bf16 dot products and verified", stepped, tried);
+  CHECKF(stepped >= 4 && paired >= 2, "%d of %d cpu/tile-rk points used bf16 dot products and verified, %d of them "
+         "in pairs", stepped, tried, paired);
   kg_space_free(sp);
   kg_test_workload_free(&w);
 }
@@ -205,6 +269,7 @@ int main(void) {
   test_helpers(0);
   test_legal();
   test_illegal();
+  test_one_row();
   test_sketch();
   TEST_END();
 }
