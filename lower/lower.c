@@ -1309,7 +1309,7 @@ static kg_irexpr *fixed_offset(lctx *L, kg_irexpr *e, kg_irexpr *b0) {
 /* The column operand stored in pairs of k (a packed copy laid out [k/2][column][2], split_storage by 2 of its k
  * dimension, that half innermost): its element (k, c) of the tile at b0 + (k / 2) P + 2 c + k % 2. Each vector of
  * 16 pairs is then one load, where the contiguous layout interleaves two rows per vector at every pair of k (a
- * permute per vector; 2.76 against 3.53 G dot products a second on one Zen 5 core, an 6 x 64 tile from L1). Not
+ * permute per vector; 2.76 against 3.53 G dot products a second on one Zen 5 core, a 6 x 64 tile from L1). Not
  * affine in k, so the zero-loop shortcut of stride_of does not apply: every offset is taken with the nest's own
  * variables, and holds only where the floor divisions fold for every value of them (an even origin of the pairs).
  * Checked at the first and last column of every vector for both halves of the first and the last pair. Returns P,
@@ -1350,8 +1350,9 @@ static kg_irexpr *pair_stride(lctx *L, nest *n, kg_irexpr *const *base, const kg
  * points (lowering's indices are affine in the loop values). A tile that may be partial (a split that does not
  * divide, a region past its tensor's edge) is versioned: where its first and last points are inside (the indices
  * are monotone in the loop values, so then all are), the dot products; elsewhere, when the rows loop is the
- * outermost of the three, that loop (clipped) around dot products of one row (one_row: leaves k.. are the columns
- * and k, the row its loop's variable), themselves versioned against the plain loops; else the plain loops. A
+ * outermost of the three, that loop around dot products of one row (one_row: leaves k.. are the columns and k,
+ * the row its loop's variable; a row past the edge does nothing), themselves versioned against the plain loops;
+ * else the plain loops. A
  * tile of 6 rows over M = 1024 then ends in 4 rows of vector dot products rather than in scalar code (the plain
  * loops keep k innermost, a float reduction the compiler does not vectorize). */
 static kg_irstmt *build_bfdot(lctx *L, nest *n, int k, int one_row) {
@@ -1423,15 +1424,19 @@ static kg_irstmt *build_bfdot(lctx *L, nest *n, int k, int one_row) {
   f.bfdot.c_row = stride_of(L, ci[0], ci[1], zc[0], zc[1], ar, &ok);
   f.bfdot.a_row = stride_of(L, ai[0], ai[1], za[0], za[1], ar, &ok);
   f.bfdot.a_k = stride_of(L, ai[0], ai[3], za[0], za[3], ak, &ok);
-  f.bfdot.b_k = stride_of(L, bi[0], bi[3], zb[0], zb[3], ak, &ok);
-  int okb = 1;
+  /* the column operand's strides apart: stored in pairs, it is not affine in k (pair_stride takes over) */
+  int okb = 1, okk = 1;
+  f.bfdot.b_k = stride_of(L, bi[0], bi[3], zb[0], zb[3], ak, &okk);
   int contiguous = is_const_value(stride_of(L, ci[0], ci[2], zc[0], zc[2], ac, &ok), 1);
   int bcont = is_const_value(stride_of(L, bi[0], bi[2], zb[0], zb[2], ac, &okb), 1) && okb;
-  if (contiguous && !bcont && (f.bfdot.b_k = pair_stride(L, n, base, &p, C, K, bi[0]))) {
-    f.bfdot.b_pairs = 1;
-    bcont = 1;
-  }
+  kg_irexpr *pairs = contiguous && !(bcont && okk) ? pair_stride(L, n, base, &p, C, K, bi[0]) : NULL;
   if (L->failed) return kg_ir_seq(a);
+  if (pairs) {
+    f.bfdot.b_k = pairs;
+    f.bfdot.b_pairs = 1;
+    bcont = okk = 1;
+  }
+  ok = ok && okk;
   contiguous = contiguous && bcont;
   if (!ok || !contiguous) {
     fail(L, "lower: bfdot: stage %s: %s", st->name,
