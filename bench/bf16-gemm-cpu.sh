@@ -79,7 +79,8 @@ out="$RESULTS/bf16-gemm-cpu-$(date '+%Y-%m-%d')-$tag.md"
   echo "| f32 | $kf | $fe | $fc | $(ratio "$kf" "$fe") |"
   echo
   if [ "$dots" -gt 0 ]; then how="multiplies with bf16 pair dot products (\`bfdot\`)"; else how="multiplies on the f32 FMA units"; fi
-  echo "A ratio above 1x: kgen faster. kgen's bf16 schedule widens $widened of its packed copies to f32 (\`widen\`) and"
+  if [ "$widened" -gt 0 ]; then wide="widens $widened of its packed copies to f32 (\`widen\`)"; else wide="keeps its packed copies bf16"; fi
+  echo "A ratio above 1x: kgen faster. kgen's bf16 schedule $wide and"
   echo "$how. PyTorch's bf16 matmul (oneDNN) uses the CPU's bf16 dot-product instructions where it has them."
   echo
   echo "| round | kgen bf16 | eager bf16 | compile bf16 | kgen f32 | eager f32 | compile f32 |"
