@@ -380,8 +380,7 @@ static void put_loop_plain(cgen *g, const kg_irstmt *s, int ind) {
 /* bf16 pair dot products (KG_IRS_BFDOT): the rows x cols / 16 accumulator vectors held in variables (registers)
  * across the k loop, which per pair of k interleaves the column operand's two rows into 16 pairs per vector once
  * (or loads them, stored in pairs) and reuses them for every row, whose pair of the row operand is broadcast. The
- * prelude's kg_bf_* helpers are
- * vdpbf16ps where the compiler targets AVX-512 BF16, the same sums in f32 elsewhere. */
+ * prelude's kg_bf_* helpers are vdpbf16ps where the compiler targets AVX-512 BF16, the same sums in f32 elsewhere. */
 static void put_bfdot(cgen *g, const kg_irstmt *s, int ind) {
   kg_strbuf *b = &g->b;
   int64_t R = s->bfdot.rows, V = s->bfdot.cols / 16;

@@ -1352,9 +1352,8 @@ static kg_irexpr *pair_stride(lctx *L, nest *n, kg_irexpr *const *base, const kg
  * are monotone in the loop values, so then all are), the dot products; elsewhere, when the rows loop is the
  * outermost of the three, that loop around dot products of one row (one_row: leaves k.. are the columns and k,
  * the row its loop's variable; a row past the edge does nothing), themselves versioned against the plain loops;
- * else the plain loops. A
- * tile of 6 rows over M = 1024 then ends in 4 rows of vector dot products rather than in scalar code (the plain
- * loops keep k innermost, a float reduction the compiler does not vectorize). */
+ * else the plain loops. A tile of 6 rows over M = 1024 then ends in 4 rows of vector dot products rather than in
+ * scalar code (the plain loops keep k innermost, a float reduction the compiler does not vectorize). */
 static kg_irstmt *build_bfdot(lctx *L, nest *n, int k, int one_row) {
   kg_arena *a = L->a;
   kg_sstage *st = n->st;

@@ -81,8 +81,9 @@ static char *print_c(kg_schedule *s, char *err, size_t errlen) {
   return src;
 }
 
-/* pairs: the column operand is stored in pairs of k, so its vectors are loaded, not interleaved */
-static void check_legal_as(const char *sizes, const char *sched, const char *what, int pairs) {
+/* pairs: the column operand is stored in pairs of k, so its vectors are loaded, not interleaved; one_row: the
+ * partial tiles' rows as dot products of one row (1), none so (0), either (-1) */
+static void check_legal_as(const char *sizes, const char *sched, const char *what, int pairs, int one_row) {
   kg_test_workload w;
   if (kg_test_workload_from_text(&w, GEMM, sizes, 3, what) != 0) return;
   kg_schedule *s = kg_schedule_new(w.p);
@@ -93,6 +94,9 @@ static void check_legal_as(const char *sizes, const char *sched, const char *wha
   int loaded = src && strstr(src, "kg_bf_load_pairs(kg_bk"), interleaved = src && strstr(src, "kg_bf_interleave(kg_bk");
   CHECKF(src && loaded == pairs && interleaved == !pairs,
          "%s: the column operand %s", what, pairs ? "not loaded in pairs" : "not interleaved");
+  int rows = src && strstr(src, "(one row)");
+  CHECKF(one_row < 0 || rows == one_row, "%s: %s", what,
+         one_row ? "no dot products of one row" : "dot products of one row");
   free(src);
   kg_test_verify_c(&w, s, what);
   kg_schedule_free(s);
@@ -100,7 +104,7 @@ static void check_legal_as(const char *sizes, const char *sched, const char *wha
 }
 
 static void check_legal(const char *sizes, const char *sched, const char *what) {
-  check_legal_as(sizes, sched, what, 0);
+  check_legal_as(sizes, sched, what, 0, -1);
 }
 
 /* The rows a tile leaves over (rows 6 over M = 40: 4) as dot products of one row, where the rows loop is the
@@ -118,18 +122,7 @@ static void test_one_row(void) {
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     char what[96];
     snprintf(what, sizeof what, "one-row remainder, case %zu (%s)", c, cases[c].sizes);
-    kg_test_workload w;
-    if (kg_test_workload_from_text(&w, GEMM, cases[c].sizes, 11, what) != 0) continue;
-    kg_schedule *s = kg_schedule_new(w.p);
-    char err[1024];
-    CHECKF(kg_test_apply_text(s, cases[c].sched, err, sizeof err) == 0, "%s: %s", what, err);
-    char *src = print_c(s, err, sizeof err);
-    CHECKF(src && strstr(src, "kg_bf_dot(") && !strstr(src, "(one row)") == !cases[c].one_row, "%s: %s", what,
-           src ? (cases[c].one_row ? "no dot products of one row" : "dot products of one row") : err);
-    free(src);
-    kg_test_verify_c(&w, s, what);
-    kg_schedule_free(s);
-    kg_test_workload_free(&w);
+    check_legal_as(cases[c].sizes, cases[c].sched, what, 0, cases[c].one_row);
   }
 }
 
@@ -155,14 +148,14 @@ static void test_legal(void) {
    * block shared by the row blocks; tiles partial along the rows and k (the plain loops read the pairs too) */
   snprintf(sched, sizeof sched, "%scache_read B local C.r0\nsplit_storage B.local ax0 2\n"
            "reorder_storage B.local ax0.o ax1 ax0.i\ncompute_at B.local C.r0 k.o\nbfdot C.r0 i.i.i j.i k.i\n", TILE);
-  check_legal_as("M=36 N=64 K=136", sched, "8 x 32 x 64, B in pairs, partial tiles", 1);
+  check_legal_as("M=36 N=64 K=136", sched, "8 x 32 x 64, B in pairs, partial tiles", 1, -1);
   static const char BLIS[] = "split C.r0 k 64\nsplit C.r0 i 16\nsplit C.r0 i.i 8\nsplit C.r0 j 32\n"
                              "reorder C.r0 k.o i.o j.o i.i.o i.i.i j.i k.i\nparallel C.r0 i.o\n"
                              "cache_read B local C.r0\nsplit_storage B.local ax1 32\nsplit_storage B.local ax0 2\n"
                              "reorder_storage B.local ax1.o ax0.o ax1.i ax0.i\ncompute_at B.local C.r0 k.o\n"
                              "parallel B.local ax1.o\nunroll B.local ax0.i\nbfdot C.r0 i.i.i j.i k.i\n";
-  check_legal_as("M=40 N=96 K=200", BLIS, "BLIS order, panels in pairs, partial tiles", 1);
-  check_legal_as("M=1 N=32 K=2", BLIS, "BLIS order, panels in pairs, one pair", 1);
+  check_legal_as("M=40 N=96 K=200", BLIS, "BLIS order, panels in pairs, partial tiles", 1, 1);
+  check_legal_as("M=1 N=32 K=2", BLIS, "BLIS order, panels in pairs, one pair", 1, -1);
 }
 
 static void expect_error(const char *text, const char *sizes, const char *sched, const char *needle, int at_lower) {
