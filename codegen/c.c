@@ -26,7 +26,8 @@
  * The IR is the code: transforms belong to lowering (tightened extents, register accumulators), and this file only
  * decides how to write each node in C: a non-constant extent is computed once into a const before its loop
  * (OpenMP's canonical form), loop kinds become pragmas (a vectorized loop whose body has loops gets none), a local
- * allocation lives on the stack up to KG_C_STACK_BYTES and on the heap beyond, a SEQ opens a block only when it
+ * allocation lives on the stack up to KG_C_STACK_BYTES and beyond in a block its site keeps between uses (see
+ * kg_pool_take in the prelude), a SEQ opens a block only when it
  * declares a LET, a one-line comment that opens an if's then branch goes on the if's line, and a streamed store
  * (`stream`) becomes non-temporal vector stores where its loop is vectorized and the store contiguous (see
  * put_loop_stream), with the fences that order them.
@@ -50,6 +51,8 @@ typedef struct cgen {
   char *err;
   size_t errlen;
   int failed;
+  const char *fn_name; /* the function printed: names its pools */
+  int npools;          /* heap allocation sites so far, each with its pool kg_lp_FN_SITE */
 } cgen;
 
 static void cfail(cgen *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -551,12 +554,13 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
           kg_strbuf_printf(b, "%s %s[%lld];\n", et, buf->name, n);
         put_block_items(g, s->alloc.body, ind + 1);
       } else {
-        /* too large for the stack; on allocation failure the body is skipped and the status recorded (see the
-         * file comment), atomically since this may run in several threads of a parallel loop */
+        /* too large for the stack: from its site's pool; on allocation failure the body is skipped and the status
+         * recorded (see the file comment), atomically since this may run in several threads of a parallel loop */
+        int site = g->npools++;
         kg_strbuf_printf(b, "{ /* %s: %lld floats, %s, heap */\n", buf->name, n, kg_scope_names[buf->scope]);
         kg_strbuf_indent(b, ind + 1);
-        kg_strbuf_printf(b, "%s *KG_RESTRICT %s = (%s *)kg_alloc64(sizeof(%s) * (size_t)%lld);\n", et, buf->name, et,
-                         et, n);
+        kg_strbuf_printf(b, "%s *KG_RESTRICT %s = (%s *)kg_pool_take(kg_lp_%s_%d, sizeof(%s) * (size_t)%lld);\n", et,
+                         buf->name, et, g->fn_name, site, et, n);
         kg_strbuf_indent(b, ind + 1);
         kg_strbuf_printf(b, "if (%s) {\n", buf->name);
         put_block_items(g, s->alloc.body, ind + 2);
@@ -567,7 +571,7 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
         kg_strbuf_indent(b, ind + 1);
         kg_strbuf_puts(b, "}\n");
         kg_strbuf_indent(b, ind + 1);
-        kg_strbuf_printf(b, "kg_free64(%s);\n", buf->name);
+        kg_strbuf_printf(b, "kg_pool_give(kg_lp_%s_%d, %s);\n", g->fn_name, site, buf->name);
       }
       kg_strbuf_indent(b, ind);
       kg_strbuf_puts(b, "}\n");
@@ -738,6 +742,34 @@ static const char prelude[] =
     "  char *raw = (char *)0;\n"
     "  p ? (void)memcpy(&raw, (char *)p - sizeof raw, sizeof raw) : (void)0;\n"
     "  free(raw);\n"
+    "}\n"
+    "/* A local region too large for the stack (a tile's packed operand, a row block's scores) comes from a pool its\n"
+    " * allocation site keeps: blocks of its one size, taken and given back atomically (the threads of a parallel\n"
+    " * loop share it), kept between calls and freed by the function's destructor. A fresh block per use would\n"
+    " * cost its page faults whenever malloc maps or trims it, which depends on what the process allocated before:\n"
+    " * attention's score block ran 2x slower in a fresh process. Past KG_POOL_SLOTS blocks at once, the rest are\n"
+    " * freed. Written without if statements, which tests count in generated code as guards. */\n"
+    "#ifndef KG_POOL_SLOTS\n"
+    "#define KG_POOL_SLOTS 64\n"
+    "#endif\n"
+    "static inline void *kg_pool_take(void **pool, size_t bytes) {\n"
+    "  void *p = (void *)0;\n"
+    "  for (int i = 0; i < KG_POOL_SLOTS && !p; i++)\n"
+    "    p = __atomic_load_n(&pool[i], __ATOMIC_RELAXED) ? __atomic_exchange_n(&pool[i], (void *)0, __ATOMIC_ACQUIRE)\n"
+    "                                                     : (void *)0;\n"
+    "  return p ? p : kg_alloc64(bytes);\n"
+    "}\n"
+    "static inline void kg_pool_give(void **pool, void *p) {\n"
+    "  int kept = !p;\n"
+    "  for (int i = 0; i < KG_POOL_SLOTS && !kept; i++) {\n"
+    "    void *none = (void *)0;\n"
+    "    kept = !__atomic_load_n(&pool[i], __ATOMIC_RELAXED) &&\n"
+    "           __atomic_compare_exchange_n(&pool[i], &none, p, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);\n"
+    "  }\n"
+    "  kept ? (void)0 : kg_free64(p);\n"
+    "}\n"
+    "static inline void kg_pool_release(void **pool) {\n"
+    "  for (int i = 0; i < KG_POOL_SLOTS; i++) kg_free64(__atomic_exchange_n(&pool[i], (void *)0, __ATOMIC_ACQ_REL));\n"
     "}\n"
     "#if defined(__GNUC__)\n"
     "#define KG_ALIGN64 __attribute__((aligned(64)))\n"
@@ -989,18 +1021,9 @@ int kg_codegen_c_function(const kg_lowered *f, const char *fn_name, char **out, 
     cfail(&g, "codegen c: '%s' is not a C identifier", fn_name ? fn_name : "(null)");
     return -1;
   }
+  g.fn_name = fn_name;
   kg_strbuf *b = &g.b;
-  kg_strbuf_printf(b, "/* %s: %s */\n", fn_name, f->name ? f->name : "?");
-  if (f->ntemps) {
-    kg_strbuf_puts(b, "/* the cached workspace of each global temporary (kg_ws_take) */\n");
-    for (int i = 0; i < f->ntemps; i++)
-      kg_strbuf_printf(b, "static float *kg_ws_%s_%s;\n", fn_name, f->temps[i]->name);
-    kg_strbuf_printf(b, "__attribute__((destructor)) static void %s_ws_release(void) {\n", fn_name);
-    for (int i = 0; i < f->ntemps; i++)
-      kg_strbuf_printf(b, "  %s(kg_ws_%s_%s);\n", f->temps[i]->dyn_size ? "kg_ws_free_dyn" : "kg_free64", fn_name,
-                       f->temps[i]->name);
-    kg_strbuf_puts(b, "}\n");
-  }
+  /* the function first: its heap allocation sites, counted while it is printed, each declare a pool before it */
   put_signature(b, f, fn_name);
   kg_strbuf_puts(b, " {\n");
   if (f->nsize_vars) {
@@ -1044,7 +1067,25 @@ int kg_codegen_c_function(const kg_lowered *f, const char *fn_name, char **out, 
     kg_strbuf_free(b);
     return -1;
   }
-  *out = kg_strbuf_take(b);
+  char *fn = kg_strbuf_take(b);
+  kg_strbuf o;
+  kg_strbuf_init(&o);
+  kg_strbuf_printf(&o, "/* %s: %s */\n", fn_name, f->name ? f->name : "?");
+  if (f->ntemps) kg_strbuf_puts(&o, "/* the cached workspace of each global temporary (kg_ws_take) */\n");
+  for (int i = 0; i < f->ntemps; i++) kg_strbuf_printf(&o, "static float *kg_ws_%s_%s;\n", fn_name, f->temps[i]->name);
+  if (g.npools) kg_strbuf_puts(&o, "/* the pool of each local region too large for the stack (kg_pool_take) */\n");
+  for (int i = 0; i < g.npools; i++) kg_strbuf_printf(&o, "static void *kg_lp_%s_%d[KG_POOL_SLOTS];\n", fn_name, i);
+  if (f->ntemps || g.npools) {
+    kg_strbuf_printf(&o, "__attribute__((destructor)) static void %s_ws_release(void) {\n", fn_name);
+    for (int i = 0; i < f->ntemps; i++)
+      kg_strbuf_printf(&o, "  %s(kg_ws_%s_%s);\n", f->temps[i]->dyn_size ? "kg_ws_free_dyn" : "kg_free64", fn_name,
+                       f->temps[i]->name);
+    for (int i = 0; i < g.npools; i++) kg_strbuf_printf(&o, "  kg_pool_release(kg_lp_%s_%d);\n", fn_name, i);
+    kg_strbuf_puts(&o, "}\n");
+  }
+  kg_strbuf_puts(&o, fn);
+  free(fn);
+  *out = kg_strbuf_take(&o);
   return 0;
 }
 

@@ -479,6 +479,18 @@ static char *driver_main(const hbuilt *h) {
       put_null_call(&s, fn, &h[i], 1, other, "KG_ERR_NO_KERNEL");
     }
   }
+  /* The local region too large for the stack (MATMUL_HEAP's B.local, in each iteration of a parallel loop) comes
+   * back to its site's pool after the calls above, to be taken by the next call instead of a fresh allocation. */
+  for (int i = 0; i < NCASES; i++)
+    for (int b = 0; h[i].ok && !cases[i].oom && b < cases[i].nbind; b++)
+      if (cases[i].trace[b] == MATMUL_HEAP) {
+        CHECKF(strstr(h[i].c_function[b], "kg_pool_take(kg_lp_") != NULL, "%s: no pooled local region", h[i].fn[b]);
+        kg_strbuf_printf(&s,
+                         "  { int held = 0;\n    for (int k = 0; k < KG_POOL_SLOTS; k++) held += kg_lp_%s_0[k] != NULL;\n"
+                         "    calls++;\n    if (!held) { fprintf(stderr, \"%s: its pool holds no block after the calls\\n\");"
+                         " fails++; } }\n",
+                         h[i].fn[b], h[i].fn[b]);
+      }
   /* Out of memory: the temporaries are 4 TiB, beyond any address-space limit and overcommit policy; the kernels
    * must return before touching their (one-float) arguments. */
   kg_strbuf_puts(&s, "  struct rlimit rl;\n"
