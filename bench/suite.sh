@@ -32,7 +32,8 @@
 #   bench/suite.sh
 # environment:
 #   TARGET=auto              c, cuda, or auto (cuda when nvidia-smi sees a GPU)
-#   WORKLOADS="bias_gelu_residual layernorm rmsnorm softmax mlp_gelu attention matmul conv2d reduce_rows"
+#   WORKLOADS="bias_gelu_residual layernorm rmsnorm softmax mlp_gelu attention matmul conv2d reduce_rows
+#              batch_matmul depthwise_conv2d matvec maxpool2d transpose mlp_epilogue"  (every library workload)
 #   TRIALS=64                trials of each tuning run (fused, unfused, random)
 #   CURVE_WORKLOADS="matmul conv2d softmax"   workloads also tuned with --model random
 #   TORCH_MODES=auto         the PyTorch modes (bench/torch_peers.py): auto is eager, compile, max-autotune where
@@ -44,8 +45,9 @@
 #                            header lists its pins and knobs; a second run reuses it)
 #   TORCH_PYTHON=            an existing interpreter with torch 2.x for the PyTorch peers (then nothing is
 #                            installed); default: TORCH_VENV's
-#   MEMBOUND_WORKLOADS="bias_gelu_residual layernorm rmsnorm softmax reduce_rows"   the workloads that only move
-#                            data: on the CPU each gets the copy bandwidth at its footprint and PyTorch's out= modes
+#   MEMBOUND_WORKLOADS="bias_gelu_residual layernorm rmsnorm softmax reduce_rows matvec transpose maxpool2d
+#                        depthwise_conv2d"   the workloads that only move data: on the CPU each gets the copy
+#                            bandwidth at its footprint and PyTorch's out= modes
 #   STEPS="setup tune measure build peers curves dynamic report"
 #   DYN_TRIALS=64            trials of the dynamic-shape experiment's range tuning (DYN_WORKLOADS="matmul softmax")
 #   TUNE_LIMIT=0             seconds a tuning run may take before it is stopped (0: no limit; its log is kept)
@@ -70,7 +72,10 @@ TARGET=${TARGET:-auto}
 if [ "$TARGET" = auto ]; then
   if command -v nvidia-smi > /dev/null && nvidia-smi -L 2> /dev/null | grep -q GPU; then TARGET=cuda; else TARGET=c; fi
 fi
-WORKLOADS=${WORKLOADS:-bias_gelu_residual layernorm rmsnorm softmax mlp_gelu attention matmul conv2d reduce_rows}
+ALL_WORKLOADS="bias_gelu_residual layernorm rmsnorm softmax mlp_gelu attention matmul conv2d reduce_rows batch_matmul
+depthwise_conv2d matvec maxpool2d transpose mlp_epilogue"
+ALL_WORKLOADS=${ALL_WORKLOADS//$'\n'/ } # one line: the list is printed in messages
+WORKLOADS=${WORKLOADS:-$ALL_WORKLOADS}
 TRIALS=${TRIALS:-64}
 CURVE_WORKLOADS=${CURVE_WORKLOADS:-matmul conv2d softmax}
 TORCH_MODES=${TORCH_MODES:-auto}
@@ -89,7 +94,8 @@ RESULTS=${RESULTS:-bench/results}
 PYTHON=${PYTHON:-/usr/bin/python3}
 TORCH_VENV=${TORCH_VENV:-$BUILD/venv-torch}
 TORCH_PY=${TORCH_PYTHON:-$TORCH_VENV/bin/python}
-MEMBOUND_WORKLOADS=${MEMBOUND_WORKLOADS:-bias_gelu_residual layernorm rmsnorm softmax reduce_rows}
+MEMBOUND_DEFAULT="bias_gelu_residual layernorm rmsnorm softmax reduce_rows matvec transpose maxpool2d depthwise_conv2d"
+MEMBOUND_WORKLOADS=${MEMBOUND_WORKLOADS:-$MEMBOUND_DEFAULT}
 PEERS_DIR=${PEERS_DIR:-../shared/peers}
 THREADS=${THREADS:-$(nproc)}
 TVM_WORKLOADS=${TVM_WORKLOADS-matmul conv2d softmax}
@@ -118,13 +124,21 @@ workload_args() {
     conv2d) [ "$TARGET" = cuda ] && echo "bench/workloads/conv2d_3x3.te -D N=32 -D C=64 -D H=56 -D W=56 -D F=64" ||
       echo "bench/workloads/conv2d_3x3.te -D N=1 -D C=64 -D H=56 -D W=56 -D F=64" ;;
     reduce_rows) echo "te/lib/reduce_rows.te -D N=4096 -D D=4096" ;;
-    *) die "unknown workload '$1' (known: bias_gelu_residual layernorm rmsnorm softmax mlp_gelu attention matmul conv2d reduce_rows)" ;;
+    # the rest of the library at its files' bench sizes: the workloads a user brings beyond the table's
+    batch_matmul) echo "te/lib/batch_matmul.te -D L=16 -D M=512 -D N=512 -D K=64" ;;
+    depthwise_conv2d) echo "te/lib/depthwise_conv2d.te -D N=1 -D C=256 -D H=56 -D W=56" ;;
+    matvec) echo "te/lib/matvec.te -D M=4096 -D K=4096" ;;
+    maxpool2d) echo "te/lib/maxpool2d.te -D N=8 -D C=64 -D H=112 -D W=112" ;;
+    transpose) echo "te/lib/transpose.te -D M=4096 -D N=4096" ;;
+    mlp_epilogue) echo "te/lib/mlp_epilogue.te -D M=1024 -D N=4096 -D K=1024" ;;
+    *) die "unknown workload '$1' (known: $ALL_WORKLOADS)" ;;
   esac
 }
 # what the fusion experiment calls it: friendly (several stages a compiler should fuse) or neutral (one heavy
 # operator: fusion has little to gain); a workload of one stage has no unfused variant to tune
 workload_kind() {
-  case "$1" in matmul | conv2d | reduce_rows) echo neutral ;; *) echo friendly ;; esac
+  case "$1" in matmul | conv2d | reduce_rows | batch_matmul | matvec | maxpool2d | transpose) echo neutral ;;
+    *) echo friendly ;; esac
 }
 membound() { case " $MEMBOUND_WORKLOADS " in *" $1 "*) return 0 ;; esac; return 1; }
 footprint() { # bytes of a workload's inputs and outputs (kgen check --dump stages: "input X : f32[4096, 1024]")

@@ -25,8 +25,10 @@ LABELS = {
     'bias_gelu_residual': 'bias+GELU+residual', 'layernorm': 'layernorm', 'rmsnorm': 'RMSNorm',
     'softmax': 'softmax', 'mlp_gelu': 'MLP epilogue (matmul+bias+GELU)', 'attention': 'attention',
     'matmul': 'matmul', 'conv2d': 'conv2d 3x3 (ResNet-50 layer)', 'reduce_rows': 'row sums',
+    'batch_matmul': 'batch matmul', 'depthwise_conv2d': 'depthwise conv2d 3x3', 'matvec': 'matvec',
+    'maxpool2d': 'max pool 3x3 stride 2', 'transpose': 'transpose', 'mlp_epilogue': 'MLP epilogue (matmul+bias+ReLU)',
 }
-NEUTRAL = {'matmul', 'conv2d', 'reduce_rows'}
+NEUTRAL = {'matmul', 'conv2d', 'reduce_rows', 'batch_matmul', 'matvec', 'maxpool2d', 'transpose'}
 # Halide's peers program names its workloads by these keys (../shared/peers/halide_peers.py)
 HALIDE_KEY = {'matmul': 'matmul', 'conv2d': 'conv2d', 'softmax': 'softmax'}
 TARGET_PCT = 0.80   # the project's GPU targets: SGEMM >= 80% of cuBLAS FP32, memory-bound >= 80% of copy bandwidth

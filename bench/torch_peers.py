@@ -119,6 +119,31 @@ def f_reduce_rows(X):
     return X.sum(-1)
 
 
+def f_batch_matmul(A, B):
+    return torch.bmm(A, B)
+
+
+def f_depthwise_conv2d(X, K):
+    return F.conv2d(X, K.unsqueeze(1), padding=1, groups=X.shape[1])
+
+
+def f_matvec(A, x):
+    return torch.mv(A, x)
+
+
+def f_maxpool2d(X):
+    return F.max_pool2d(X, 3, stride=2)
+
+
+def f_transpose(X):
+    # .t() alone is a view: a user who needs the transposed matrix in memory (kgen's output) asks for the copy
+    return X.t().contiguous()
+
+
+def f_mlp_epilogue(A, W, bias):
+    return torch.relu(A @ W + bias)
+
+
 # The same workloads writing into an output the caller owns (as kgen's kernels do), with out= where the ops have
 # it: PyTorch allocates a fresh output on every call otherwise, and on the CPU a large fresh buffer costs its page
 # faults, which would make a comparison of the allocator, not of the code. Only what has an out= form is here.
@@ -160,15 +185,34 @@ def o_reduce_rows(X, out):
     return torch.sum(X, -1, out=out)
 
 
+def o_batch_matmul(A, B, out):
+    return torch.bmm(A, B, out=out)
+
+
+def o_matvec(A, x, out):
+    return torch.mv(A, x, out=out)
+
+
+def o_transpose(X, out):
+    return out.copy_(X.t())
+
+
+def o_mlp_epilogue(A, W, bias, out):
+    torch.addmm(bias, A, W, out=out)
+    return out.relu_()
+
+
 OUT_FNS = {'bias_gelu_residual': o_bias_gelu_residual, 'layernorm': o_layernorm, 'rmsnorm': o_rmsnorm,
-           'softmax': o_softmax, 'mlp_gelu': o_mlp_gelu, 'matmul': o_matmul, 'reduce_rows': o_reduce_rows}
+           'softmax': o_softmax, 'mlp_gelu': o_mlp_gelu, 'matmul': o_matmul, 'reduce_rows': o_reduce_rows,
+           'batch_matmul': o_batch_matmul, 'matvec': o_matvec, 'transpose': o_transpose,
+           'mlp_epilogue': o_mlp_epilogue}
 # the GEMM workloads whose weight (the second input, and the bias) can be a frozen module parameter
-FROZEN_WEIGHTS = {'matmul': 1, 'mlp_gelu': 2}   # inputs after the first that become parameters
+FROZEN_WEIGHTS = {'matmul': 1, 'mlp_gelu': 2, 'mlp_epilogue': 2}   # inputs after the first that become parameters
 
 
-# inputs: (tensor name, shape of size names or ints); out: the same for the output; red: the longest reduction
-# (kgen's tolerance grows past 256 terms); flops: None for the memory-bound ones; fallback: bench-sizes if the
-# .te file cannot be read; dyn: the default dynamic size.
+# inputs: (tensor name, shape of size names, ints, or functions of the sizes for a computed extent); out: the same
+# for the output; red: the longest reduction (kgen's tolerance grows past 256 terms); flops: None for the
+# memory-bound ones; fallback: bench-sizes if the .te file cannot be read; dyn: the default dynamic size.
 WORKLOADS = {
     'bias_gelu_residual': dict(fn=f_bias_gelu_residual, inputs=[('X', ('N', 'D')), ('bias', ('D',)), ('R', ('N', 'D'))],
                                out=('Y', ('N', 'D')), red=lambda s: 1, flops=None, fallback='N=4096 D=4096', dyn='N'),
@@ -194,6 +238,24 @@ WORKLOADS = {
                        fallback='N=1 C=64 H=56 W=56 F=64', dyn='H'),
     'reduce_rows': dict(fn=f_reduce_rows, inputs=[('X', ('N', 'D'))], out=('Y', ('N',)), red=lambda s: s['D'],
                         flops=None, fallback='N=4096 D=4096', dyn='N'),
+    'batch_matmul': dict(fn=f_batch_matmul, inputs=[('A', ('L', 'M', 'K')), ('B', ('L', 'K', 'N'))],
+                         out=('C', ('L', 'M', 'N')), red=lambda s: s['K'],
+                         flops=lambda s: 2 * s['L'] * s['M'] * s['N'] * s['K'],
+                         fallback='L=16 M=512 N=512 K=64', dyn='M'),
+    'depthwise_conv2d': dict(fn=f_depthwise_conv2d, inputs=[('X', ('N', 'C', 'H', 'W')), ('K', ('C', 3, 3))],
+                             out=('Y', ('N', 'C', 'H', 'W')), red=lambda s: 9,
+                             flops=lambda s: 2 * s['N'] * s['C'] * s['H'] * s['W'] * 9,
+                             fallback='N=1 C=256 H=56 W=56', dyn='H'),
+    'matvec': dict(fn=f_matvec, inputs=[('A', ('M', 'K')), ('x', ('K',))], out=('y', ('M',)),
+                   red=lambda s: s['K'], flops=None, fallback='M=4096 K=4096', dyn='M'),
+    'maxpool2d': dict(fn=f_maxpool2d, inputs=[('X', ('N', 'C', 'H', 'W'))],
+                      out=('Y', ('N', 'C', lambda s: (s['H'] - 3) // 2 + 1, lambda s: (s['W'] - 3) // 2 + 1)),
+                      red=lambda s: 1, flops=None, fallback='N=8 C=64 H=112 W=112', dyn='N'),
+    'transpose': dict(fn=f_transpose, inputs=[('X', ('M', 'N'))], out=('Y', ('N', 'M')), red=lambda s: 1,
+                      flops=None, fallback='M=4096 N=4096', dyn='M'),
+    'mlp_epilogue': dict(fn=f_mlp_epilogue, inputs=[('A', ('M', 'K')), ('W', ('K', 'N')), ('bias', ('N',))],
+                         out=('Y', ('M', 'N')), red=lambda s: s['K'], flops=lambda s: 2 * s['M'] * s['N'] * s['K'],
+                         fallback='M=1024 N=4096 K=1024', dyn='M'),
 }
 
 COMPILE_MODES = {'compile': None, 'max-autotune': 'max-autotune', 'reduce-overhead': 'reduce-overhead',
@@ -225,7 +287,7 @@ def size_names(w):
 
 
 def shape_of(shape, sizes):
-    return tuple(s if isinstance(s, int) else sizes[s] for s in shape)
+    return tuple(s if isinstance(s, int) else s(sizes) if callable(s) else sizes[s] for s in shape)
 
 
 def fmt_sizes(sizes):
@@ -471,6 +533,8 @@ def load_verify_dir(d, w):
         if a.ndim != len(shape):
             raise UsageError('--verify %s: %s.npy has %d dimensions, want %d' % (d, tname, a.ndim, len(shape)))
         for dim, s in zip(a.shape, shape):
+            if callable(s):  # a computed extent: checked once the sizes are bound
+                continue
             if isinstance(s, int):
                 if dim != s:
                     raise UsageError('--verify %s: %s.npy has shape %s' % (d, tname, a.shape))
@@ -658,6 +722,11 @@ def plan_time(a):
     w = WORKLOADS[name]
     saved, from_files = (load_verify_dir(a.verify, w) if a.verify else (None, None))
     sizes = resolve_sizes(name, w, given, a.small, from_files)
+    if saved is not None:  # the extents computed from the sizes (maxpool2d's output) match the files too
+        for tname, shape in w['inputs'] + [w['out']]:
+            if saved[tname].shape != shape_of(shape, sizes):
+                raise UsageError('--verify %s: %s.npy has shape %s, want %s' % (
+                    a.verify, tname, saved[tname].shape, shape_of(shape, sizes)))
     return dict(name=name, given=given, w=w, saved=saved, sizes=sizes)
 
 

@@ -36,7 +36,7 @@ run_one() {  # NAME DIR MODES -D...
 # verifies too, plain and into a given output (a few seconds of compiling each)
 run_one softmax "$T/softmax" eager,eager-out,compile,compile-out,max-autotune-frozen -D N=7 -D D=33
 has out "mode=eager-out .*verify=ok" "softmax with out= verifies"
-has out "mode=max-autotune-frozen device=cpu error=\"mode max-autotune-frozen applies to matmul, mlp_gelu only\"" \
+has out "mode=max-autotune-frozen device=cpu error=\"mode max-autotune-frozen applies to matmul, mlp_gelu, mlp_epilogue only\"" \
   "frozen weights refused for softmax"
 if [ "$HAS_COMPILE" = 0 ]; then
   has out "mode=compile device=cpu error=\"unavailable: torch .* has no torch.compile\"" "compile unavailable"
@@ -60,6 +60,21 @@ run_one matmul "$T/matmul" eager -D M=33 -D N=20 -D K=17
 run_one attention "$T/attention" eager,eager-out -D B=2 -D S=9 -D T=11 -D D=7 -D E=5
 has out "mode=eager-out device=cpu error=\"mode eager-out: attention has no out= form" "no out= form said"
 has out "sizes=B=2,S=9,D=7,T=11,E=5" "the sizes read from the saved files"
+# the rest of the library: an output whose extents are computed from the sizes (maxpool2d's (H - 3) / 2 + 1), a
+# transpose materialized (eager) and copied into a given output, a depthwise convolution by groups
+run_one maxpool2d "$T/maxpool2d" eager -D N=2 -D C=3 -D H=13 -D W=10
+run_one transpose "$T/transpose" eager,eager-out -D M=5 -D N=7
+has out "mode=eager-out .*verify=ok" "transpose into a given output verifies"
+run_one depthwise_conv2d "$T/depthwise" eager -D N=2 -D C=3 -D H=5 -D W=6
+run_one mlp_epilogue "$T/mlp_epilogue" eager,eager-out -D M=9 -D N=5 -D K=7
+run_one batch_matmul "$T/batch_matmul" eager -D L=2 -D M=5 -D N=7 -D K=3
+run_one matvec "$T/matvec" eager,eager-out -D M=9 -D K=13
+# a saved output whose computed extent disagrees with the inputs' sizes
+mkdir -p "$T/pool_bad" && cp "$T/maxpool2d/Y.npy" "$T/pool_bad/"
+expect 0 "kgen run maxpool2d, other sizes" -- $K run maxpool2d -D N=2 -D C=3 -D H=15 -D W=10 --save "$T/pool_other"
+cp "$T/pool_other/X.npy" "$T/pool_bad/"
+expect 2 "a computed extent that disagrees" -- "$PY" $TP time maxpool2d --verify "$T/pool_bad" --modes eager $FAST
+has err "Y.npy has shape \\(2, 3, 6, 4\\), want \\(2, 3, 7, 4\\)" "the computed extent checked"
 "$PY" - "$T/matmul.json" <<'EOF' || fail=1
 import json, sys
 r = json.load(open(sys.argv[1]))
