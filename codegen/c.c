@@ -27,10 +27,9 @@
  * decides how to write each node in C: a non-constant extent is computed once into a const before its loop
  * (OpenMP's canonical form), loop kinds become pragmas (a vectorized loop whose body has loops gets none), a local
  * allocation lives on the stack up to KG_C_STACK_BYTES and beyond in a block its site keeps between uses (see
- * kg_pool_take in the prelude), a SEQ opens a block only when it
- * declares a LET, a one-line comment that opens an if's then branch goes on the if's line, and a streamed store
- * (`stream`) becomes non-temporal vector stores where its loop is vectorized and the store contiguous (see
- * put_loop_stream), with the fences that order them.
+ * kg_pool_take in the prelude), a SEQ opens a block only when it declares a LET, a one-line comment that opens an
+ * if's then branch goes on the if's line, and a streamed store (`stream`) becomes non-temporal vector stores where
+ * its loop is vectorized and the store contiguous (see put_loop_stream), with the fences that order them.
  *
  * Requires: a kg_lowered for KG_TARGET_C (no bound loops, no shared allocations: rejected with an error). */
 #include <stdarg.h>

@@ -486,9 +486,11 @@ static char *driver_main(const hbuilt *h) {
       if (cases[i].trace[b] == MATMUL_HEAP) {
         CHECKF(strstr(h[i].c_function[b], "kg_pool_take(kg_lp_") != NULL, "%s: no pooled local region", h[i].fn[b]);
         kg_strbuf_printf(&s,
-                         "  { int held = 0;\n    for (int k = 0; k < KG_POOL_SLOTS; k++) held += kg_lp_%s_0[k] != NULL;\n"
-                         "    calls++;\n    if (!held) { fprintf(stderr, \"%s: its pool holds no block after the calls\\n\");"
-                         " fails++; } }\n",
+                         "  { int held = 0;\n"
+                         "    for (int k = 0; k < KG_POOL_SLOTS; k++) held += kg_lp_%s_0[k] != NULL;\n"
+                         "    calls++;\n"
+                         "    if (!held) { fprintf(stderr, \"%s: its pool holds no block after the calls\\n\");\n"
+                         "      fails++; } }\n",
                          h[i].fn[b], h[i].fn[b]);
       }
   /* Out of memory: the temporaries are 4 TiB, beyond any address-space limit and overcommit policy; the kernels

@@ -36,8 +36,8 @@ run_one() {  # NAME DIR MODES -D...
 # verifies too, plain and into a given output (a few seconds of compiling each)
 run_one softmax "$T/softmax" eager,eager-out,compile,compile-out,max-autotune-frozen -D N=7 -D D=33
 has out "mode=eager-out .*verify=ok" "softmax with out= verifies"
-has out "mode=max-autotune-frozen device=cpu error=\"mode max-autotune-frozen applies to matmul, mlp_gelu, mlp_epilogue only\"" \
-  "frozen weights refused for softmax"
+frozen_only="mode max-autotune-frozen applies to matmul, mlp_gelu, mlp_epilogue only"
+has out "mode=max-autotune-frozen device=cpu error=\"$frozen_only\"" "frozen weights refused for softmax"
 if [ "$HAS_COMPILE" = 0 ]; then
   has out "mode=compile device=cpu error=\"unavailable: torch .* has no torch.compile\"" "compile unavailable"
 else
