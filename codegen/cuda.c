@@ -1118,6 +1118,9 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
       cfail(g, "codegen cuda: stage %s: bf16 pair dot products (bfdot) are the C target's", nm(s->bfdot.stage_name));
       return;
     case KG_IRS_PREFETCH: return; /* a hint of the C target's (lower/prefetch.c), never made for CUDA */
+    case KG_IRS_TSTORE:
+      cfail(g, "codegen cuda: stage %s: transposed tile stores are the C target's", nm(s->tstore.stage_name));
+      return;
   }
 }
 

@@ -547,6 +547,26 @@ static void visit_ldmatrix(walker *w, const kg_irstmt *st) {
   record(w, &r, &cx, acc, nacc);
 }
 
+/* A transposed tile store: an n x n copy, recorded as one store of its destination block (n columns of n
+ * contiguous elements, dst_stride apart) and one read of its source block. */
+static void visit_tstore(walker *w, const kg_irstmt *st) {
+  srec r;
+  memset(&r, 0, sizeof r);
+  context cx = loop_context(w);
+  counts c = {0};
+  count_ops(st->tstore.dst_index, &c);
+  const double n = st->tstore.n;
+  c.loads += n * n;
+  put_counts(r.raw, &c, cx.iters);
+  access acc[2];
+  int nacc = 0;
+  block out = {2, 0, {{1, n}, {(double)st->tstore.dst_stride, n}}};
+  block in = {2, 0, {{1, n}, {(double)st->tstore.src_ld, n}}};
+  add_access(w, acc, &nacc, st->tstore.dst, st->tstore.dst_index, 1, &out);
+  add_access(w, acc, &nacc, st->tstore.src, st->tstore.src_index, 0, &in);
+  record(w, &r, &cx, acc, nacc);
+}
+
 /* a stride of a bf16 dot-product block: a constant or the dynamic sizes' expression at the measured sizes; 0 when
  * neither */
 static double block_stride(const walker *w, const kg_irexpr *e) {
@@ -656,6 +676,7 @@ static void walk(walker *w, const kg_irstmt *s) {
     case KG_IRS_MMA:
     case KG_IRS_BFDOT: visit_tensor(w, s); return;
     case KG_IRS_LDMATRIX: visit_ldmatrix(w, s); return;
+    case KG_IRS_TSTORE: visit_tstore(w, s); return;
   }
 }
 

@@ -11,10 +11,12 @@
  *   ti      rows per tile (1: the row axis is not tiled, it stays an outer loop; its extent: the whole axis);
  *   tj      columns per tile (its extent: whole rows);
  *   inner   which axis is innermost inside the tile: the column (stores contiguous) or, where some read is
- *           contiguous along the row axis but not the column axis (a transpose), the row (loads contiguous);
+ *           contiguous along the row axis but not the column axis (a transpose), the row (loads contiguous), the
+ *           column loop then just outside the vector loop, so that lowering stores the results a tile at a time,
+ *           transposed in registers (lower/transpose.c);
  *   vec     the vector width: the innermost tile loop split by vec and its inner part vectorized (1: the whole
  *           innermost tile loop vectorized);
- *   unroll  whether the loop just outside the vector loop is unrolled;
+ *   unroll  whether the loop just outside the vector loop is unrolled (the column loop, when the row is inner);
  *   fuse    how many of the outer loops (other axes, row tiles, column tiles) are fused into the parallel loop;
  *   chunk   iterations of that loop per parallel task (its outer part parallel);
  *   stream  (an output without reduction that no stage reads) non-temporal stores (the `stream` primitive),
@@ -112,8 +114,11 @@ static void tile_stage(kg_rz *z, kg_sstage *st) {
   int window_out = (int)kg_rz_knob(z, st->name, "window", 0);
   for (int k = 0; k < nouter; k++) ord[n++] = outer[k];
   for (int k = 0; window_out && k < st->nrax && n < KG_STEP_MAX_NAMES; k++) ord[n++] = st->roots[st->nax + k];
+  /* loads contiguous (the row innermost): the column loop, along which the stores are contiguous, goes just
+   * outside the vector loop, so that lowering stores the tile transposed (lower/transpose.c) */
+  if (row_inner && vo && n < KG_STEP_MAX_NAMES) ord[n++] = vo;
   if (mid && n < KG_STEP_MAX_NAMES) ord[n++] = mid;
-  if (vo && n < KG_STEP_MAX_NAMES) ord[n++] = vo;
+  if (!row_inner && vo && n < KG_STEP_MAX_NAMES) ord[n++] = vo;
   for (int k = 0; !window_out && k < st->nrax && n < KG_STEP_MAX_NAMES; k++) ord[n++] = st->roots[st->nax + k];
   if (n < KG_STEP_MAX_NAMES) ord[n++] = vi;
   if (n != st->nleaves) {
@@ -122,7 +127,7 @@ static void tile_stage(kg_rz *z, kg_sstage *st) {
   }
   kg_builder_reorder(b, st, ord, n);
   kg_builder_annotate(b, KG_STEP_VECTORIZE, st, vi, KG_THREAD_NONE);
-  kg_iter *un = vo ? vo : mid;
+  kg_iter *un = vo && !row_inner ? vo : mid;
   if (un && kg_rz_knob(z, st->name, "unroll", 0)) kg_builder_annotate(b, KG_STEP_UNROLL, st, un, KG_THREAD_NONE);
   if (nouter > 0) {
     int nf = (int)kg_rz_knob(z, st->name, "fuse", 1);

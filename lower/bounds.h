@@ -94,6 +94,9 @@ void kg_lower_unroll_index(kg_arena *a, kg_lowered *f);
 /* lower/prefetch.c: C target, after kg_lower_regacc: a register tile fetches the output lines of the tile its
  * loop visits next (see there). */
 void kg_lower_prefetch(kg_arena *a, kg_lowered *f);
+/* lower/transpose.c: C target: a vectorized store scattered along its vector, contiguous along the loop around,
+ * becomes tiles stored transposed (see there). */
+void kg_lower_transpose(kg_arena *a, kg_lowered *f);
 /* pipeline.c: on the CUDA target, each loop the schedule pipelines fills a ring of its shared stages ahead of the
  * step that reads them; -1 with a message in err when the loop's body is not what the pass requires. */
 int kg_lower_pipeline(kg_arena *a, kg_lowered *f, char *err, size_t errlen);

@@ -366,6 +366,20 @@ kg_irstmt *kg_ir_bfdot(kg_arena *a, const kg_irstmt *fields) {
   return s;
 }
 
+kg_irstmt *kg_ir_tstore(kg_arena *a, kg_buffer *src, kg_irexpr *src_index, int64_t src_ld, kg_buffer *dst,
+                        kg_irexpr *dst_index, int64_t dst_stride, int n, const char *stage_name) {
+  kg_irstmt *s = new_stmt(a, KG_IRS_TSTORE);
+  s->tstore.src = src;
+  s->tstore.src_index = src_index;
+  s->tstore.src_ld = src_ld;
+  s->tstore.dst = dst;
+  s->tstore.dst_index = dst_index;
+  s->tstore.dst_stride = dst_stride;
+  s->tstore.n = n;
+  s->tstore.stage_name = stage_name;
+  return s;
+}
+
 kg_irstmt *kg_ir_prefetch(kg_arena *a, kg_buffer *buf, kg_irexpr *index) {
   kg_irstmt *s = new_stmt(a, KG_IRS_PREFETCH);
   s->prefetch.buf = buf;
@@ -587,6 +601,15 @@ static void print_stmt(kg_strbuf *b, const kg_irstmt *s, int ind) {
       print_expr(b, s->bfdot.b_k);
       kg_strbuf_printf(b, s->bfdot.b_pairs ? " + 2 c + k%%2]  # %s\n" : " + c]  # %s\n",
                        s->bfdot.stage_name ? s->bfdot.stage_name : "?");
+      break;
+    case KG_IRS_TSTORE:
+      kg_strbuf_indent(b, ind);
+      kg_strbuf_printf(b, "tstore %d x %d: %s[", s->tstore.n, s->tstore.n, s->tstore.dst->name);
+      print_expr(b, s->tstore.dst_index);
+      kg_strbuf_printf(b, " + r + c * %lld] = %s[", (long long)s->tstore.dst_stride, s->tstore.src->name);
+      print_expr(b, s->tstore.src_index);
+      kg_strbuf_printf(b, " + r * %lld + c]  # %s\n", (long long)s->tstore.src_ld,
+                       s->tstore.stage_name ? s->tstore.stage_name : "?");
       break;
   }
 }

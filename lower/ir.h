@@ -134,6 +134,10 @@ typedef enum {
                           element ldm.dst[ldm.dst_off + i]. The whole warp reaches it together */
   KG_IRS_PREFETCH,     /* a hint (C target): the cache line of prefetch.buf[prefetch.index] (an element of the
                           buffer) is brought towards the core for a write (lower/prefetch.c); values do not change */
+  KG_IRS_TSTORE,       /* a tile stored transposed (lower/transpose.c, C target): for r, c < tstore.n (4, 8 or 16),
+                          dst[dst_index + r + c dst_stride] = src[src_index + r src_ld + c], src a LOCAL f32 buffer
+                          and dst an f32 one. The n rows of src, each a vector, become the n columns of dst, which
+                          its n rows of contiguous elements are: in registers, by shuffles */
 } kg_irstmt_kind;
 
 struct kg_irstmt {
@@ -217,6 +221,13 @@ struct kg_irstmt {
       int b_pairs;
       const char *stage_name;
     } bfdot;
+    struct {
+      kg_buffer *src, *dst;
+      kg_irexpr *src_index, *dst_index; /* INT: the elements at r = 0, c = 0 */
+      int64_t src_ld, dst_stride;       /* at least n: no two elements of a tile share a place */
+      int n;
+      const char *stage_name;
+    } tstore;
   };
 };
 
@@ -306,6 +317,8 @@ kg_irstmt *kg_ir_ldmatrix(kg_arena *a, kg_buffer *dst, kg_irexpr *dst_off, kg_bu
                           int count, int trans, const char *stage_name);
 /* A KG_IRS_BFDOT with the fields of the struct (stage_name and the index expressions kept as given). */
 kg_irstmt *kg_ir_bfdot(kg_arena *a, const kg_irstmt *fields);
+kg_irstmt *kg_ir_tstore(kg_arena *a, kg_buffer *src, kg_irexpr *src_index, int64_t src_ld, kg_buffer *dst,
+                        kg_irexpr *dst_index, int64_t dst_stride, int n, const char *stage_name);
 int kg_ir_is_const(const kg_irexpr *e, int64_t *v);
 /* Whether s holds a loop (through sequences, both branches of an IF and allocation bodies). */
 int kg_ir_contains_loop(const kg_irstmt *s);

@@ -1737,6 +1737,7 @@ kg_lowered *kg_lower(const kg_schedule *s, kg_target_kind target, kg_arena *a, c
   if (target == KG_TARGET_C) kg_lower_initfold(a, f);
   if (target == KG_TARGET_C) kg_lower_recip(a, f, target);
   if (target == KG_TARGET_C) kg_lower_unroll_index(a, f);
+  if (target == KG_TARGET_C) kg_lower_transpose(a, f);
   if (target == KG_TARGET_C) kg_lower_prefetch(a, f);
   /* before the writer: the copies it makes are stores like any other */
   if (target == KG_TARGET_CUDA && kg_lower_pipeline(a, f, L->err, L->errlen) != 0) return NULL;

@@ -214,6 +214,7 @@ static void describe(vctx *V, const kg_irstmt *s, char *buf, size_t len) {
     case KG_IRS_MMA: snprintf(buf, len, "mma of stage %s", nm(s->mma.stage_name)); break;
     case KG_IRS_LDMATRIX: snprintf(buf, len, "ldmatrix of stage %s", nm(s->ldm.stage_name)); break;
     case KG_IRS_BFDOT: snprintf(buf, len, "bfdot of stage %s", nm(s->bfdot.stage_name)); break;
+    case KG_IRS_TSTORE: snprintf(buf, len, "tile store of stage %s", nm(s->tstore.stage_name)); break;
     default: snprintf(buf, len, "statement of unknown kind %d", (int)s->kind); break;
   }
   V->where = buf;
@@ -402,6 +403,25 @@ static void check_stmt(vctx *V, const kg_irstmt *s) {
       if (s->bfdot.rows < 1 || s->bfdot.cols < 16 || s->bfdot.cols % 16 || s->bfdot.k < 2 || s->bfdot.k % 2)
         FAIL("a %lld x %lld x %lld tile (want whole 16-column vectors and pairs of k)", (long long)s->bfdot.rows,
              (long long)s->bfdot.cols, (long long)s->bfdot.k);
+      return;
+    }
+    case KG_IRS_TSTORE: {
+      if (cuda) FAIL("a transposed tile store on CUDA");
+      const int64_t n = s->tstore.n;
+      if (n != 4 && n != 8 && n != 16) FAIL("a %lld x %lld tile (want 4, 8 or 16)", (long long)n, (long long)n);
+      const kg_buffer *src = s->tstore.src, *dst = s->tstore.dst;
+      check_index(V, src, s->tstore.src_index, "tile source");
+      check_index(V, dst, s->tstore.dst_index, "tile destination");
+      if (V->failed) return;
+      if (src->scope != KG_SCOPE_LOCAL || src->dtype != KG_DT_F32 || src->size < n * n)
+        FAIL("tile source %s is not a local f32 block of %lld or more", src->name, (long long)(n * n));
+      if (dst->dtype != KG_DT_F32 || dst->is_input) FAIL("tile destination %s is not a writable f32 buffer", dst->name);
+      if (s->tstore.src_ld < n || s->tstore.dst_stride < n)
+        FAIL("strides %lld and %lld below the tile's %lld (elements would overlap)", (long long)s->tstore.src_ld,
+             (long long)s->tstore.dst_stride, (long long)n);
+      int64_t c;
+      if (kg_ir_is_const(s->tstore.src_index, &c) && c + (n - 1) * (s->tstore.src_ld + 1) >= src->size)
+        FAIL("tile source %s read past its %lld elements", src->name, (long long)src->size);
       return;
     }
     case KG_IRS_MMA: {

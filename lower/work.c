@@ -516,6 +516,16 @@ static void stmt(wctx *W, kg_irstmt *s) {
                                    ((double)s->bfdot.rows + per_vec * (double)(s->bfdot.cols / 16));
       break;
     }
+    case KG_IRS_TSTORE: {
+      /* n vector loads from the block (in L1 or registers), about n log2 n shuffles, n vector stores of n
+       * contiguous elements each: one store instruction per n elements of dst */
+      const double n = s->tstore.n, lg = n == 16 ? 4 : n == 8 ? 3 : 2;
+      expr(W, s->tstore.dst_index);
+      w->other_insts += factor(W) * n * (2 + lg);
+      const kg_buffer *d = s->tstore.dst;
+      if (d->id >= 0 && d->id < W->f->n_buffers) W->touched[d->id] |= 2;
+      break;
+    }
     case KG_IRS_ALLREDUCE: {
       int steps = 0;
       for (int64_t e = 1; e < s->allreduce.extent; e *= 2) steps++;

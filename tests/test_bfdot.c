@@ -70,17 +70,6 @@ static void test_helpers(int native) {
   free(x), free(y), free(out);
 }
 
-/* Lowers and prints s for the C target; the source (NULL with err set). */
-static char *print_c(kg_schedule *s, char *err, size_t errlen) {
-  kg_arena la;
-  kg_arena_init(&la);
-  kg_lowered *lw = kg_lower(s, KG_TARGET_C, &la, err, errlen);
-  char *src = NULL;
-  if (lw && kg_codegen_c(lw, "kgen", &src, err, errlen) != 0) src = NULL;
-  kg_arena_free(&la);
-  return src;
-}
-
 /* pairs: the column operand is stored in pairs of k, so its vectors are loaded, not interleaved; one_row: the
  * partial tiles' rows as dot products of one row (1), none so (0), either (-1) */
 static void check_legal_as(const char *sizes, const char *sched, const char *what, int pairs, int one_row) {
@@ -89,7 +78,7 @@ static void check_legal_as(const char *sizes, const char *sched, const char *wha
   kg_schedule *s = kg_schedule_new(w.p);
   char err[1024];
   CHECKF(kg_test_apply_text(s, sched, err, sizeof err) == 0, "%s: %s", what, err);
-  char *src = print_c(s, err, sizeof err);
+  char *src = kg_test_print_c(s, err, sizeof err);
   CHECKF(src && strstr(src, "kg_bf_dot("), "%s: %s", what, src ? "no dot products" : err);
   int loaded = src && strstr(src, "kg_bf_load_pairs(kg_bk"), interleaved = src && strstr(src, "kg_bf_interleave(kg_bk");
   CHECKF(src && loaded == pairs && interleaved == !pairs,
@@ -167,7 +156,7 @@ static void expect_error(const char *text, const char *sizes, const char *sched,
   int rc = kg_test_apply_text(s, sched, err, sizeof err);
   if (at_lower) {
     CHECKF(rc == 0, "%s", err);
-    char *src = rc == 0 ? print_c(s, err, sizeof err) : NULL;
+    char *src = rc == 0 ? kg_test_print_c(s, err, sizeof err) : NULL;
     CHECKF(!src && strstr(err, needle), "want '%s', got %s", needle, src ? "success" : err);
     free(src);
     /* and never on CUDA */
@@ -241,7 +230,7 @@ static void test_sketch(void) {
       snprintf(what, sizeof what, "cpu/tile-rk dot point %d", t);
       int ok = kg_test_verify_c(&w, s, what);
       stepped += ok;
-      char *src = print_c(s, err, sizeof err);
+      char *src = kg_test_print_c(s, err, sizeof err);
       int pairs = src && strstr(src, "kg_bf_load_pairs(kg_bk");
       CHECKF(pairs == blis, "%s: %s the BLIS order, its column operand %s in pairs", what, blis ? "in" : "not in",
              pairs ? "loaded" : "not loaded");

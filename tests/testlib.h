@@ -218,6 +218,17 @@ static inline int kg_test_build_with_prelude(const char *define, const char *bod
   return rc;
 }
 
+/* s lowered and printed for the C target as function "kgen" (malloc'd; NULL with the message in err). */
+static inline char *kg_test_print_c(const kg_schedule *s, char *err, size_t errlen) {
+  kg_arena la;
+  kg_arena_init(&la);
+  kg_lowered *lw = kg_lower(s, KG_TARGET_C, &la, err, errlen);
+  char *src = NULL;
+  if (lw && kg_codegen_c(lw, "kgen", &src, err, errlen) != 0) src = NULL;
+  kg_arena_free(&la);
+  return src;
+}
+
 /* Applies the steps of a text trace to s; 0, or -1 at the first failure (the message in err). */
 static inline int kg_test_apply_text(kg_schedule *s, const char *text, char *err, size_t errlen) {
   kg_trace t;
