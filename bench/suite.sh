@@ -134,6 +134,8 @@ workload_args() {
     *) die "unknown workload '$1' (known: $ALL_WORKLOADS)" ;;
   esac
 }
+# The value of -D NAME=V in a workload's arguments (empty when not there).
+dval() { sed -n "s/.*-D $2=\([0-9]*\).*/\1/p" <<< "$1"; }
 # what the fusion experiment calls it: friendly (several stages a compiler should fuse) or neutral (one heavy
 # operator: fusion has little to gain); a workload of one stage has no unfused variant to tune
 workload_kind() {
@@ -372,12 +374,26 @@ peers() { # workload
       say "no copy rate for $w (no $BUILD/bench/copy_bw, or no footprint): its fraction of it is left out"
     fi
   fi
-  if [ "$w" = matmul ] && [ -x "$blas" ]; then
+  # OpenBLAS's and Halide's peers take their sizes from the workload's (a peer at other sizes than kgen's would
+  # be compared with it all the same): a square matmul, softmax at any N and D, the convolution at the CPU's ResNet
+  # layer only (the Halide script's one shape); left out otherwise, and said so
+  local args m sq=
+  args=$(workload_args "$w")
+  m=$(dval "$args" M)
+  [ -n "$m" ] && [ "$m" = "$(dval "$args" N)" ] && [ "$m" = "$(dval "$args" K)" ] && sq=$m
+  if [ "$w" = matmul ] && [ -x "$blas" ] && [ -n "$sq" ]; then
     # OpenBLAS with its best kernels for this CPU (bench/openblas-peer.sh says why that needs saying)
-    record "$PEER_LIMIT" "$LOGDIR/peers-openblas.txt" bench/openblas-peer.sh "$blas" "$THREADS" 1024 ||
+    record "$PEER_LIMIT" "$LOGDIR/peers-openblas.txt" bench/openblas-peer.sh "$blas" "$THREADS" "$sq" ||
       warn "the OpenBLAS peer failed"
   fi
-  case "$w" in matmul) hw=(matmul 1024) ;; conv2d) hw=(conv2d) ;; softmax) hw=(softmax 4096 1024) ;; esac
+  case "$w" in
+    matmul) [ -n "$sq" ] && hw=(matmul "$sq") ;;
+    conv2d) [ "$args" = "bench/workloads/conv2d_3x3.te -D N=1 -D C=64 -D H=56 -D W=56 -D F=64" ] && hw=(conv2d) ;;
+    softmax) hw=(softmax "$(dval "$args" N)" "$(dval "$args" D)") ;;
+  esac
+  case "$w" in matmul | conv2d | softmax)
+    [ "${#hw[@]}" -gt 0 ] || say "$w at $args: no Halide or OpenBLAS peer at these sizes (left out)" ;;
+  esac
   if [ "${#hw[@]}" -gt 0 ] && "$PYTHON" -c 'import halide' 2> /dev/null; then
     record "$PEER_LIMIT" "$LOGDIR/peers-halide-$w.txt" "$PYTHON" "$PEERS_DIR/halide_peers.py" --threads "$THREADS" \
       --schedulers Adams2019,Mullapudi2016 "${hw[@]}" || warn "the Halide peers of $w failed"
