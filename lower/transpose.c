@@ -66,6 +66,12 @@ static kg_irvar *new_var(tctx *T, const char *what) {
   return v;
 }
 
+/* Item i of a loop body of nitems(body) items (a body that is not a SEQ is its one item). */
+static int nitems(const kg_irstmt *body) { return body->kind == KG_IRS_SEQ ? body->seq.n : 1; }
+static const kg_irstmt *item(const kg_irstmt *body, int i) {
+  return body->kind == KG_IRS_SEQ ? body->seq.items[i] : body;
+}
+
 /* The largest tile size of 16, 8, 4 that divides both extents; 0 when none does. */
 static int tile_of(int64_t ea, int64_t eb) {
   for (int n = 16; n >= 4; n /= 2)
@@ -90,9 +96,9 @@ static kg_irstmt *rewrite(tctx *T, const kg_irstmt *A) {
   if (!n) return NULL;
   /* b's body: LETs, then the store */
   const kg_irstmt *body = B->loop.body, *st = NULL;
-  int nitems = body->kind == KG_IRS_SEQ ? body->seq.n : 1;
-  for (int i = 0; i < nitems; i++) {
-    const kg_irstmt *it = body->kind == KG_IRS_SEQ ? body->seq.items[i] : body;
+  const int nb = nitems(body);
+  for (int i = 0; i < nb; i++) {
+    const kg_irstmt *it = item(body, i);
     if (it->kind == KG_IRS_COMMENT) continue;
     if (it->kind == KG_IRS_LET && !st) continue;
     if (it->kind != KG_IRS_STORE || st) return NULL;
@@ -104,15 +110,15 @@ static kg_irstmt *rewrite(tctx *T, const kg_irstmt *A) {
       kg_ir_reads(st->store.value, dst))
     return NULL;
   int ok = 1;
-  for (int i = 0; i < nitems; i++) {
-    const kg_irstmt *it = body->kind == KG_IRS_SEQ ? body->seq.items[i] : body;
+  for (int i = 0; i < nb; i++) {
+    const kg_irstmt *it = item(body, i);
     if (it->kind != KG_IRS_LET) continue;
     if (it->let.var->id >= T->nvars) ok = 0;
     else T->lets[it->let.var->id] = it->let.value;
   }
   kg_affine l = ok ? kg_bounds_affine(a, st->store.index, T->lets, T->nvars) : (kg_affine){0};
-  for (int i = 0; i < nitems; i++) {
-    const kg_irstmt *it = body->kind == KG_IRS_SEQ ? body->seq.items[i] : body;
+  for (int i = 0; i < nb; i++) {
+    const kg_irstmt *it = item(body, i);
     if (it->kind == KG_IRS_LET && it->let.var->id < T->nvars) T->lets[it->let.var->id] = NULL;
   }
   const kg_irvar *va = A->loop.var, *vb = B->loop.var;
@@ -149,8 +155,8 @@ static kg_irstmt *rewrite(tctx *T, const kg_irstmt *A) {
   T->ntiles++;
   /* the values, a row of the block (a vector along b) per ai */
   kg_irstmt *vals = kg_ir_seq(a);
-  for (int i = 0; i < nitems; i++) {
-    const kg_irstmt *it = body->kind == KG_IRS_SEQ ? body->seq.items[i] : body;
+  for (int i = 0; i < nb; i++) {
+    const kg_irstmt *it = item(body, i);
     if (it->kind == KG_IRS_LET || it->kind == KG_IRS_COMMENT) kg_ir_seq_push(a, vals, (kg_irstmt *)it);
   }
   kg_irexpr *slot = kg_ir_binary(a, KG_OP_ADD, kg_ir_binary(a, KG_OP_MUL, kg_ir_var(a, ai), kg_ir_int(a, eb)),

@@ -229,6 +229,11 @@ static int step_along(wctx *W, const kg_irexpr *index, const kg_irvar *v, int64_
   return ok && eval(W, index, 0, &a0) && !__builtin_sub_overflow(a1, a0, d) && *d != INT64_MIN;
 }
 
+/* buf is read (1) or written (2) by the kernel: its compulsory DRAM traffic counts (dram_bytes). */
+static void touch(wctx *W, const kg_buffer *buf, int is_store) {
+  if (buf->id >= 0 && buf->id < W->f->n_buffers) W->touched[buf->id] |= is_store ? 2 : 1;
+}
+
 static void access(wctx *W, kg_buffer *buf, const kg_irexpr *index, int is_store) {
   if (buf->scope == KG_SCOPE_LOCAL) return; /* registers (or the rare local array: its traffic is not modelled) */
   kg_kernel_work *w = W->w;
@@ -312,7 +317,7 @@ static void access(wctx *W, kg_buffer *buf, const kg_irexpr *index, int is_store
     if (mlp > w->mlp) w->mlp = mlp;
     if (4 * vw > w->load_bytes) w->load_bytes = (int)(4 * vw);
   }
-  if (buf->id >= 0 && buf->id < W->f->n_buffers) W->touched[buf->id] |= is_store ? 2 : 1;
+  touch(W, buf, is_store);
 }
 
 static int is_fmul(const kg_irexpr *e) {
@@ -522,8 +527,7 @@ static void stmt(wctx *W, kg_irstmt *s) {
       const double n = s->tstore.n, lg = n == 16 ? 4 : n == 8 ? 3 : 2;
       expr(W, s->tstore.dst_index);
       w->other_insts += factor(W) * n * (2 + lg);
-      const kg_buffer *d = s->tstore.dst;
-      if (d->id >= 0 && d->id < W->f->n_buffers) W->touched[d->id] |= 2;
+      touch(W, s->tstore.dst, 1);
       break;
     }
     case KG_IRS_ALLREDUCE: {

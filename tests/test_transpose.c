@@ -129,19 +129,11 @@ static void test_schedules(void) {
         "a loop between the contiguous one and the vector loop");
 }
 
-static int find_tstore(kg_irstmt *s, kg_irstmt **out) {
-  if (!s) return 0;
-  switch (s->kind) {
-    case KG_IRS_TSTORE: *out = s; return 1;
-    case KG_IRS_SEQ:
-      for (int i = 0; i < s->seq.n; i++)
-        if (find_tstore(s->seq.items[i], out)) return 1;
-      return 0;
-    case KG_IRS_FOR: return find_tstore(s->loop.body, out);
-    case KG_IRS_IF: return find_tstore(s->cond.then, out) || find_tstore(s->cond.otherwise, out);
-    case KG_IRS_ALLOC: return find_tstore(s->alloc.body, out);
-    default: return 0;
-  }
+/* kg_ir_contains_ctx's test: a tile store, recorded at *out (a kg_irstmt *). */
+static int is_tstore(const kg_irstmt *s, const void *out) {
+  if (s->kind != KG_IRS_TSTORE) return 0;
+  *(const kg_irstmt **)out = s;
+  return 1;
 }
 
 /* A tile whose columns would overlap, or that reads past its block, is refused by the verifier. */
@@ -155,7 +147,8 @@ static void test_verifier(void) {
   kg_arena_init(&la);
   kg_lowered *lw = kg_lower(s, KG_TARGET_C, &la, err, sizeof err);
   kg_irstmt *t = NULL;
-  CHECKF(lw && find_tstore(lw->body, &t), "no tile store to mutate: %s", lw ? "" : err);
+  CHECKF(lw && kg_ir_contains_ctx(lw->body, is_tstore, (const void *)&t), "no tile store to mutate: %s",
+         lw ? "" : err);
   if (t) {
     CHECKF(kg_ir_verify(lw, err, sizeof err) == 0, "the pass's IR refused: %s", err);
     int64_t stride = t->tstore.dst_stride;
