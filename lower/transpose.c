@@ -5,7 +5,7 @@
  * vector of results is scattered to W places a row apart: gcc writes it with W scalar stores (or a scatter),
  * and a 4096 x 4096 transpose on two Zen 5 cores ran at 12.6 GB/s, a third of the copy rate, behind
  * TorchInductor. Hand-written transposes instead load a W x W block as W vectors, transpose it in registers
- * (shuffles), and store W vectors: 28-33 GB/s on the same machine.
+ * (shuffles), and store W vectors: 28-33 GB/s on the same machine (bench/hand/transpose16.c).
  *
  * So a nest
  *   for a in [0, EA):                   the store is contiguous along a (coefficient 1)
