@@ -348,6 +348,7 @@ static const kg_cexpr_dialect cuda_dialect = {
     .min_int = "kg_min_idx",
     .rsqrt = "rsqrtf",
     .exp = "expf",
+    .erf = "erff",
     .log = "logf",
     .half_type = "unsigned short",
 };

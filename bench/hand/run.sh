@@ -1,21 +1,33 @@
 #!/usr/bin/env bash
 # Builds and runs a hand-written reference kernel of this folder with the kernel flags kgen compiles its own
-# kernels with (codegen/kernel_flags.h), on 2 threads. Both need AVX-512; without it the script says so and exits 0.
+# kernels with (codegen/kernel_flags.h), on 2 threads. transpose and expf need AVX-512; without it the script says
+# so and exits 0.
 #   bench/hand/run.sh transpose [TI TJ]   16 x 16 in-register transpose, 4096^2 (transpose16.c)
 #   bench/hand/run.sh expf                 libmvec's exp against an inline vscalefps one (expf_vscalef.c)
+#   bench/hand/run.sh vmath                libmvec's exp and erf against kgen's prelude's (vmath.c; needs build/kgen)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CC=${CC:-cc}
 flags=$(sed -n 's/^#define KG_KERNEL_CFLAGS "\(.*\)"$/\1/p' codegen/kernel_flags.h)
-grep -qw avx512f /proc/cpuinfo 2> /dev/null || { echo "bench/hand: no AVX-512 on this CPU: skipped"; exit 0; }
 out=${BUILD:-build}/bench/hand
 mkdir -p "$out"
+extra=()
 case "${1:-}" in
   transpose) src=transpose16.c ;;
   expf) src=expf_vscalef.c ;;
-  *) echo "usage: bench/hand/run.sh transpose [TI TJ] | expf" >&2; exit 2 ;;
+  vmath)
+    src=vmath.c
+    # the prelude as kgen prints it for any kernel
+    "${BUILD:-build}/kgen" lower te/lib/softmax.te -D N=16 -D D=16 --target c --dump c > "$out/prelude.c"
+    extra=(-include "$out/prelude.c")
+    ;;
+  *) echo "usage: bench/hand/run.sh transpose [TI TJ] | expf | vmath" >&2; exit 2 ;;
 esac
+if [ "$src" != vmath.c ] && ! grep -qw avx512f /proc/cpuinfo 2> /dev/null; then
+  echo "bench/hand: no AVX-512 on this CPU: skipped"
+  exit 0
+fi
 # shellcheck disable=SC2086
-$CC $flags "bench/hand/$src" -o "$out/${src%.c}" -lm
+$CC $flags "${extra[@]}" "bench/hand/$src" -o "$out/${src%.c}" -lm
 shift
 OMP_NUM_THREADS=${THREADS:-2} "$out/${src%.c}" "$@"

@@ -52,6 +52,62 @@ else
   echo "skipped: nvcc compiles ($NVCC not found)"
 fi
 
+# ---- one program, several units: -flto, and units built for different instruction sets ----
+# gcc's vector exp is defined in every unit that holds a kernel (weak, hidden, named after the unit's level):
+# under -flto static definitions were renamed and the vectorizer's calls left undefined, and a unit built for
+# SSE2 must not call the variants of a unit built for the machine. Softmax twice (prefixes kg_ and kgb_), each
+# unit's kernels checked against exp in double.
+expect 0 "export softmax with another prefix" -- $K export tuning_logs/softmax.c.kglog --prefix kgb_ --out "$T/c2" \
+  --lib bench/workloads
+cat > "$T/units_main.c" <<'EOF'
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "softmax.h"
+int kgb_softmax(int64_t N, int64_t D, const float *X, float *Y);
+static double check(int (*f)(int64_t, int64_t, const float *, float *), const float *x, float *y) {
+  enum { N = 1024, D = 1024 };
+  if (f(N, D, x, y) != 0) return 1;
+  double worst = 0;
+  for (int r = 0; r < N; r++) {
+    double m = -INFINITY, s = 0;
+    for (int j = 0; j < D; j++) m = fmax(m, x[r * D + j]);
+    for (int j = 0; j < D; j++) s += exp(x[r * D + j] - m);
+    for (int j = 0; j < D; j++) {
+      double want = exp(x[r * D + j] - m) / s, e = fabs(y[r * D + j] - want) / want;
+      if (!(e <= worst)) worst = e;
+    }
+  }
+  return worst;
+}
+int main(void) {
+  float *x = malloc(sizeof(float) * 1024 * 1024), *y = malloc(sizeof(float) * 1024 * 1024);
+  for (int i = 0; i < 1024 * 1024; i++) x[i] = (float)((i * 37) % 1001) / 40.0f - 12.0f;
+  double a = check(kg_softmax, x, y), b = check(kgb_softmax, x, y);
+  printf("units: largest relative errors %.3g and %.3g\n", a, b);
+  free(x);
+  free(y);
+  return !(a < 1e-5 && b < 1e-5);
+}
+EOF
+printf '#define KG_IMPLEMENTATION\n#include "softmax.h"\n' > "$T/units_a.c"
+printf '#define KG_IMPLEMENTATION\n#include "%s/c2/softmax.h"\n' "$T" > "$T/units_b.c"
+for how in "-flto" "-march=native -flto:-march=x86-64 -flto" "-march=native:-march=x86-64"; do
+  fa=${how%%:*} fb=${how#*:}
+  lto=""
+  case "$how" in *-flto*) lto=-flto ;; esac
+  compile "unit a ($how)" -- gcc -std=c11 -O3 -fopenmp $fa -I"$T/c" -c "$T/units_a.c" -o "$T/units_a.o"
+  compile "unit b ($how)" -- gcc -std=c11 -O3 -fopenmp $fb -c "$T/units_b.c" -o "$T/units_b.o"
+  compile "program ($how)" -- gcc -std=c11 -O3 -fopenmp $lto -I"$T/c" "$T/units_main.c" "$T/units_a.o" \
+    "$T/units_b.o" -o "$T/units" -lm
+  expect 0 "softmax right from both units ($how)" -- "$T/units"
+  # the x86-64 unit's own variants, apart from the machine's
+  if [ "$(uname -m)" = x86_64 ] && [ "$fa" != "$fb" ] && ! nm "$T/units" | grep -q '_ZGVbN4v_kg_expf_sse2$'; then
+    echo "FAIL ($how): the x86-64 unit has no exp variants of its own level"
+    fail=1
+  fi
+done
+
 # ---- NULL pointers ----
 cat > "$T/null_c.c" <<'EOF'
 #include <stdio.h>
