@@ -39,8 +39,9 @@ has out "records: $((20 + NC)) " "record count: the trials and the confirmation'
 expect 0 "show --best" -- $K show "$L" --best
 has out "ms|us" "a time"
 has out "median of 3 records" "the best is a confirmed trace, ranked by its median"
-# tune's best is the log's best
-sed -n 's/^    //p' "$T/out" > "$T/show-best.sched"
+# tune's best is the log's best (show names the default schedule, whose trace has no steps, so; on a loaded
+# machine the confirmation can find the tuned schedules slower than the default)
+sed -n 's/^    //p' "$T/out" | grep -v '^(default schedule)$' > "$T/show-best.sched"
 grep -v '^#' "$T/best.sched" | sed '/^$/d' > "$T/best-steps.sched"
 cmp -s "$T/show-best.sched" "$T/best-steps.sched" || { echo "FAIL: --best-out and show --best differ"; fail=1; }
 expect 2 "bad --confirm" -- $K tune matmul -D M=8 -D N=8 -D K=8 --target c --confirm x
