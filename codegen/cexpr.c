@@ -88,7 +88,7 @@ static const char *func_name(const kg_cexpr_dialect *d, kg_func fn) {
     case KG_FN_LOG: return d->log;
     case KG_FN_SQRT: return "sqrtf";
     case KG_FN_RSQRT: return d->rsqrt;
-    case KG_FN_TANH: return "tanhf";
+    case KG_FN_TANH: return d->tanh;
     case KG_FN_ERF: return d->erf;
     case KG_FN_ABS: return "fabsf";
     case KG_FN_SIGMOID: return "kg_sigmoid";

@@ -17,7 +17,7 @@ typedef struct kg_cexpr_dialect {
   const char *floordiv, *floormod; /* helpers for integer division and modulo rounding towards -infinity */
   const char *min_int;             /* helper for the integer minimum of tightened extents */
   const char *rsqrt;               /* the reciprocal square root */
-  const char *exp, *log, *erf;     /* f32 exp, log and erf (the other calls are spelled alike in both dialects) */
+  const char *exp, *log, *erf, *tanh; /* f32 exp, log, erf, tanh (the other calls are spelled alike in both) */
   int thread_index;                /* KG_IRE_THREAD prints as its tag (threadIdx.x); else it is an error */
   const char *half_type;           /* the storage of an f16 or bf16 element (16 bits, unsigned) */
 } kg_cexpr_dialect;

@@ -349,6 +349,7 @@ static const kg_cexpr_dialect cuda_dialect = {
     .rsqrt = "rsqrtf",
     .exp = "expf",
     .erf = "erff",
+    .tanh = "tanhf",
     .log = "logf",
     .half_type = "unsigned short",
 };

@@ -1,11 +1,12 @@
-/* The C prelude's exp and erf (kg_expf, kg_erff): on gcc for x86-64 their vector variants under the vector function
- * ABI's names, which the vectorizer calls in place of libmvec's; elsewhere, or with KG_NO_VEXP, the scalar code
- * inline. Checks, at every ISA level the variants have (AVX-512, AVX2, AVX, SSE4.1, SSE2) and for the scalar code:
- * the vector loop, its remainder, a sum reduction and a scalar call through a pointer, on random bit patterns, on
- * the range where the function is not constant and on the special values, against the function in double (exp
- * within 1.5 ulp of the float result, subnormal results included, erf within 2; NaN, infinities, overflow and
- * underflow as libm); and, from the built code's disassembly, that the vector loops call the variant of the
- * level's width, so that a prelude the vectorizer silently stops using (a scalar call per element) fails here. */
+/* The C prelude's exp, erf and tanh (kg_expf, kg_erff, kg_tanhf): on gcc for x86-64 their vector variants under
+ * the vector function ABI's names, which the vectorizer calls in place of libmvec's; elsewhere, or with
+ * KG_NO_VEXP, the scalar code inline. Checks, at every ISA level the variants have (AVX-512, AVX2, AVX, SSE4.1,
+ * SSE2) and for the scalar code: the vector loop, its remainder, a sum reduction and a scalar call through a
+ * pointer, on random bit patterns, on the range where the function is not constant and on the special values,
+ * against the function in double (exp within 1.5 ulp of the float result, subnormal results included, erf and tanh
+ * within 2; NaN, infinities, overflow and underflow as libm); and, from the built code's disassembly, that the
+ * vector loops call the variant of the level's width, so that a prelude the vectorizer silently stops using (a
+ * scalar call per element) fails here. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -56,7 +57,8 @@ typedef struct {
   float lo, hi;             /* the range where it is not constant */
   double bound;             /* ulps */
 } vfn;
-static const vfn FNS[] = {{"kg_expf", exp, -104.0f, 89.0f, 1.5}, {"kg_erff", erf, -4.5f, 4.5f, 2.0}};
+static const vfn FNS[] = {
+    {"kg_expf", exp, -104.0f, 89.0f, 1.5}, {"kg_erff", erf, -4.5f, 4.5f, 2.0}, {"kg_tanhf", tanh, -10.0f, 10.0f, 2.0}};
 
 static uint32_t rng = 12345u;
 static float next_bits(void) {
@@ -114,7 +116,8 @@ static void check_level(const vfn *f, const char *define, const char *flags, con
   static const float special[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 88.72f, 88.73f, 89.0f, 89.5f, 1e30f,
                                   -87.3f, -87.4f, -103.2f, -103.3f, -103.98f, -104.0f, -105.0f, -1e30f, 1e-30f,
                                   0x1p-149f, -0x1p-149f, 0.34657359f, -0.34657359f, 0.921875f, -0.921875f,
-                                  0.92187506f, -0.92187506f, 3.92f, 3.93f, 4.0f, -4.0f, 5.0f, -5.0f};
+                                  0.92187506f, -0.92187506f, 3.92f, 3.93f, 4.0f, -4.0f, 5.0f, -5.0f, 1.0f,
+                                  1.0000001f, 0.75f, 0.75000006f, -0.75000006f, 9.0f, 9.5f, -9.6f, 20.0f};
   int nspecial = (int)(sizeof special / sizeof *special);
   for (int pass = 0; pass < 2; pass++) {
     for (int i = 0; i < N; i++) {

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""The fits behind the C prelude's erf (kg_erff, codegen/c.c): least squares on Chebyshev nodes, in double,
-then rounded to float.
+"""The fits behind the C prelude's erf and tanh (kg_erff, kg_tanhf, codegen/c.c): least squares on Chebyshev
+nodes, in double, then rounded to float.
 
-  erf(x) = x + x a(x^2)      for |x| <= 1, a of degree 6
-  erf(x) = 1 - c(|x| - 2.25) for 1 < |x| <= 4 (|x| clamped to 4), c of degree 14 fitted to erfc
+  erf(x)  = x + x a(x^2)        for |x| <= 1, a of degree 6
+  erf(x)  = 1 - c(|x| - 2.25)   for 1 < |x| <= 4 (|x| clamped to 4), c of degree 14 fitted to erfc
+  tanh(x) = x + x s q(s), s = x^2, for |x| <= 0.75, q of degree 5 (beyond, 1 - 2 / (exp(2 |x|) + 1): no fit)
 
 Prints the coefficients as C literals (highest degree first, Horner's order) and the largest error, in ulps of
 the float result, of each piece evaluated as the prelude does (float32, one rounding per fused multiply-add) on
-2M points against math.erf. Needs numpy: build/venv-torch/bin/python bench/hand/erf_fit.py
+2M points against math.erf and numpy's tanh. Needs numpy: build/venv-torch/bin/python bench/hand/vmath_fit.py
 """
 import math
 
@@ -16,7 +17,7 @@ from numpy.polynomial import chebyshev as cheb
 from numpy.polynomial import polynomial as poly
 
 f32 = np.float32
-A_END, B_END, B_MID = 1.0, 4.0, 2.25
+A_END, B_END, B_MID, T_END = 1.0, 4.0, 2.25, 0.75
 
 
 def fma(a, b, c):
@@ -49,6 +50,19 @@ def fit_b():
     return [f32(v) for v in c[::-1]]
 
 
+def fit_t():
+    x = nodes(0.0, T_END, 6000)
+    x = x[x > 1e-3]
+    s = x * x
+    c = poly.polyfit(s, (np.tanh(x) / x - 1) / s, 5)
+    return [f32(v) for v in c[::-1]]
+
+
+def eval_t(cs, x):
+    s = f32(x * x)
+    return fma(f32(horner(cs, s) * s), x, x)
+
+
 def eval_a(cs, x):
     return fma(horner(cs, f32(x * x)), x, x)
 
@@ -57,8 +71,8 @@ def eval_b(cs, t):
     return f32(f32(1) - horner(cs, f32(t - f32(B_MID))))
 
 
-def worst_ulps(x, y):
-    want = np.vectorize(math.erf)(x.astype(np.float64))
+def worst_ulps(x, y, fn=np.vectorize(math.erf)):
+    want = fn(x.astype(np.float64))
     w = np.abs(want.astype(f32))
     ulp = (np.nextafter(w, f32(np.inf)) - w).astype(np.float64)
     err = np.abs(y.astype(np.float64) - want) / ulp
@@ -72,12 +86,16 @@ def literal(v):
 
 def main():
     a, b = fit_a(), fit_b()
-    print("a:", ", ".join(literal(v) for v in a))
-    print("c:", ", ".join(literal(v) for v in b))
+    print("erf a:", ", ".join(literal(v) for v in a))
+    print("erf c:", ", ".join(literal(v) for v in b))
     xa = np.linspace(1e-6, A_END, 2000001).astype(f32)
     xb = np.linspace(A_END, B_END, 2000001).astype(f32)
-    print("|x| <= 1: at most %.2f ulp (at %.6g)" % worst_ulps(xa, eval_a(a, xa)))
-    print("1 < |x| <= 4: at most %.2f ulp (at %.6g)" % worst_ulps(xb, eval_b(b, xb)))
+    print("erf, |x| <= 1: at most %.2f ulp (at %.6g)" % worst_ulps(xa, eval_a(a, xa)))
+    print("erf, 1 < |x| <= 4: at most %.2f ulp (at %.6g)" % worst_ulps(xb, eval_b(b, xb)))
+    q = fit_t()
+    print("tanh q:", ", ".join(literal(v) for v in q))
+    xt = np.linspace(1e-6, T_END, 2000001).astype(f32)
+    print("tanh, |x| <= 0.75: at most %.2f ulp (at %.6g)" % worst_ulps(xt, eval_t(q, xt), np.tanh))
 
 
 if __name__ == "__main__":
