@@ -6,7 +6,8 @@
  * against the function in double (exp within 1.5 ulp of the float result, subnormal results included, erf and tanh
  * within 2; NaN, infinities, overflow and underflow as libm); and, from the built code's disassembly, that the
  * vector loops call the variant of the level's width, so that a prelude the vectorizer silently stops using (a
- * scalar call per element) fails here. */
+ * scalar call per element) fails here. Last, built with -ffast-math (as an exported header may be): within 8 ulp
+ * for finite inputs with normal results (reassociation had left exp 60 ulp off, and millions before that). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -99,6 +100,8 @@ static int calls_symbol(const kg_cpu_module *m, const char *sym) {
 static void check_level(const vfn *f, const char *define, const char *flags, const char *level) {
   char what[128], def[256];
   snprintf(what, sizeof what, "%s, %s", f->name, level);
+  /* -ffast-math (an exported header built so): finite inputs with normal results only, within 8 ulp */
+  int fast = strstr(flags, "fast-math") != NULL;
   snprintf(def, sizeof def, "%s#define F %s\n", define, f->name);
   const char *saved = getenv("KGEN_CFLAGS");
   char *keep = saved ? strdup(saved) : NULL, all[1024];
@@ -134,6 +137,8 @@ static void check_level(const vfn *f, const char *define, const char *flags, con
     double worst = 0, worst_one = 0;
     int bad = 0;
     for (int i = 0; i < n; i++) {
+      double want = f->ref((double)x[i]);
+      if (fast && !(isfinite(x[i]) && fabs(want) >= 0x1p-125 && fabs(want) <= 0x1p127)) continue;
       double e = err_ulps(f, x[i], y[i]), e1 = err_ulps(f, x[i], z[i]);
       if ((e < 0 || e1 < 0) && bad++ < 3)
         CHECKF(0, "%s: f(%a) is %a in the loop, %a in a call", what, (double)x[i], (double)y[i], (double)z[i]);
@@ -143,7 +148,8 @@ static void check_level(const vfn *f, const char *define, const char *flags, con
     CHECKF(bad == 0, "%s: %d special cases wrong", what, bad);
     if (getenv("KG_TEST_VERBOSE")) /* the largest errors, for the docs */
       printf("%s pass %d: %.3f %.3f ulp\n", what, pass, worst, worst_one);
-    CHECKF(worst <= f->bound && worst_one <= f->bound, "%s, pass %d: %.2f ulp in the loop, %.2f in a call", what,
+    double bound = fast ? 8.0 : f->bound;
+    CHECKF(worst <= bound && worst_one <= bound, "%s, pass %d: %.2f ulp in the loop, %.2f in a call", what,
            pass, worst, worst_one);
     double sum = 0;
     for (int i = 0; i < (int)info[1]; i++) sum += f->ref((double)(x[i + 32] * 0.25f - 3.0f));
@@ -182,6 +188,13 @@ int main(void) {
       check_level(f, "", "-mno-avx", "SSE4.1");
     }
     check_level(f, "", "-march=x86-64", "SSE2");
+#endif
+  }
+  /* last: a -ffast-math object may set the process's flush-to-zero mode when it loads */
+  for (size_t k = 0; k < sizeof FNS / sizeof *FNS; k++) {
+    check_level(&FNS[k], "", "-ffast-math", "-ffast-math");
+#if defined(__x86_64__)
+    check_level(&FNS[k], "", "-ffast-math -march=x86-64", "-ffast-math, SSE2");
 #endif
   }
   TEST_END();
