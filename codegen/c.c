@@ -33,6 +33,7 @@
  * its loop is vectorized and the store contiguous (see put_loop_stream), with the fences that order them.
  *
  * Requires: a kg_lowered for KG_TARGET_C (no bound loops, no shared allocations: rejected with an error). */
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -813,7 +814,8 @@ static const char prelude[] =
     "  return x == x ? r : x;\n"
     "}\n"
     "/* With gcc on x86-64, kg_expf, kg_erff and kg_tanhf are declared `simd` functions and their vector variants\n"
-    " * are defined here under the x86-64 vector function ABI's names (_ZGV<isa>N<lanes>v_<name>), which gcc's\n"
+    " * are defined (after the prelude, for the functions a unit calls: kg_codegen_c_put_vmath) under the x86-64\n"
+    " * vector function ABI's names (_ZGV<isa>N<lanes>v_<name>), which gcc's\n"
     " * vectorizer calls: 16 lanes on AVX-512 (exp's 2^n by one vscalefps, right through overflow and subnormal\n"
     " * results), 8 on AVX2 and AVX, 4 on SSE. glibc's libmvec expf and erff, which they replace, took 1.45x and\n"
     " * 1.4x their time (bench/hand/run.sh vmath); tanh is libmvec's where glibc has it (below). Elsewhere (clang,\n"
@@ -854,12 +856,6 @@ static const char prelude[] =
     "#else\n"
     "__attribute__((simd(\"notinbranch\"), const)) float kg_tanhf(float) __asm__(\"kg_tanhf_\" KG_VEXP_ISA);\n"
     "#endif\n"
-    "float kg_expf_s(float x) KG_VEXP_DEF(\"\", \"kg_expf\");\n"
-    "float kg_expf_s(float x) { return kg_expf_1(x); }\n"
-    "float kg_erff_s(float x) KG_VEXP_DEF(\"\", \"kg_erff\");\n"
-    "float kg_erff_s(float x) { return kg_erff_1(x); }\n"
-    "float kg_tanhf_s(float x) KG_VEXP_DEF(\"\", \"kg_tanhf\");\n"
-    "float kg_tanhf_s(float x) { return kg_tanhf_1(x); }\n"
     "/* the scale 2^n in two factors, from n in integers */\n"
     "#define KG_EXPF_SCALE(TI, W, CAST, y, n)                                                        \\\n"
     "  do {                                                                                          \\\n"
@@ -896,23 +892,11 @@ static const char prelude[] =
     "  __m128 b = 1.0f - 2.0f / (kg_expf4(t + t) + 1.0f), m = _mm_cmple_ps(t, _mm_set1_ps(0.75f));\n"
     "  return _mm_or_ps(_mm_or_ps(_mm_and_ps(m, kg_tanhf_p4_a(t)), _mm_andnot_ps(m, b)), _mm_and_ps(sign, x));\n"
     "}\n"
-    "__m128 kg_expf_b(__m128 x) KG_VEXP_DEF(\"_ZGVbN4v_\", \"kg_expf\");\n"
-    "__m128 kg_expf_b(__m128 x) { return kg_expf4(x); }\n"
-    "__m128 kg_erff_b(__m128 x) KG_VEXP_DEF(\"_ZGVbN4v_\", \"kg_erff\");\n"
-    "__m128 kg_erff_b(__m128 x) { return kg_erff4(x); }\n"
-    "__m128 kg_tanhf_b(__m128 x) KG_VEXP_DEF(\"_ZGVbN4v_\", \"kg_tanhf\");\n"
-    "__m128 kg_tanhf_b(__m128 x) { return kg_tanhf4(x); }\n"
     "#if defined(__AVX__)\n"
     "/* AVX without AVX2 has no 256-bit integer operations: two halves */\n"
     "#define KG_VEXP_HALVES(f, x)                                                                      \\\n"
     "  _mm256_insertf128_ps(_mm256_castps128_ps256(f(_mm256_castps256_ps128(x))),                      \\\n"
     "                       f(_mm256_extractf128_ps(x, 1)), 1)\n"
-    "__m256 kg_expf_c(__m256 x) KG_VEXP_DEF(\"_ZGVcN8v_\", \"kg_expf\");\n"
-    "__m256 kg_expf_c(__m256 x) { return KG_VEXP_HALVES(kg_expf4, x); }\n"
-    "__m256 kg_erff_c(__m256 x) KG_VEXP_DEF(\"_ZGVcN8v_\", \"kg_erff\");\n"
-    "__m256 kg_erff_c(__m256 x) { return KG_VEXP_HALVES(kg_erff4, x); }\n"
-    "__m256 kg_tanhf_c(__m256 x) KG_VEXP_DEF(\"_ZGVcN8v_\", \"kg_tanhf\");\n"
-    "__m256 kg_tanhf_c(__m256 x) { return KG_VEXP_HALVES(kg_tanhf4, x); }\n"
     "#endif\n"
     "#if defined(__AVX2__)\n"
     "KG_EXPF_REDUCED(__m256, kg_expf_reduced8, KG_EXPF_KEEP)\n"
@@ -936,12 +920,6 @@ static const char prelude[] =
     "  __m256 r = _mm256_blendv_ps(b, kg_tanhf_p8_a(t), _mm256_cmp_ps(t, _mm256_set1_ps(0.75f), _CMP_LE_OQ));\n"
     "  return _mm256_or_ps(r, _mm256_and_ps(sign, x));\n"
     "}\n"
-    "__m256 kg_expf_d(__m256 x) KG_VEXP_DEF(\"_ZGVdN8v_\", \"kg_expf\");\n"
-    "__m256 kg_expf_d(__m256 x) { return kg_expf8(x); }\n"
-    "__m256 kg_erff_d(__m256 x) KG_VEXP_DEF(\"_ZGVdN8v_\", \"kg_erff\");\n"
-    "__m256 kg_erff_d(__m256 x) { return kg_erff8(x); }\n"
-    "__m256 kg_tanhf_d(__m256 x) KG_VEXP_DEF(\"_ZGVdN8v_\", \"kg_tanhf\");\n"
-    "__m256 kg_tanhf_d(__m256 x) { return kg_tanhf8(x); }\n"
     "#endif\n"
     "#if defined(__AVX512F__)\n"
     "KG_EXPF_REDUCED(__m512, kg_expf_reduced16, KG_EXPF_KEEP)\n"
@@ -970,12 +948,6 @@ static const char prelude[] =
     "  return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(r),\n"
     "                                             _mm512_and_si512(_mm512_castps_si512(x), sign)));\n"
     "}\n"
-    "__m512 kg_expf_e(__m512 x) KG_VEXP_DEF(\"_ZGVeN16v_\", \"kg_expf\");\n"
-    "__m512 kg_expf_e(__m512 x) { return kg_expf16(x); }\n"
-    "__m512 kg_erff_e(__m512 x) KG_VEXP_DEF(\"_ZGVeN16v_\", \"kg_erff\");\n"
-    "__m512 kg_erff_e(__m512 x) { return kg_erff16(x); }\n"
-    "__m512 kg_tanhf_e(__m512 x) KG_VEXP_DEF(\"_ZGVeN16v_\", \"kg_tanhf\");\n"
-    "__m512 kg_tanhf_e(__m512 x) { return kg_tanhf16(x); }\n"
     "#endif\n"
     "#else\n"
     "static inline float kg_expf(float x) { return kg_expf_1(x); }\n"
@@ -1319,6 +1291,61 @@ static const char epilogue[] =
 const char *kg_codegen_c_prelude(void) { return prelude; }
 const char *kg_codegen_c_epilogue(void) { return epilogue; }
 
+/* The vector variants are functions the unit defines, not inline code: each is compiled whether it is called or
+ * not, and all of them took a quarter of a small kernel's build (0.08 of 0.35 s for a convolution with gcc -O3 on
+ * AVX-512, where every level up to 16 lanes is defined), a cost that tuning pays for every candidate. So only the
+ * functions the text calls are defined, each once per unit (its own guard: several exported headers may share a
+ * unit, the first calling exp, the next erf). The text is searched rather than the IR: it is what the compiler
+ * sees, exported headers have only the text, and a name that merely looks like a call costs build time, nothing
+ * else. kg_sigmoid calls kg_expf. */
+static const char *const vmath_names[] = {"expf", "erff", "tanhf"};
+
+static int calls(const char *src, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = src; (p = strstr(p, name)) != NULL; p += n) {
+    const char *q = p + n;
+    while (*q == ' ') q++;
+    int starts = p == src || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
+    if (starts && *q == '(') return 1;
+  }
+  return 0;
+}
+
+void kg_codegen_c_put_vmath(kg_strbuf *b, const char *src) {
+  static const struct {
+    const char *suffix, *type, *mangle, *body, *isa;
+  } levels[] = {
+      {"s", "float", "", "kg_%s_1(x)", NULL},
+      {"b", "__m128", "_ZGVbN4v_", "kg_%s4(x)", NULL},
+      {"c", "__m256", "_ZGVcN8v_", "KG_VEXP_HALVES(kg_%s4, x)", "__AVX__"},
+      {"d", "__m256", "_ZGVdN8v_", "kg_%s8(x)", "__AVX2__"},
+      {"e", "__m512", "_ZGVeN16v_", "kg_%s16(x)", "__AVX512F__"},
+  };
+  for (size_t i = 0; i < sizeof vmath_names / sizeof *vmath_names; i++) {
+    const char *f = vmath_names[i];
+    char name[16];
+    snprintf(name, sizeof name, "kg_%s", f);
+    if (!calls(src, name) && !(i == 0 && calls(src, "kg_sigmoid"))) continue;
+    char guard[16];
+    size_t k = 0;
+    for (; f[k] && k + 1 < sizeof guard; k++) guard[k] = (char)toupper((unsigned char)f[k]);
+    guard[k] = 0;
+    /* libmvec's tanhf, where the prelude picked it, needs no definition */
+    kg_strbuf_printf(b, "#if defined(KG_VEXP) && !defined(KG_C_VEXP_%s)%s\n#define KG_C_VEXP_%s 1\n", guard,
+                     strcmp(f, "tanhf") ? "" : " && !defined(KG_TANHF_LIBMVEC)", guard);
+    for (size_t l = 0; l < sizeof levels / sizeof *levels; l++) {
+      if (levels[l].isa) kg_strbuf_printf(b, "#if defined(%s)\n", levels[l].isa);
+      kg_strbuf_printf(b, "%s kg_%s_%s(%s x) KG_VEXP_DEF(\"%s\", \"kg_%s\");\n", levels[l].type, f, levels[l].suffix,
+                       levels[l].type, levels[l].mangle, f);
+      kg_strbuf_printf(b, "%s kg_%s_%s(%s x) { return ", levels[l].type, f, levels[l].suffix, levels[l].type);
+      kg_strbuf_printf(b, levels[l].body, f);
+      kg_strbuf_puts(b, "; }\n");
+      if (levels[l].isa) kg_strbuf_puts(b, "#endif\n");
+    }
+    kg_strbuf_puts(b, "#endif\n");
+  }
+}
+
 /* "int NAME(int64_t M, ..., const float *KG_RESTRICT A, ..., float *KG_RESTRICT C)": dynamic sizes first */
 static void put_signature(kg_strbuf *b, const kg_lowered *f, const char *fn_name) {
   kg_strbuf_printf(b, "int %s(", fn_name);
@@ -1440,6 +1467,7 @@ int kg_codegen_c(const kg_lowered *f, const char *fn_name, char **out, char *err
   kg_strbuf_init(&b);
   kg_strbuf_printf(&b, "/* generated by kgen: %s */\n", f->name ? f->name : "?");
   kg_strbuf_puts(&b, prelude);
+  kg_codegen_c_put_vmath(&b, fn);
   put_signature(&b, f, fn_name);
   kg_strbuf_printf(&b, ";\nvoid %s_args(float **args);\n\n", fn_name);
   kg_strbuf_puts(&b, fn);

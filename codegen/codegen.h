@@ -10,6 +10,9 @@
  * KG_C_INCLUDES; then the opening of a region of compiler options and silenced diagnostics; then the helpers the
  * functions call (kg_expf, kg_floordiv, ...), guarded by KG_C_HELPERS. It must precede any function. */
 const char *kg_codegen_c_prelude(void);
+/* After the prelude, before the functions of src: the definitions of the vector variants of kgen's exp, erf and
+ * tanh that src calls (under gcc on x86-64; nothing elsewhere), each guarded once per translation unit. */
+void kg_codegen_c_put_vmath(struct kg_strbuf *b, const char *src);
 /* The region's closing: once after the functions. */
 const char *kg_codegen_c_epilogue(void);
 /* What a printed C function returns when a dynamic size lies outside its range (an exported header's

@@ -42,6 +42,7 @@ int kg_header_put_c(kg_strbuf *b, const kg_header_spec *s, char *err, size_t err
     if (check_binding(s, i, err, errlen) != 0) return -1;
   kg_strbuf_puts(b, "#ifdef KG_IMPLEMENTATION\n");
   kg_strbuf_puts(b, kg_codegen_c_prelude());
+  for (int i = 0; i < s->nbindings; i++) kg_codegen_c_put_vmath(b, s->bindings[i].c_function);
   kg_strbuf_puts(b, "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n");
   for (int i = 0; i < s->nbindings; i++) {
     const char *src = s->bindings[i].c_function;

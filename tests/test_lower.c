@@ -143,9 +143,17 @@ static int count(const char *hay, const char *needle) {
   return n;
 }
 
-/* The guards in printed C: its conditions, less the entry's NULL-pointer check (codegen/c.c), which every
- * function has. */
-static int guards(const char *code) { return count(code, "if (") - count(code, "/* a NULL tensor pointer"); }
+/* The guards in printed C: the conditions of the kernel's function (not the prelude's helpers), less the entry's
+ * NULL-pointer check (codegen/c.c), which every function has; -1 when the function is not found. */
+static int guards(const char *code) {
+  const char *b = code ? strstr(code, "\n/* kernel: ") : NULL;
+  const char *e = b ? strstr(b, "\nvoid kernel_args(float **args) {") : NULL;
+  if (!e) return -1;
+  char *fn = strndup(b, (size_t)(e - b));
+  int n = fn ? count(fn, "if (") - count(fn, "/* a NULL tensor pointer") : -1;
+  free(fn);
+  return n;
+}
 
 static void test_matmul(void) {
   const char *sz = "M=33 N=20 K=17";

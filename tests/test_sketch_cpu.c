@@ -348,8 +348,8 @@ static void check_cpu_levels(void) {
   CHECK(kg_cpu_arch_find("x86-64-v5") == NULL && kg_cpu_arch_find(NULL) == NULL);
 #if defined(__x86_64__)
   /* the kernel compiler's level follows -march in $KGEN_CFLAGS (the preprocessor only: no such CPU needed) */
-  const char *cf = getenv("KGEN_CFLAGS");
-  char *saved = cf ? strdup(cf) : NULL;
+  kg_test_cflags cf;
+  kg_test_cflags_set(&cf, NULL, 0);
   static const char *const levels[] = {"x86-64-v2", "x86-64-v3", "x86-64-v4"};
   for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
     char flags[64];
@@ -358,9 +358,7 @@ static void check_cpu_levels(void) {
     const char *got = kg_cpu_arch_host()->name;
     CHECKF(!strcmp(got, levels[i]), "KGEN_CFLAGS=%s: %s", flags, got);
   }
-  if (saved) setenv("KGEN_CFLAGS", saved, 1);
-  else unsetenv("KGEN_CFLAGS");
-  free(saved);
+  kg_test_cflags_restore(&cf);
 #endif
 }
 
@@ -487,10 +485,8 @@ int main(void) {
   CHECK(sketch_has(KG_TEST_SOFTMAX, "N=16 D=64", "cpu/rows", rows, 3));
   /* the portable inline exp and no libmvec, as with other compilers: softmax and attention (whose exp is
    * inlined into a reduction) still verify (the caller's own compiler flags kept) */
-  const char *cf = getenv("KGEN_CFLAGS");
-  char *saved = cf ? strdup(cf) : NULL, flags[1024];
-  snprintf(flags, sizeof flags, "%s -DKG_NO_LIBMVEC -DKG_NO_VEXP", saved ? saved : "");
-  setenv("KGEN_CFLAGS", flags, 1);
+  kg_test_cflags cf;
+  kg_test_cflags_set(&cf, "-DKG_NO_LIBMVEC -DKG_NO_VEXP", 0);
   check_workload("te/lib/softmax.te", npoints);
   check_workload("te/lib/attention.te", npoints);
   {
@@ -510,9 +506,7 @@ int main(void) {
     free(t);
     free(at);
   }
-  if (saved) setenv("KGEN_CFLAGS", saved, 1);
-  else unsetenv("KGEN_CFLAGS");
-  free(saved);
+  kg_test_cflags_restore(&cf);
 
   /* one pass over each row: softmax's maximum computed at the output's rows, where the row sum that also reads it
    * is computed (the exponentials inlined into both, or kept in a row buffer computed there too); layernorm's

@@ -24,9 +24,8 @@ static const char NARROW[] = "def narrow(X: f32[M, N]) -> (Y: f16[N, M]) {\n  Y[
 /* The helpers on a 40 x 40 source of distinct values, the destination 40 x 40 filled with a sentinel: every tile
  * element in its place, every other destination element still the sentinel. */
 static void test_helpers(const char *define, const char *flags, const char *what) {
-  const char *saved = getenv("KGEN_CFLAGS");
-  char *keep = saved ? strdup(saved) : NULL;
-  if (flags) setenv("KGEN_CFLAGS", flags, 1);
+  kg_test_cflags cf;
+  kg_test_cflags_set(&cf, flags, 1);
   kg_cpu_module m;
   int rc = kg_test_build_with_prelude(define,
                                       "void tiles_args(float **a) {\n"
@@ -35,11 +34,7 @@ static void test_helpers(const char *define, const char *flags, const char *what
                                       "  kg_tstore16(a[0] + 20 * 40 + 17, 40, a[3] + 3, 40);\n"
                                       "}\n",
                                       "tiles", &m);
-  if (flags) {
-    if (keep) setenv("KGEN_CFLAGS", keep, 1);
-    else unsetenv("KGEN_CFLAGS");
-  }
-  free(keep);
+  kg_test_cflags_restore(&cf);
   CHECKF(rc == 0, "tile store helpers (%s) do not build: %s", what, m.log ? m.log : "?");
   if (rc) return;
   enum { L = 40 };

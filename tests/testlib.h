@@ -203,14 +203,46 @@ static inline void kg_test_workload_free(kg_test_workload *w) {
   w->p = NULL;
 }
 
-/* Builds the generated C's prelude, after the line define (a "#define ..." or ""), with body (functions written
- * against it; fn_name's runner is fn_name_args) and the epilogue, into m; 0, or the build's failure (m->log). */
+/* KGEN_CFLAGS (the kernel compiler's extra flags, runtime/cpu.c) for a part of a test: kg_test_cflags_set puts
+ * extra after the caller's own flags (or, with replace, in their place; extra NULL leaves them), and
+ * kg_test_cflags_restore puts back what was there, set or not. */
+typedef struct {
+  char *saved; /* the caller's value, NULL when unset */
+} kg_test_cflags;
+
+static inline void kg_test_cflags_set(kg_test_cflags *c, const char *extra, int replace) {
+  const char *cur = getenv("KGEN_CFLAGS");
+  c->saved = cur ? strdup(cur) : NULL;
+  if (!extra) return;
+  char all[2048];
+  snprintf(all, sizeof all, "%s %s", replace || !c->saved ? "" : c->saved, extra);
+  setenv("KGEN_CFLAGS", all, 1);
+}
+
+static inline void kg_test_cflags_restore(kg_test_cflags *c) {
+  if (c->saved) setenv("KGEN_CFLAGS", c->saved, 1);
+  else unsetenv("KGEN_CFLAGS");
+  free(c->saved);
+  c->saved = NULL;
+}
+
+/* Builds the generated C's prelude, after the lines define ("#define ..." lines or ""), with body (functions
+ * written against it; fn_name's runner is fn_name_args) and the epilogue, into m; 0, or the build's failure
+ * (m->log). */
 static inline int kg_test_build_with_prelude(const char *define, const char *body, const char *fn_name,
                                              kg_cpu_module *m) {
   kg_strbuf b;
   kg_strbuf_init(&b);
   kg_strbuf_puts(&b, define);
   kg_strbuf_puts(&b, kg_codegen_c_prelude());
+  /* the vector variants of the functions called in define and body (a macro there that names one must name it
+   * as a call: "#define F(x) kg_expf(x)") */
+  kg_strbuf uses;
+  kg_strbuf_init(&uses);
+  kg_strbuf_puts(&uses, define);
+  kg_strbuf_puts(&uses, body);
+  kg_codegen_c_put_vmath(&b, uses.s);
+  kg_strbuf_free(&uses);
   kg_strbuf_puts(&b, body);
   kg_strbuf_puts(&b, kg_codegen_c_epilogue());
   int rc = kg_cpu_build(b.s, fn_name, m);

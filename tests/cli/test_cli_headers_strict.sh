@@ -31,6 +31,19 @@ compile "gcc C headers" -- gcc -std=c11 $STRICT -c "$T/all_c.c" -o "$T/o.o"
 compile "g++ C headers" -- g++ $STRICT -x c++ -c "$T/all_c.c" -o "$T/o.o"
 compile "gcc CUDA headers" -- gcc -std=c11 $STRICT -c "$T/all_cuda.c" -o "$T/o.o"
 compile "g++ CUDA headers" -- g++ $STRICT -x c++ -c "$T/all_cuda.c" -o "$T/o.o"
+# the vector variants of exp, erf and tanh are defined in a unit for the kernels that call them, and only there:
+# the unit of every header (softmax's exp, then GELU's erf after the helpers' guard) links into a program at the
+# machine's level, and a unit of matmul alone defines none
+printf 'int main(void) { return 0; }\n' > "$T/stub.c"
+compile "gcc C headers at -march=native" -- gcc -std=c11 -O3 -march=native -fopenmp -c "$T/all_c.c" -o "$T/all_c.o"
+compile "every C header linked" -- gcc -fopenmp "$T/all_c.o" "$T/stub.c" -o "$T/all_c" -lm
+printf '#define KG_IMPLEMENTATION\n#include "%s/c/matmul.h"\n' "$T" > "$T/mm.c"
+compile "matmul alone" -- gcc -std=c11 -O3 -march=native -fopenmp -c "$T/mm.c" -o "$T/mm.o"
+if nm "$T/mm.o" | grep -qE 'kg_(expf|erff|tanhf)'; then echo "FAIL: matmul's unit defines vector math it never calls"; fail=1; fi
+if [ "$(uname -m)" = x86_64 ] && gcc --version | grep -q 'Free Software' && ! nm "$T/all_c.o" | grep -q 'kg_erff'; then
+  echo "FAIL: no erf variants in the unit of every header"
+  fail=1
+fi
 if command -v clang >/dev/null 2>&1; then
   # each C header in its own unit as well: clang reports a missed simd hint once per unit
   for h in "$T/c"/*.h; do
