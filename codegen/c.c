@@ -615,18 +615,22 @@ static void put_stmt(cgen *g, const kg_irstmt *s, int ind) {
 
 /* ---- the pieces of a translation unit (see the file comment) ---- */
 
+/* The prelude's includes, also what runtime/pch.c precompiles. */
+#define INCLUDES                                                                                                   \
+  "/* kgen's generated C: includes, once per translation unit. */\n"                                               \
+  "#ifndef KG_C_INCLUDES\n"                                                                                        \
+  "#define KG_C_INCLUDES\n"                                                                                        \
+  "#include <math.h>\n"                                                                                            \
+  "#include <stdint.h>\n"                                                                                          \
+  "#include <stdlib.h>\n"                                                                                          \
+  "#include <string.h>\n"                                                                                          \
+  "#if defined(__SSE__) && !defined(__CUDACC__) && (defined(__x86_64__) || defined(__i386__))\n"                  \
+  "#include <immintrin.h>\n"                                                                                       \
+  "#endif\n"                                                                                                       \
+  "#endif\n"
+
 static const char prelude[] =
-    "/* kgen's generated C: includes, once per translation unit. */\n"
-    "#ifndef KG_C_INCLUDES\n"
-    "#define KG_C_INCLUDES\n"
-    "#include <math.h>\n"
-    "#include <stdint.h>\n"
-    "#include <stdlib.h>\n"
-    "#include <string.h>\n"
-    "#if defined(__SSE__) && !defined(__CUDACC__) && (defined(__x86_64__) || defined(__i386__))\n"
-    "#include <immintrin.h>\n"
-    "#endif\n"
-    "#endif\n"
+    INCLUDES
     "#ifndef KG_RESTRICT\n"
     "#ifdef __cplusplus\n"
     "#define KG_RESTRICT __restrict__\n"
@@ -1289,6 +1293,7 @@ static const char epilogue[] =
     "#endif\n";
 
 const char *kg_codegen_c_prelude(void) { return prelude; }
+const char *kg_codegen_c_includes(void) { return INCLUDES; }
 const char *kg_codegen_c_epilogue(void) { return epilogue; }
 
 /* The vector variants are functions the unit defines, not inline code: each is compiled whether it is called or

@@ -10,6 +10,8 @@
  * KG_C_INCLUDES; then the opening of a region of compiler options and silenced diagnostics; then the helpers the
  * functions call (kg_expf, kg_floordiv, ...), guarded by KG_C_HELPERS. It must precede any function. */
 const char *kg_codegen_c_prelude(void);
+/* The prelude's first part, its includes (guarded by KG_C_INCLUDES): what a precompiled header may hold. */
+const char *kg_codegen_c_includes(void);
 /* After the prelude, before the functions of src: the definitions of the vector variants of kgen's exp, erf and
  * tanh that src calls (under gcc on x86-64; nothing elsewhere), each guarded once per translation unit. */
 void kg_codegen_c_put_vmath(struct kg_strbuf *b, const char *src);

@@ -81,7 +81,9 @@ static int live_compiler_add(pid_t pid) {
 }
 
 /* The files a build folder may hold (compiler.h's users: cpu.c, emu.c). */
-static const char *const build_files[] = {"kernel.c", "kernel.so", "kernel.cu", "cuda_emu.h"};
+/* every file a build folder may hold: kernels' (runtime/cpu.c, emu.c) and the precompiled header's (pch.c) */
+static const char *const build_files[] = {"kernel.c", "kernel.so",  "kernel.cu",
+                                          "cuda_emu.h", "kg_pch.h", "kg_pch.h.gch"};
 
 /* Async-signal-safe "dir/file" into buf (PATH_MAX). */
 static void join_safe(char *buf, const char *dir, const char *file) {

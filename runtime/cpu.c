@@ -8,6 +8,7 @@
 #include "../base/clock.h"
 #include "probe.h"
 #include "compiler.h"
+#include "pch.h"
 #include "../codegen/kernel_flags.h"
 #include <dlfcn.h>
 #include <errno.h>
@@ -84,13 +85,45 @@ int kg_cpu_build(const char *src, const char *fn_name, kg_cpu_module *m) {
   }
   char *cc = NULL, *extra = NULL, kflags[sizeof KG_KERNEL_CFLAGS];
   char *argv[80];
-  const char *flags[] = {"-shared", "-fPIC", "-o", "kernel.so", "kernel.c", "-lm"};
-  if (kernel_argv(argv, (int)(sizeof argv / sizeof *argv), flags, (int)(sizeof flags / sizeof *flags), kflags, &cc,
-                  &extra) != 0)
+  /* the options a precompiled header must share (runtime/pch.h): the compile's, without its files */
+  char *pcc = NULL, *pextra = NULL, pkflags[sizeof KG_KERNEL_CFLAGS], *popts[80];
+  const char *pic[] = {"-fPIC"};
+  char *pch = NULL;
+  int npopts = 0;
+  if (kernel_argv(popts, (int)(sizeof popts / sizeof *popts), pic, 1, pkflags, &pcc, &pextra) == 0) {
+    while (popts[npopts]) npopts++;
+    pch = kg_pch_for(popts, npopts);
+  }
+  const char *flags[] = {"-include", pch, "-shared", "-fPIC", "-o", "kernel.so", "kernel.c", "-lm"};
+  int skip = pch ? 0 : 2; /* no -include without a PCH */
+  if (kernel_argv(argv, (int)(sizeof argv / sizeof *argv), flags + skip,
+                  (int)(sizeof flags / sizeof *flags) - skip, kflags, &cc, &extra) != 0) {
+    free(pcc);
+    free(pextra);
+    free(pch);
     goto done;
+  }
   double t0 = kg_now_s();
   char *log = NULL;
   int st = kg_compiler_run_command(argv, m->dir, &log);
+  if (pch && st > 0 && st != KG_COMPILER_SIGNALED) {
+    /* a failure with the PCH is retried without it, which then decides: the PCH is not to blame for a kernel
+     * that does not compile either way, and is not used again when the kernel compiles without it */
+    char *cc2 = NULL, *extra2 = NULL, kflags2[sizeof KG_KERNEL_CFLAGS], *argv2[80], *log2 = NULL;
+    if (kernel_argv(argv2, (int)(sizeof argv2 / sizeof *argv2), flags + 2, (int)(sizeof flags / sizeof *flags) - 2,
+                    kflags2, &cc2, &extra2) == 0) {
+      int st2 = kg_compiler_run_command(argv2, m->dir, &log2);
+      if (st2 == 0) kg_pch_failed(popts, npopts);
+      free(log);
+      log = log2;
+      st = st2;
+    }
+    free(cc2);
+    free(extra2);
+  }
+  free(pcc);
+  free(pextra);
+  free(pch);
   m->compile_s = kg_now_s() - t0;
   m->log = log;
   if (st == KG_COMPILER_NO_EXEC || (st < 0 && st != KG_COMPILER_TIMEOUT)) {

@@ -154,6 +154,13 @@ sleep 0.2
 left=$(ls "$T/tmp" | grep "^kgen-" || true)
 [ -z "$left" ] || { echo "FAIL: build folders left after SIGTERM: $left"; fail=1; }
 
+# a tuning that ends: its build folders gone, the precompiled header's (runtime/pch.c, made at the third build)
+# with them
+mkdir -p "$T/tmp2"
+expect 0 "a tuning of 8 trials" -- env TMPDIR="$T/tmp2" $K tune "${W[@]}" --target c --trials 8 --log "$T/k2.kglog" --quiet
+left=$(ls "$T/tmp2")
+[ -z "$left" ] || { echo "FAIL: folders left after a tuning: $left"; fail=1; }
+
 dead=$(sh -c 'echo $$')
 mkdir "$T/tmp/kgen-$dead-abcdef" "$T/tmp/kgen-emu-$dead-ghijkl" "$T/tmp/kgen-$$-mnopqr"
 touch "$T/tmp/kgen-$dead-abcdef/kernel.so" "$T/tmp/kgen-$$-mnopqr/kernel.so"
