@@ -17,7 +17,8 @@
 #             for the memory-bound workloads PyTorch writing into an output it was given (eager with out=, and
 #             compiled), since a fresh output each call costs page faults kgen's caller-owned buffers do not; on
 #             the CPU OpenBLAS, Halide 14's autoschedulers (../shared/peers) and the copy bandwidth at each
-#             memory-bound workload's footprint (copy_bw), on the GPU cuBLAS (FP32 and TF32), cuDNN and a
+#             memory-bound workload's footprint (copy_bw) and the FMA peak beside each compute-bound one
+#             (bench/hand/fma_peak.c), on the GPU cuBLAS (FP32 and TF32), cuDNN and a
 #             device-to-device copy
 #             on the CPU also TVM MetaSchedule (bench/tvm_peers.py, in the venv bench/tvm-venv.sh makes at setup)
 #             for TVM_WORKLOADS, tuned with the same TRIALS, its best kernel checked against kgen's saved outputs
@@ -373,6 +374,11 @@ peers() { # workload
     else
       say "no copy rate for $w (no $BUILD/bench/copy_bw, or no footprint): its fraction of it is left out"
     fi
+  else
+    # the FMA peak over the same threads, right after the kernels: the roof a compute-bound kernel is reported
+    # against (bench/hand/fma_peak.c, built with the kernel flags)
+    record "$PEER_LIMIT" "$LOGDIR/$w.peak.txt" env BUILD="$BUILD" THREADS="$THREADS" bench/hand/run.sh fma_peak 0.3 ||
+      warn "the FMA peak beside $w failed"
   fi
   # OpenBLAS's and Halide's peers take their sizes from the workload's (a peer at other sizes than kgen's would
   # be compared with it all the same): a square matmul, softmax at any N and D, the convolution at the CPU's ResNet

@@ -100,6 +100,18 @@ def copy_run(path):
     return {'bytes': int(m.group(1)), 'median': float(m.group(2)) / 1e3, 'gbps': float(m.group(3))}
 
 
+def peak_run(path):
+    """bench/hand/fma_peak's lines: {'gflops' (all threads, the widest width's or the best), 'threads', 'width'},
+    or None."""
+    best = None
+    for m in re.finditer(r'^(\d+)-bit: one thread [\d.]+ G FMA/s \([\d.]+ GFLOP/s\); (\d+) threads [\d.]+ G FMA/s '
+                         r'\(([\d.]+) GFLOP/s\)', read_text(path) or '', re.M):
+        g = float(m.group(3))
+        if best is None or g > best['gflops']:
+            best = {'gflops': g, 'threads': int(m.group(2)), 'width': int(m.group(1))}
+    return best
+
+
 def runs_tsv(logdir):
     runs = {}
     for line in (read_text(os.path.join(logdir, 'runs.tsv')) or '').splitlines():
@@ -130,7 +142,8 @@ def load(a):
     W = {}
     for w in workloads + [k[0] for k in runs if k[0] not in workloads]:
         e = {'sizes': sizes_of(d, w), 'torch': torch_rows(os.path.join(d, f'{w}.torch.json')),
-             'build': build_tsv(d, w), 'copy': copy_run(os.path.join(d, f'{w}.copy.txt'))}
+             'build': build_tsv(d, w), 'copy': copy_run(os.path.join(d, f'{w}.copy.txt')),
+             'peak': peak_run(os.path.join(d, f'{w}.peak.txt'))}
         for v in ('naive', 'unfused', 'fused'):
             e[v] = run_out(os.path.join(d, f'{w}.{v}.txt'))
         for v in ('fused', 'unfused', 'random'):
@@ -239,6 +252,7 @@ def suite_section(target, workloads, W, peers, copy):
         out += targets_gpu(workloads, W, copy)
     else:
         out += copy_section(workloads, W)
+        out += peak_section(workloads, W, peers)
     return out
 
 
@@ -312,6 +326,39 @@ def copy_section(workloads, W):
         'the same suite run, right after the workload\'s kernels. A kernel\'s rate is its footprint over its '
         'median time (each input read and each output written once); the fraction is that rate over the copy '
         'rate. PyTorch\'s best is the faster of its plain and given-output variants.\n')
+
+
+def peak_section(workloads, W, peers):
+    """Every compute-bound kernel against the machine's FMA peak (bench/hand/fma_peak.c, same run)."""
+    rows = []
+    for w in workloads:
+        e = W[w]
+        pk, f = e['peak'], e['fused']
+        if not pk or not f or not f.get('gflops') or not f.get('median'):
+            continue
+        flops = f['gflops'] * 1e9 * f['median']
+
+        def pct(sec):
+            return f"{flops / sec / 1e9 / pk['gflops'] * 100:.0f}%" if sec else '—'
+        tr = e['torch']
+        ind = [x for x in (torch_s(tr, m) for m in ('compile', 'max-autotune', 'max-autotune-frozen'))
+               if x is not None]
+        eag = torch_s(tr, 'eager')
+        blas = peers.get(('OpenBLAS', w)) if w == 'matmul' else None
+        rows.append([LABELS.get(w, w), f'{flops / 1e9:.3g}', f"{pk['gflops']:.0f} GFLOP/s", cell(f['median']),
+                     f"{f['gflops']:.0f} GFLOP/s", pct(f['median']), pct(min(ind) if ind else None), pct(eag),
+                     pct(blas)])
+    if not rows:
+        return ''
+    return ('\n### Compute-bound kernels against the FMA peak\n\n' + table(
+        ['workload', 'GFLOP per call', 'FMA peak there', 'kgen tuned', 'kgen GFLOP/s', 'kgen fraction of peak',
+         'TorchInductor fraction (best)', 'PyTorch eager fraction', 'OpenBLAS fraction'], rows) +
+        '\nThe FMA peak: `bench/hand/run.sh fma_peak` (bench/hand/fma_peak.c), independent chains of f32 '
+        'multiply-adds on registers over the same threads, the faster of its vector widths, run in the same suite '
+        'run right after the workload\'s kernels. A kernel\'s rate is the flops kgen counts for the workload (2 per '
+        'multiply-add) over its median time; the fraction is that rate over the peak, for the peers too (the '
+        'same flops over their time). No kernel can pass it; one near it has nothing left to gain from its '
+        'schedule.\n')
 
 
 def targets_gpu(workloads, W, copy):

@@ -2,10 +2,12 @@
 # The CPU peers' plumbing of the benchmark suite, without PyTorch and without a network:
 #   - bench/copy_bw (the copy rate a memory-bound kernel is reported against): a positive, finite rate that agrees
 #     with its own time and footprint, and its usage errors;
-#   - bench/suite_report.py on a forged LOGDIR: each memory-bound kernel's fraction of the copy rate, the PyTorch
+#   - bench/suite_report.py on a forged LOGDIR: each memory-bound kernel's fraction of the copy rate, each
+#     compute-bound kernel's (and its peers') fraction of the FMA peak, the PyTorch
 #     given-output table and the compile times beside the TorchInductor columns, computed from the raw files;
-#   - bench/suite.sh's peers step: the copy rate measured at the workload's exact footprint, and one line saying
-#     that the PyTorch peers are left out when there is no PyTorch;
+#   - bench/suite.sh's peers step: the copy rate measured at the workload's exact footprint, the FMA peak beside a
+#     compute-bound workload (and each only there), and one line saying that the PyTorch peers are left out when
+#     there is no PyTorch;
 #   - bench/paired.py (paired timing on a noisy machine): per-round times and ratios, a silent command named;
 #   - bench/torch-venv.sh's decisions, with a fake Python and a fake pip: the light install checked and stamped,
 #     reused on a second run, made again when a pin changes, the full install in a clean folder when the light one
@@ -49,7 +51,11 @@ if "$PY" -c 'import msgpack' 2> /dev/null; then
   runout() { printf 'time: %s ms (median of 10 runs, min %s, max %s)\nverify: ok max_rel_err=1e-07\n' "$1" "$1" "$1"; }
   runout 2.0 > "$L/softmax.fused.txt"
   runout 1.6 > "$L/reduce_rows.fused.txt"
-  runout 5.0 > "$L/matmul.fused.txt"
+  { runout 5.0; echo "throughput: 400 GFLOP/s, 1.2 GB/s; spread (max-min)/median 1.0%"; } > "$L/matmul.fused.txt"
+  # matmul: 2 GFLOP a call (400 GFLOP/s at 5 ms), 80% of a 500 GFLOP/s peak (the faster width's); eager at 10 ms
+  # 40%, frozen max-autotune at 6 ms 67%
+  printf '512-bit: one thread 3.60 G FMA/s (115.2 GFLOP/s); 2 threads 15.63 G FMA/s (500.0 GFLOP/s)\n256-bit: one thread 7.00 G FMA/s (112.0 GFLOP/s); 2 threads 14.00 G FMA/s (224.0 GFLOP/s)\n' \
+    > "$L/matmul.peak.txt"
   # softmax 4096x1024 moves 32 MiB: at 2 ms that is 16.78 GB/s, half of this copy rate; row sums 4096^2 (64 MiB
   # and 16 KiB) at 1.6 ms is 41.95 GB/s, 80% of its copy rate; PyTorch's best eager (2.5 ms) is 40% of softmax's
   echo "copy_bw bytes=33554432 threads=2 samples=11 reps=1 median_ms=1 min_ms=1 max_ms=1 gbps=33.554432" > "$L/softmax.copy.txt"
@@ -81,6 +87,13 @@ else:
         bad.append(f'row sums copy row {r}')
 if row('| matmul |', mb) is not None:
     bad.append('matmul (no copy rate) has a memory-bound row')
+pk = '### Compute-bound kernels against the FMA peak'
+c = row('| matmul |', pk) if pk in md else None
+# GFLOP per call, peak, kgen, kgen rate, fraction, Inductor (best), eager, OpenBLAS
+if c is None or c[1:9] != ['2', '500 GFLOP/s', '5 ms', '400 GFLOP/s', '80%', '67%', '40%', '—']:
+    bad.append(f'matmul peak row {c}')
+if pk in md and row('| softmax |', pk) is not None:
+    bad.append('softmax (no FMA peak measured) has a compute-bound row')
 a = row('| softmax |', '### PyTorch writing into a given output')
 # kgen, eager, eager out=, speedup, compile, compile into a given output, speedup, best / kgen
 if a is None or a[1:9] != ['2 ms', '4 ms', '2.5 ms', '1.60x', '3 ms (compile 4.2 s)', '1 ms (compile 5.5 s)',
@@ -111,6 +124,17 @@ EOF
     { echo "FAIL: the copy was not run at row sums' footprint (40*100*4 + 40*4 bytes):"; cat "$L2/reduce_rows.copy.txt"; fail=1; }
   grep -q "^| row sums | 0.0154 MiB |" "$T"/res/suite-c-*.md ||
     { echo "FAIL: the suite's report has no copy row for row sums"; fail=1; }
+  [ ! -e "$L2/reduce_rows.peak.txt" ] || { echo "FAIL: an FMA peak beside a memory-bound workload"; fail=1; }
+  # a compute-bound workload gets the FMA peak instead (where the CPU has AVX2)
+  L5="$T/suite_mm"
+  expect 0 "the peers step of a compute-bound workload" -- env BUILD="$B" PYTHON="$PY" TARGET=c WORKLOADS=matmul \
+    STEPS="peers" LOGDIR="$L5" TORCH_PYTHON="$T/no/python" TVM_WORKLOADS= RUN_TIMEOUT=600 \
+    ARGS_matmul="te/lib/matmul.te -D M=40 -D N=24 -D K=8" bench/suite.sh
+  [ ! -e "$L5/matmul.copy.txt" ] || { echo "FAIL: a copy rate beside a compute-bound workload"; fail=1; }
+  if grep -qw avx2 /proc/cpuinfo 2> /dev/null; then
+    grep -qE "^(512|256)-bit: one thread [0-9.]+ G FMA/s \([0-9.]+ GFLOP/s\); [0-9]+ threads" "$L5/matmul.peak.txt" 2> /dev/null ||
+      { echo "FAIL: no FMA peak beside matmul:"; cat "$L5/matmul.peak.txt"; fail=1; }
+  fi
 else
   echo "skip: the report's checks ($PY has no msgpack: Debian package python3-msgpack; make test-deps installs it)"
 fi
