@@ -301,7 +301,12 @@ done:
 }
 
 static const int64_t reg_rows[] = {1, 2, 3, 4, 6, 8};
-static const int64_t tile_rows[] = {16, 32, 48, 64, 96, 128};
+/* Row tiles. The keys' transposed copy is packed once per tile, so larger tiles amortize it: at B=16, S=T=512,
+ * D=E=64 the whole 512 rows ran 1.10x faster than the best 128-row tile, single-threaded, with the register tiles
+ * otherwise alike (bench/results/attn-tiles-amd-2026-12-07.md); a tile's score block (its rows times the keys)
+ * stays within ATTN_BLOCK_BYTES, which the 512 x 512 one fills. */
+static const int64_t tile_rows[] = {16, 32, 48, 64, 96, 128, 256, 512};
+#define ATTN_BLOCK_BYTES ((int64_t)1 << 20)
 
 static void add_rows_knob(kg_sketch *sk, const char *stage, int64_t extent) {
   int64_t v[8];
@@ -329,14 +334,18 @@ int kg_sketches_cpu_attn(kg_space *sp) {
       /* row tiles that divide the rows (a ragged last tile leaves the vectorized row loops of every stage of the
        * block a run-time extent, and their register tiles in memory: twice as slow), or the rows whole; others
        * only when none does */
+      int64_t keys = H1->roots[H1->nax - 1]->extent;
+      /* the score block of a tile within ATTN_BLOCK_BYTES, the smallest tile always */
+#define FITS(t) ((t) == tile_rows[0] || (t) * keys * (int64_t)sizeof(float) <= ATTN_BLOCK_BYTES)
       for (size_t k = 0; k < sizeof tile_rows / sizeof tile_rows[0]; k++)
-        if (tile_rows[k] < rows && rows % tile_rows[k] == 0) v[n++] = tile_rows[k];
-      if (rows <= tile_rows[sizeof tile_rows / sizeof tile_rows[0] - 1]) v[n++] = rows;
+        if (tile_rows[k] < rows && rows % tile_rows[k] == 0 && FITS(tile_rows[k])) v[n++] = tile_rows[k];
+      if (rows <= tile_rows[sizeof tile_rows / sizeof tile_rows[0] - 1] && (FITS(rows) || n == 0)) v[n++] = rows;
       if (n == 0)
-        for (size_t k = 0; k < sizeof tile_rows / sizeof tile_rows[0]; k++) v[n++] = tile_rows[k];
+        for (size_t k = 0; k < sizeof tile_rows / sizeof tile_rows[0]; k++)
+          if (FITS(tile_rows[k])) v[n++] = tile_rows[k];
+#undef FITS
       kg_sketch_add_stage_knob(sk, KG_KNOB_TILE, "attn", "ti", v, n);
       kg_sketch_add_stage_knob(sk, KG_KNOB_CHOICE, "attn", "col", (const int64_t[]){0, 1}, 2);
-      int64_t keys = H1->roots[H1->nax - 1]->extent;
       n = 0;
       for (int64_t r = 1; r <= 8 && r <= keys; r *= 2) v[n++] = r;
       kg_sketch_add_stage_knob(sk, KG_KNOB_TILE, H1->name, "rj", v, n);

@@ -190,6 +190,62 @@ static void check_points(const char *text, const char *sizes, int ndraw, int nru
   kg_test_workload_free(&w);
 }
 
+/* The row tiles (knob attn.ti) at sizes: a comma-separated list into out, "" without cpu/attn. */
+static void row_tiles(const char *sizes, char *out, size_t outlen) {
+  out[0] = 0;
+  kg_program *p = kg_test_load_sizes(attention_text, sizes);
+  kg_space *sp = p ? kg_space_new(p, KG_TARGET_C, NULL) : NULL;
+  int si = sp ? kg_space_find_sketch(sp, "cpu/attn") : -1;
+  const kg_sketch *sk = si >= 0 ? &sp->sketches[si] : NULL;
+  for (int k = 0; sk && k < sk->nknobs; k++)
+    if (!strcmp(sk->knobs[k].name, "attn.ti"))
+      for (int v = 0; v < sk->knobs[k].nvalues; v++) {
+        size_t n = strlen(out);
+        snprintf(out + n, outlen - n, "%s%lld", v ? "," : "", (long long)sk->knobs[k].values[v]);
+      }
+  if (sp) kg_space_free(sp);
+  kg_program_free(p);
+}
+
+/* Row tiles up to the rows whole, as long as a tile's score block (rows x keys floats) stays within 1 MiB: the
+ * keys' transposed copy is packed once per tile. A 512-row tile's point realizes and verifies. */
+static void check_row_tiles(void) {
+  char t[256];
+  row_tiles("B=2 S=512 T=512 D=8 E=8", t, sizeof t);
+  CHECKF(!strcmp(t, "16,32,64,128,256,512"), "row tiles at S=T=512: %s", t);
+  row_tiles("B=2 S=512 T=4096 D=8 E=8", t, sizeof t);
+  CHECKF(!strcmp(t, "16,32,64"), "row tiles at S=512, T=4096 (a 64-row block is 1 MiB): %s", t);
+  row_tiles("B=2 S=100 T=64 D=8 E=8", t, sizeof t);
+  CHECKF(!strcmp(t, "100"), "row tiles at S=100 (none divides: the rows whole): %s", t);
+  row_tiles("B=1 S=4000 T=8192 D=8 E=8", t, sizeof t);
+  CHECKF(!strcmp(t, "16,32"), "row tiles at S=4000, T=8192 (only the smallest fits; 16 and 32 divide): %s", t);
+  kg_test_workload w;
+  if (load(&w, attention_text, "B=2 S=512 T=40 D=8 E=8")) return;
+  kg_space *sp = kg_space_new(w.p, KG_TARGET_C, NULL);
+  int si = kg_space_find_sketch(sp, "cpu/attn");
+  CHECK(si >= 0);
+  if (si >= 0) {
+    const kg_sketch *sk = &sp->sketches[si];
+    kg_point pt;
+    memset(&pt, 0, sizeof pt);
+    pt.sketch = si;
+    pt.nknobs = sk->nknobs;
+    for (int k = 0; k < sk->nknobs; k++) {
+      pt.knobs[k] = sk->knobs[k].values[0];
+      if (!strcmp(sk->knobs[k].name, "attn.ti")) pt.knobs[k] = sk->knobs[k].values[sk->knobs[k].nvalues - 1];
+    }
+    char err[1024];
+    kg_schedule *s = kg_space_realize(sp, &pt, err, sizeof err);
+    CHECKF(s != NULL, "the 512-row point does not realize: %s", err);
+    if (s) {
+      kg_test_verify_c(&w, s, "attention B=2 S=512 T=40, 512-row tile");
+      kg_schedule_free(s);
+    }
+  }
+  kg_space_free(sp);
+  kg_test_workload_free(&w);
+}
+
 int main(void) {
   attention_text = kg_test_read_file("te/lib/attention.te", NULL);
   CHECK(attention_text != NULL);
@@ -216,6 +272,7 @@ int main(void) {
   check_points(attention_text, "B=3 S=37 T=70 D=19 E=33", 24, 4, 1);
   check_points(attention_text, "B=1 S=130 T=17 D=16 E=40", 16, 2, 1);
   check_points(bmm_softmax, "B=2 M=21 N=35 K=6", 16, 3, 1);
+  check_row_tiles();
   free(attention_text);
   TEST_END();
 }
