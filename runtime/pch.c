@@ -44,7 +44,7 @@ static char *join(char *const *argv, int argc) {
   return s;
 }
 
-static void release(void) {
+void kg_pch_release(void) {
   pthread_mutex_lock(&lock);
   for (int i = 0; i < nentries; i++) {
     if (table[i].dir && getpid() == owner) kg_compiler_remove_dir(&table[i].dir, files, 2);
@@ -58,7 +58,7 @@ static void release(void) {
 
 static void at_exit_once(void) {
   owner = getpid();
-  atexit(release);
+  atexit(kg_pch_release);
 }
 
 /* Under the lock: the entry of key, added when new (NULL when the table is full or memory ran out). */

@@ -19,4 +19,7 @@
 char *kg_pch_for(char *const *argv, int argc);
 /* Marks the PCH of this command line as unusable: a kernel failed to build with it and built without it. */
 void kg_pch_failed(char *const *argv, int argc);
+/* Removes every PCH this process made and forgets them (later builds count afresh): what happens at exit, for a
+ * caller that wants no folder of kgen's left while it runs (tests that count them). */
+void kg_pch_release(void);
 #endif
