@@ -92,6 +92,11 @@ def torch_s(rows, mode):
     return float(r['median_ms']) / 1e3
 
 
+def torch_best(rows, modes):
+    """The fastest of torch's modes in seconds (missing, failed or unverified ones left out), or None."""
+    return min((x for x in (torch_s(rows, m) for m in modes) if x is not None), default=None)
+
+
 def copy_run(path):
     """bench/copy_bw's line: {'bytes', 'median' (s), 'gbps'}, or None."""
     m = re.search(r'^copy_bw bytes=(\d+) .*?median_ms=([\d.eE+-]+) .*?gbps=([\d.eE+-]+)', read_text(path) or '', re.M)
@@ -277,7 +282,7 @@ def alloc_section(workloads, W):
             continue
         k = t(W[w]['fused'])
         eg, eo, ic, io = (torch_s(tr, m) for m in ('eager', 'eager-out', 'compile', 'compile-out'))
-        best = min([p for p in (eg, eo, ic, io) if p is not None], default=None)
+        best = torch_best(tr, ('eager', 'eager-out', 'compile', 'compile-out'))
         rows.append([LABELS.get(w, w), cell(k), cell(eg), cell(eo), speed(eg, eo), torch_cell(tr, 'compile'),
                      torch_cell(tr, 'compile-out'), speed(ic, io), ratio(best, k)])
     if not rows:
@@ -309,12 +314,12 @@ def copy_section(workloads, W):
             return f'{x * 100:.0f}%' if x is not None else '—'
         fk = frac(k)
         tr = e['torch']
-        ind = [x for x in (torch_s(tr, 'compile'), torch_s(tr, 'compile-out')) if x is not None]
-        eag = [x for x in (torch_s(tr, 'eager'), torch_s(tr, 'eager-out')) if x is not None]
+        ind = torch_best(tr, ('compile', 'compile-out'))
+        eag = torch_best(tr, ('eager', 'eager-out'))
         rows.append([LABELS.get(w, w), f'{b / 2**20:.3g} MiB', f"{cp['gbps']:.3g} GB/s", cell(k),
                      f'{b / k / 1e9:.3g} GB/s' if k else '—', pct(fk),
                      '—' if fk is None else ('met' if fk >= CPU_COPY_PCT else 'NOT met'),
-                     pct(frac(min(ind)) if ind else None), pct(frac(min(eag)) if eag else None)])
+                     pct(frac(ind)), pct(frac(eag))])
     if not rows:
         return ''
     return ('\n### Memory-bound kernels against the copy rate\n\n' + table(
@@ -341,12 +346,11 @@ def peak_section(workloads, W, peers):
         def pct(sec):
             return f"{flops / sec / 1e9 / pk['gflops'] * 100:.0f}%" if sec else '—'
         tr = e['torch']
-        ind = [x for x in (torch_s(tr, m) for m in ('compile', 'max-autotune', 'max-autotune-frozen'))
-               if x is not None]
+        ind = torch_best(tr, ('compile', 'max-autotune', 'max-autotune-frozen'))
         eag = torch_s(tr, 'eager')
         blas = peers.get(('OpenBLAS', w)) if w == 'matmul' else None
         rows.append([LABELS.get(w, w), f'{flops / 1e9:.3g}', f"{pk['gflops']:.0f} GFLOP/s", cell(f['median']),
-                     f"{f['gflops']:.0f} GFLOP/s", pct(f['median']), pct(min(ind) if ind else None), pct(eag),
+                     f"{f['gflops']:.0f} GFLOP/s", pct(f['median']), pct(ind), pct(eag),
                      pct(blas)])
     if not rows:
         return ''
