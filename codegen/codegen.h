@@ -12,9 +12,10 @@
 const char *kg_codegen_c_prelude(void);
 /* The prelude's first part, its includes (guarded by KG_C_INCLUDES): what a precompiled header may hold. */
 const char *kg_codegen_c_includes(void);
-/* After the prelude, before the functions of src: the definitions of the vector variants of kgen's exp, erf and
- * tanh that src calls (under gcc on x86-64; nothing elsewhere), each guarded once per translation unit. */
-void kg_codegen_c_put_vmath(struct kg_strbuf *b, const char *src);
+/* After the prelude, before the functions of srcs[0..nsrcs): the definitions of the vector variants of kgen's exp,
+ * erf and tanh that any of them calls (under gcc on x86-64; nothing elsewhere), each guarded once per translation
+ * unit. */
+void kg_codegen_c_put_vmath(struct kg_strbuf *b, const char *const *srcs, int nsrcs);
 /* The region's closing: once after the functions. */
 const char *kg_codegen_c_epilogue(void);
 /* What a printed C function returns when a dynamic size lies outside its range (an exported header's

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../base/xalloc.h"
 #include "../base/strbuf.h"
 #include "header.h"
 
@@ -42,7 +43,12 @@ int kg_header_put_c(kg_strbuf *b, const kg_header_spec *s, char *err, size_t err
     if (check_binding(s, i, err, errlen) != 0) return -1;
   kg_strbuf_puts(b, "#ifdef KG_IMPLEMENTATION\n");
   kg_strbuf_puts(b, kg_codegen_c_prelude());
-  for (int i = 0; i < s->nbindings; i++) kg_codegen_c_put_vmath(b, s->bindings[i].c_function);
+  {
+    const char **srcs = kg_xrealloc(NULL, sizeof *srcs * (size_t)(s->nbindings + 1));
+    for (int i = 0; i < s->nbindings; i++) srcs[i] = s->bindings[i].c_function;
+    kg_codegen_c_put_vmath(b, srcs, s->nbindings);
+    free(srcs);
+  }
   kg_strbuf_puts(b, "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n");
   for (int i = 0; i < s->nbindings; i++) {
     const char *src = s->bindings[i].c_function;

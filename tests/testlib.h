@@ -237,12 +237,7 @@ static inline int kg_test_build_with_prelude(const char *define, const char *bod
   kg_strbuf_puts(&b, kg_codegen_c_prelude());
   /* the vector variants of the functions called in define and body (a macro there that names one must name it
    * as a call: "#define F(x) kg_expf(x)") */
-  kg_strbuf uses;
-  kg_strbuf_init(&uses);
-  kg_strbuf_puts(&uses, define);
-  kg_strbuf_puts(&uses, body);
-  kg_codegen_c_put_vmath(&b, uses.s);
-  kg_strbuf_free(&uses);
+  kg_codegen_c_put_vmath(&b, (const char *const[]){define, body}, 2);
   kg_strbuf_puts(&b, body);
   kg_strbuf_puts(&b, kg_codegen_c_epilogue());
   int rc = kg_cpu_build(b.s, fn_name, m);
