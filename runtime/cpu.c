@@ -107,19 +107,19 @@ int kg_cpu_build(const char *src, const char *fn_name, kg_cpu_module *m) {
   char *log = NULL;
   int st = kg_compiler_run_command(argv, m->dir, &log);
   if (pch && st > 0 && st != KG_COMPILER_SIGNALED) {
-    /* a failure with the PCH is retried without it, which then decides: the PCH is not to blame for a kernel
-     * that does not compile either way, and is not used again when the kernel compiles without it */
-    char *cc2 = NULL, *extra2 = NULL, kflags2[sizeof KG_KERNEL_CFLAGS], *argv2[80], *log2 = NULL;
-    if (kernel_argv(argv2, (int)(sizeof argv2 / sizeof *argv2), flags + 2, (int)(sizeof flags / sizeof *flags) - 2,
-                    kflags2, &cc2, &extra2) == 0) {
-      int st2 = kg_compiler_run_command(argv2, m->dir, &log2);
-      if (st2 == 0) kg_pch_failed(popts, npopts);
-      free(log);
-      log = log2;
-      st = st2;
-    }
-    free(cc2);
-    free(extra2);
+    /* a failure with the PCH is retried without it (the same command, its -include pair taken out), which then
+     * decides: the PCH is not to blame for a kernel that does not compile either way, and is not used again when
+     * the kernel compiles without it */
+    int j = 0, n = 0;
+    while (argv[n]) n++;
+    while (j < n && argv[j] != flags[0]) j++;
+    memmove(argv + j, argv + j + 2, sizeof *argv * (size_t)(n - j - 1)); /* with the NULL */
+    char *log2 = NULL;
+    int st2 = kg_compiler_run_command(argv, m->dir, &log2);
+    if (st2 == 0) kg_pch_failed(popts, npopts);
+    free(log);
+    log = log2;
+    st = st2;
   }
   free(pcc);
   free(pextra);

@@ -73,7 +73,7 @@ static pch_entry *entry_of(const char *key) {
 }
 
 static int is_gcc_pch(const char *dir) {
-  char *path = kg_compiler_join_path(dir, "kg_pch.h.gch");
+  char *path = kg_compiler_join_path(dir, files[1]);
   FILE *f = path ? fopen(path, "rb") : NULL;
   free(path);
   char magic[4] = {0};
