@@ -28,6 +28,16 @@ LABELS = {
     'batch_matmul': 'batch matmul', 'depthwise_conv2d': 'depthwise conv2d 3x3', 'matvec': 'matvec',
     'maxpool2d': 'max pool 3x3 stride 2', 'transpose': 'transpose', 'mlp_epilogue': 'MLP epilogue (matmul+bias+ReLU)',
 }
+# Labels by program file, where a workload name can run more than one (ARGS_conv2d=te/lib/conv2d.te): the stride-2
+# layer must not be reported as the suite's stride-1 one
+FILE_LABELS = {'conv2d_3x3': 'conv2d 3x3 (ResNet-50 layer)', 'conv2d': 'conv2d 3x3 stride 2'}
+PROGRAMS = {}  # workload -> the stem of the .te file the suite ran for it (load() fills it)
+
+
+def label(w):
+    return FILE_LABELS.get(PROGRAMS.get(w), LABELS.get(w, w))
+
+
 NEUTRAL = {'matmul', 'conv2d', 'reduce_rows', 'batch_matmul', 'matvec', 'maxpool2d', 'transpose'}
 # Halide's peers program names its workloads by these keys (../shared/peers/halide_peers.py)
 HALIDE_KEY = {'matmul': 'matmul', 'conv2d': 'conv2d', 'softmax': 'softmax'}
@@ -54,7 +64,6 @@ def run_out(path):
     m = re.search(r'^throughput: ([\d.]+) GFLOP/s, ([\d.]+) GB/s', txt, re.M)
     if m:
         out['gflops'], out['gbps'] = float(m.group(1)), float(m.group(2))
-    m = re.search(r'^workload: .*?sizes ?(.*)$', txt, re.M)
     return out
 
 
@@ -65,6 +74,16 @@ def sizes_of(logdir, w):
             b = re.findall(r'-D (\w+=\d+)', line)
             if b:
                 return ' '.join(b)
+    return ''
+
+
+def program_of(logdir, w):
+    """The stem of the .te file the suite tuned or measured for a workload ('' when no command names one)."""
+    for line in (read_text(os.path.join(logdir, 'commands.txt')) or '').splitlines():
+        if f'/{w}.' in line:
+            m = re.search(r'(?:^|\s)\S*?([\w-]+)\.te(?:\s|$)', line)
+            if m:
+                return m.group(1)
     return ''
 
 
@@ -146,6 +165,7 @@ def load(a):
     runs = runs_tsv(d)
     W = {}
     for w in workloads + [k[0] for k in runs if k[0] not in workloads]:
+        PROGRAMS[w] = program_of(d, w)
         e = {'sizes': sizes_of(d, w), 'torch': torch_rows(os.path.join(d, f'{w}.torch.json')),
              'build': build_tsv(d, w), 'copy': copy_run(os.path.join(d, f'{w}.copy.txt')),
              'peak': peak_run(os.path.join(d, f'{w}.peak.txt'))}
@@ -241,7 +261,7 @@ def suite_section(target, workloads, W, peers, copy):
         fp32 = [p for p in ps if p is not None]
         best = min(fp32) if fp32 else None
         other = [cell(p) for p in ps[len(TORCH_COLS):]] + ([cell(tf32)] if target == 'cuda' else [])
-        rows.append([LABELS.get(w, w), e['sizes'], f"{cell(k)} {fmt_rate(e['fused'])}".strip(),
+        rows.append([label(w), e['sizes'], f"{cell(k)} {fmt_rate(e['fused'])}".strip(),
                      cell(t(e['naive']))] + tcells + other + [ratio(best, k)])
     out = table(head, rows)
     out += ('\nkgen tuned: the best fused schedule of the tuning log, verified against kgen\'s reference evaluator '
@@ -283,7 +303,7 @@ def alloc_section(workloads, W):
         k = t(W[w]['fused'])
         eg, eo, ic, io = (torch_s(tr, m) for m in ('eager', 'eager-out', 'compile', 'compile-out'))
         best = torch_best(tr, ('eager', 'eager-out', 'compile', 'compile-out'))
-        rows.append([LABELS.get(w, w), cell(k), cell(eg), cell(eo), speed(eg, eo), torch_cell(tr, 'compile'),
+        rows.append([label(w), cell(k), cell(eg), cell(eo), speed(eg, eo), torch_cell(tr, 'compile'),
                      torch_cell(tr, 'compile-out'), speed(ic, io), ratio(best, k)])
     if not rows:
         return ''
@@ -316,7 +336,7 @@ def copy_section(workloads, W):
         tr = e['torch']
         ind = torch_best(tr, ('compile', 'compile-out'))
         eag = torch_best(tr, ('eager', 'eager-out'))
-        rows.append([LABELS.get(w, w), f'{b / 2**20:.3g} MiB', f"{cp['gbps']:.3g} GB/s", cell(k),
+        rows.append([label(w), f'{b / 2**20:.3g} MiB', f"{cp['gbps']:.3g} GB/s", cell(k),
                      f'{b / k / 1e9:.3g} GB/s' if k else '—', pct(fk),
                      '—' if fk is None else ('met' if fk >= CPU_COPY_PCT else 'NOT met'),
                      pct(frac(ind)), pct(frac(eag))])
@@ -349,7 +369,7 @@ def peak_section(workloads, W, peers):
         ind = torch_best(tr, ('compile', 'max-autotune', 'max-autotune-frozen'))
         eag = torch_s(tr, 'eager')
         blas = peers.get(('OpenBLAS', w)) if w == 'matmul' else None
-        rows.append([LABELS.get(w, w), f'{flops / 1e9:.3g}', f"{pk['gflops']:.0f} GFLOP/s", cell(f['median']),
+        rows.append([label(w), f'{flops / 1e9:.3g}', f"{pk['gflops']:.0f} GFLOP/s", cell(f['median']),
                      f"{f['gflops']:.0f} GFLOP/s", pct(f['median']), pct(ind), pct(eag),
                      pct(blas)])
     if not rows:
@@ -382,7 +402,7 @@ def targets_gpu(workloads, W, copy):
             continue
         r = W[w]['fused']
         if r and r['gbps'] and bw:
-            lines.append(f'- {LABELS.get(w, w)}: {r["gbps"]:.0f} GB/s against a device-to-device copy\'s '
+            lines.append(f'- {label(w)}: {r["gbps"]:.0f} GB/s against a device-to-device copy\'s '
                          f'{bw:.0f} GB/s: {r["gbps"] / bw * 100:.0f}% ({"met" if r["gbps"] / bw >= TARGET_PCT else "NOT met"}'
                          '; target >= 80%)')
     ahead = []
@@ -411,7 +431,7 @@ def fusion_section(target, workloads, W):
         if one_stage and w in NEUTRAL:
             u = f   # one stage: nothing to fuse, the fused kernel is the unfused one
         eg, ind = torch_s(e['torch'], 'eager'), torch_s(e['torch'], 'compile')
-        rows.append([LABELS.get(w, w), 'neutral' if w in NEUTRAL else 'friendly',
+        rows.append([label(w), 'neutral' if w in NEUTRAL else 'friendly',
                      '(one stage)' if one_stage and w in NEUTRAL else cell(u), cell(f), speed(u, f), cell(eg),
                      cell(ind), speed(eg, ind), speed(ind, f), speed(eg, f)])
         bars.append((w, u / f if u and f else None, eg / ind if eg and ind else None))
@@ -476,7 +496,7 @@ def amort_section(workloads, W):
             if cs is None or tt is None or eg is None:
                 return None
             return math.inf if eg - tt <= 0 else max(1, cs / (eg - tt))
-        rows.append([LABELS.get(w, w), n95 if n95 else '—', f'{s95:.0f} s' if s95 is not None else '—',
+        rows.append([label(w), n95 if n95 else '—', f'{s95:.0f} s' if s95 is not None else '—',
                      f'{wall:.0f} s ({len(lg["recs"])})' if wall else '—',
                      f'{comp * 1e3:.0f} ms' if comp is not None else '—',
                      f"{b['replay']:.2f} s (compile {b.get('replay_compile', 0):.2f} s)" if 'replay' in b else '—',
@@ -512,7 +532,7 @@ def curves_section(workloads, W):
             b = median_s(lg['best']) if lg['best'] else None
             n95 = first_reaching(lg['recs'], goal, None)[0] if goal else None
             q = c[len(c) // 4 - 1] if len(c) >= 4 else None
-            rows.append([LABELS.get(w, w), name, len(lg['recs']), cell(b), n95 or 'not reached', cell(q)])
+            rows.append([label(w), name, len(lg['recs']), cell(b), n95 or 'not reached', cell(q)])
     return table(head, rows) if rows else '(no model-vs-random runs)\n'
 
 
@@ -541,7 +561,7 @@ def tvm_section(workloads, W):
         kn = lg['curve'][min(n, len(lg['curve'])) - 1] if n and lg['curve'] else None
         tt = f"{r['tune_s']:.0f} s ({r.get('trials', '?')}, {r.get('valid', '?')})" \
             if isinstance(r.get('tune_s'), (int, float)) else '—'
-        rows.append([LABELS.get(w, w), cell(k), kt, tcell, tt, ratio(tv, k), cell(kn), cell(best[-1] if best else None)])
+        rows.append([label(w), cell(k), kt, tcell, tt, ratio(tv, k), cell(kn), cell(best[-1] if best else None)])
     if not rows:
         return '(not run: no TVM venv, or TVM_WORKLOADS empty)\n'
     out = table(head, rows)
@@ -636,7 +656,7 @@ def plots(a, target, W, bars):
             if tb:
                 ys = [curve_y(c, fl) for c in tb]
                 ax.plot(range(1, len(ys) + 1), ys, label='TVM MetaSchedule')
-            ax.set_title(LABELS.get(w, w), fontsize=9)
+            ax.set_title(label(w), fontsize=9)
             ax.set_xlabel('trials')
             ax.set_ylabel('best GFLOP/s' if fl else 'best time (ms)')
             ax.legend(fontsize=8)
@@ -651,7 +671,7 @@ def plots(a, target, W, bars):
         ax.bar([x + 0.2 for x in xs], [b[2] or 0 for b in bars], 0.4, label='TorchInductor / PyTorch eager')
         ax.axhline(1.0, color='gray', lw=0.8)
         ax.set_xticks(list(xs))
-        ax.set_xticklabels([LABELS.get(b[0], b[0]).split(' (')[0] for b in bars], rotation=20, fontsize=8)
+        ax.set_xticklabels([label(b[0]).split(' (')[0] for b in bars], rotation=20, fontsize=8)
         ax.set_ylabel('speedup over own baseline')
         ax.legend(fontsize=8)
         fig.tight_layout()
@@ -716,7 +736,7 @@ def tvm_wall_plot(plt, stem, W):
         if pts:
             # markers: MetaSchedule measures a round of candidates at once, so a round's trials share one time
             ax.step([p[0] for p in pts], [p[1] for p in pts], where='post', marker='o', ms=3, label='TVM MetaSchedule')
-        ax.set_title(LABELS.get(w, w), fontsize=9)
+        ax.set_title(label(w), fontsize=9)
         ax.set_xlabel('tuning wall time (s)')
         ax.set_ylabel('best GFLOP/s' if fl else 'best time (ms)')
         ax.legend(fontsize=8)

@@ -9,8 +9,8 @@ TF32, cuDNN, a device-to-device copy).
   torch_peers.py dynamic WORKLOAD --seq FILE [-D NAME=VALUE]... [--var NAME] [--device cpu|cuda]
                  [--modes eager,static,dynamic] [--compile-mode MODE] [--steady-min-ms 50] [--out FILE.json]
 
-WORKLOAD is a name (softmax) or a .te path (te/lib/softmax.te): bias_gelu_residual, layernorm, rmsnorm, softmax,
-mlp_gelu, attention, matmul, conv2d_3x3, reduce_rows, and for `time` also copy (-D BYTES=N). Sizes not given with -D
+WORKLOAD is a name (softmax) or a .te path (te/lib/softmax.te): every te/lib workload (conv2d is its stride-2
+layer), mlp_gelu and conv2d_3x3 of bench/workloads, and for `time` also copy (-D BYTES=N). Sizes not given with -D
 come from the --verify files' shapes, else the .te file's "# bench-sizes:" line ("# sizes:" with --small).
 
 time modes: eager; compile (torch.compile default), max-autotune, reduce-overhead, max-autotune-no-cudagraphs
@@ -113,6 +113,11 @@ def f_mm(A, B):
 
 def f_conv2d_3x3(X, K):
     return F.conv2d(X, K, padding=1)
+
+
+def f_conv2d(X, K):
+    # te/lib/conv2d.te: 3x3, padding 1, stride 2
+    return F.conv2d(X, K, padding=1, stride=2)
 
 
 def f_reduce_rows(X):
@@ -236,6 +241,11 @@ WORKLOADS = {
                        out=('Y', ('N', 'F', 'H', 'W')), red=lambda s: s['C'] * 9,
                        flops=lambda s: 2 * s['N'] * s['F'] * s['H'] * s['W'] * s['C'] * 9,
                        fallback='N=1 C=64 H=56 W=56 F=64', dyn='H'),
+    'conv2d': dict(fn=f_conv2d, inputs=[('X', ('N', 'C', 'H', 'W')), ('K', ('F', 'C', 3, 3))],
+                   out=('Y', ('N', 'F', lambda s: (s['H'] - 1) // 2 + 1, lambda s: (s['W'] - 1) // 2 + 1)),
+                   red=lambda s: s['C'] * 9,
+                   flops=lambda s: 2 * s['N'] * s['F'] * ((s['H'] - 1) // 2 + 1) * ((s['W'] - 1) // 2 + 1) * s['C'] * 9,
+                   fallback='N=1 C=64 H=56 W=56 F=128', dyn='H'),
     'reduce_rows': dict(fn=f_reduce_rows, inputs=[('X', ('N', 'D'))], out=('Y', ('N',)), red=lambda s: s['D'],
                         flops=None, fallback='N=4096 D=4096', dyn='N'),
     'batch_matmul': dict(fn=f_batch_matmul, inputs=[('A', ('L', 'M', 'K')), ('B', ('L', 'K', 'N'))],

@@ -39,6 +39,25 @@ expect 1 "bad target" -- env BUILD="$B" TARGET=tpu LOGDIR="$T/x" bench/suite.sh
 expect 1 "bad RUN_TIMEOUT" -- env BUILD="$B" RUN_TIMEOUT=0 LOGDIR="$T/x" bench/suite.sh
 has err "RUN_TIMEOUT must be a positive number" "the bad limit named"
 
+# a workload name run with another program (ARGS_conv2d=te/lib/conv2d.te, the stride-2 layer) is labelled by the
+# program the suite ran, not by the name's default
+mkdir -p "$T/lbl"
+printf '%s\n' "build/kgen tune te/lib/conv2d.te -D N=1 -D C=8 -D H=9 -D W=9 -D F=4 --log $T/lbl/conv2d.fused.kglog" \
+  "build/kgen tune bench/workloads/mlp_gelu.te -D M=8 -D K=8 -D N=8 --log $T/lbl/mlp_gelu.fused.kglog" > "$T/lbl/commands.txt"
+"$PY" - "$T/lbl" <<'EOF' || { echo "FAIL: the report's labels by program"; fail=1; }
+import sys
+sys.path.insert(0, 'bench')
+import suite_report as r
+d = sys.argv[1]
+assert r.program_of(d, 'conv2d') == 'conv2d' and r.program_of(d, 'softmax') == '', r.program_of(d, 'conv2d')
+for w in ('conv2d', 'mlp_gelu', 'softmax'):
+    r.PROGRAMS[w] = r.program_of(d, w)
+assert r.label('conv2d') == 'conv2d 3x3 stride 2', r.label('conv2d')
+assert r.label('mlp_gelu') == 'MLP epilogue (matmul+bias+GELU)' and r.label('softmax') == 'softmax'
+r.PROGRAMS['conv2d'] = 'conv2d_3x3'
+assert r.label('conv2d') == 'conv2d 3x3 (ResNet-50 layer)', r.label('conv2d')
+EOF
+
 L="$T/logs"
 R="$T/res"
 expect 0 "a small suite" -- env BUILD="$B" TARGET=c TRIALS=4 WORKLOADS="softmax matmul" CURVE_WORKLOADS=matmul \

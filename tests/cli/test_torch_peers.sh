@@ -69,6 +69,8 @@ run_one depthwise_conv2d "$T/depthwise" eager -D N=2 -D C=3 -D H=5 -D W=6
 run_one mlp_epilogue "$T/mlp_epilogue" eager,eager-out -D M=9 -D N=5 -D K=7
 run_one batch_matmul "$T/batch_matmul" eager -D L=2 -D M=5 -D N=7 -D K=3
 run_one matvec "$T/matvec" eager,eager-out -D M=9 -D K=13
+# the stride-2 convolution of te/lib/conv2d.te (odd sizes: the output's extent rounds up)
+run_one conv2d "$T/conv2d" eager -D N=2 -D C=3 -D H=9 -D W=11 -D F=4
 # a saved output whose computed extent disagrees with the inputs' sizes
 mkdir -p "$T/pool_bad" && cp "$T/maxpool2d/Y.npy" "$T/pool_bad/"
 expect 0 "kgen run maxpool2d, other sizes" -- $K run maxpool2d -D N=2 -D C=3 -D H=15 -D W=10 --save "$T/pool_other"
