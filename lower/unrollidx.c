@@ -14,10 +14,20 @@
  * constant last. The index's value is the same, so the results are bit-identical. Unrolled loops are those the
  * schedule unrolls and the constant loops of a register accumulator's tile, which gcc unrolls completely.
  *
+ * The order is not always enough. When the copies sit around a vectorized loop, gcc's vectorizer gives each copy's
+ * access a pointer of its own, computed from the whole index, and keeps all of them live through the loop around
+ * (a stride-2 convolution's 7 broadcast input pixels around 16 output channels in lanes: 7 pointers, spilled, the
+ * kernel 1.3x slower than with one). So the part of such an index that no unrolled or inner loop changes (the terms
+ * whose variables are declared outside the outermost unrolled loop, at least two of them or one that is not a
+ * plain variable) is computed once, in a LET `kg_oN` just before that loop, and the index becomes kg_oN plus the
+ * rest: every copy then shares one base. The loop's body is copied first, so that statements it shared with
+ * another version of its nest (which may not be unrolled, and lacks the LET) keep their own indices; a body that
+ * holds statements other than loops, sequences, stores, LETs, IFs, comments and allocations is left as it was.
+ *
  * Requires: lowered IR for KG_TARGET_C (variable ids below f->n_vars), after kg_lower_regacc (whose accumulator
  * slots are indexed by the unrolled variables too). Guarantees: IR that the verifier accepts; only index
- * expressions of loads and stores change. Statements shared between versions of a nest are rewritten once per
- * visit, to the same value. */
+ * expressions of loads and stores change, and LETs of INT values are added before unrolled loops. Statements
+ * shared between versions of a nest are rewritten once per visit, to the same value. */
 #include <stdlib.h>
 #include <string.h>
 #include "../base/xalloc.h"
@@ -32,6 +42,10 @@ typedef struct uctx {
   unsigned char *unrolled; /* by variable id: it varies with an unrolled loop's variable */
   int nunrolled;           /* unrolled loops around the statement being visited */
   unsigned char *scratch;  /* by variable id: all clear between uses */
+  kg_lowered *f;           /* for new variables' ids */
+  int hoist_depth;         /* terms of variables declared at this depth or above are hoisted (-1: none) */
+  kg_irstmt *hoisted;      /* the LETs for the outermost unrolled loop being visited (a SEQ), or NULL */
+  int nhoisted;            /* LETs made in the function: their names' numbers */
 } uctx;
 
 /* The deepest declaration depth of the variables e uses (0 for none: sizes and constants). */
@@ -53,8 +67,21 @@ static int term_key(const uctx *U, const kg_irexpr *atom) {
   return unrolled * 1000000 + max_depth(U, atom);
 }
 
-/* index rewritten when it varies with an unrolled loop's variable; else index itself */
-static kg_irexpr *reorder_index(uctx *U, kg_irexpr *index) {
+/* The part of an index that is invariant in the outermost unrolled loop, l's first n terms, as a LET before that
+ * loop (uctx.hoisted); the index becomes its variable plus the rest of l. */
+static kg_irexpr *hoist_terms(uctx *U, kg_affine *l, int n) {
+  kg_irvar *v = KG_NEW(U->a, kg_irvar);
+  v->name = kg_arena_printf(U->a, "kg_o%d", U->nhoisted++);
+  v->id = U->f->n_vars++;
+  kg_affine head = {.ok = 1, .c = 0, .t = l->t, .n = n};
+  kg_ir_seq_push(U->a, U->hoisted, kg_ir_let(U->a, v, kg_bounds_affine_ir(U->a, &head)));
+  kg_affine rest = {.ok = 1, .c = l->c, .t = l->t + n, .n = l->n - n};
+  return kg_ir_binary(U->a, KG_OP_ADD, kg_ir_var(U->a, v), kg_bounds_affine_ir(U->a, &rest));
+}
+
+/* index rewritten when it varies with an unrolled loop's variable; else index itself. An index of buf (NULL: a
+ * LET's value, never hoisted) may have its invariant part hoisted. */
+static kg_irexpr *reorder_index(uctx *U, kg_irexpr *index, const kg_buffer *buf) {
   if (index->ty != KG_TY_INT || !kg_ir_uses_marked(index, U->unrolled, U->nvars)) return index;
   kg_affine l = kg_bounds_affine(U->a, index, U->lets, U->nvars);
   if (!l.ok || l.n == 0) return index;
@@ -70,7 +97,13 @@ static kg_irexpr *reorder_index(uctx *U, kg_irexpr *index) {
       key[j] = key[j - 1];
       key[j - 1] = k;
     }
+  /* the leading terms invariant in the outermost unrolled loop (sorted: not unrolled, outermost first); a
+   * register accumulator's slots stay constants */
+  int n = 0;
+  if (U->hoisted && buf && !buf->reg_acc)
+    while (n < l.n && key[n] <= U->hoist_depth) n++;
   free(key);
+  if (n >= 2 || (n == 1 && (l.t[0].atom->kind != KG_IRE_VAR || l.t[0].coef != 1))) return hoist_terms(U, &l, n);
   return kg_bounds_affine_ir(U->a, &l);
 }
 
@@ -79,7 +112,7 @@ static void visit_expr(uctx *U, kg_irexpr *e) {
   kg_irexpr **kids[KG_IR_MAX_CHILDREN];
   int n = kg_ir_children(e, kids);
   for (int i = 0; i < n; i++) visit_expr(U, *kids[i]);
-  if (e->kind == KG_IRE_LOAD) e->load.index = reorder_index(U, e->load.index);
+  if (e->kind == KG_IRE_LOAD) e->load.index = reorder_index(U, e->load.index, e->load.buf);
 }
 
 /* Is s a store into a register accumulator, or of one's element back, whose slot (a sum over the nest's loop
@@ -106,6 +139,66 @@ static int unrolled_loop(uctx *U, const kg_irstmt *s) {
   return r;
 }
 
+/* A copy of e, every node its own. */
+static kg_irexpr *copy_expr(kg_arena *a, const kg_irexpr *e) {
+  kg_irexpr *c = KG_NEW(a, kg_irexpr);
+  *c = *e;
+  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
+  int n = kg_ir_children(c, kids);
+  for (int i = 0; i < n; i++) *kids[i] = copy_expr(a, *kids[i]);
+  return c;
+}
+
+/* Can copy_stmt copy s? */
+static int copyable(const kg_irstmt *s) {
+  if (!s) return 1;
+  switch (s->kind) {
+    case KG_IRS_SEQ:
+      for (int i = 0; i < s->seq.n; i++)
+        if (!copyable(s->seq.items[i])) return 0;
+      return 1;
+    case KG_IRS_FOR: return copyable(s->loop.body);
+    case KG_IRS_IF: return copyable(s->cond.then) && copyable(s->cond.otherwise);
+    case KG_IRS_ALLOC: return copyable(s->alloc.body);
+    case KG_IRS_STORE:
+    case KG_IRS_LET:
+    case KG_IRS_COMMENT: return 1;
+    default: return 0;
+  }
+}
+
+/* A copy of s (copyable), its statements and expressions its own; variables and buffers are shared. */
+static kg_irstmt *copy_stmt(kg_arena *a, const kg_irstmt *s) {
+  if (!s) return NULL;
+  if (s->kind == KG_IRS_SEQ) {
+    kg_irstmt *c = kg_ir_seq(a);
+    c->pos = s->pos;
+    for (int i = 0; i < s->seq.n; i++) kg_ir_seq_push(a, c, copy_stmt(a, s->seq.items[i]));
+    return c;
+  }
+  kg_irstmt *c = KG_NEW(a, kg_irstmt);
+  *c = *s;
+  switch (s->kind) {
+    case KG_IRS_FOR:
+      c->loop.extent = copy_expr(a, s->loop.extent);
+      c->loop.body = copy_stmt(a, s->loop.body);
+      break;
+    case KG_IRS_IF:
+      c->cond.cond = copy_expr(a, s->cond.cond);
+      c->cond.then = copy_stmt(a, s->cond.then);
+      c->cond.otherwise = copy_stmt(a, s->cond.otherwise);
+      break;
+    case KG_IRS_ALLOC: c->alloc.body = copy_stmt(a, s->alloc.body); break;
+    case KG_IRS_STORE:
+      c->store.index = copy_expr(a, s->store.index);
+      c->store.value = copy_expr(a, s->store.value);
+      break;
+    case KG_IRS_LET: c->let.value = copy_expr(a, s->let.value); break;
+    default: break;
+  }
+  return c;
+}
+
 static void visit_stmt(uctx *U, kg_irstmt *s, int depth) {
   if (!s) return;
   switch (s->kind) {
@@ -118,9 +211,29 @@ static void visit_stmt(uctx *U, kg_irstmt *s, int depth) {
         U->depth[id] = depth + 1;
         U->unrolled[id] = (unsigned char)unrolled;
       }
+      /* the outermost unrolled loop: its invariant index parts hoisted before it, into a copy of its body */
+      int outer = unrolled && !U->hoisted && copyable(s->loop.body);
+      if (outer) {
+        s->loop.body = copy_stmt(U->a, s->loop.body);
+        U->hoisted = kg_ir_seq(U->a);
+        U->hoist_depth = depth;
+      }
       U->nunrolled += unrolled;
       visit_stmt(U, s->loop.body, depth + 1);
       U->nunrolled -= unrolled;
+      if (outer) {
+        kg_irstmt *lets = U->hoisted;
+        U->hoisted = NULL;
+        U->hoist_depth = -1;
+        if (lets->seq.n) {
+          /* s becomes { LETs; the loop } in place, for every statement that holds it */
+          kg_irstmt *loop = KG_NEW(U->a, kg_irstmt);
+          *loop = *s;
+          kg_ir_seq_push(U->a, lets, loop);
+          lets->pos = s->pos;
+          *s = *lets;
+        }
+      }
       break;
     }
     case KG_IRS_LET: {
@@ -134,7 +247,7 @@ static void visit_stmt(uctx *U, kg_irstmt *s, int depth) {
     }
     case KG_IRS_STORE:
       if (!U->nunrolled) break;
-      s->store.index = reorder_index(U, s->store.index);
+      s->store.index = reorder_index(U, s->store.index, s->store.buf);
       visit_expr(U, s->store.value);
       break;
     case KG_IRS_IF:
@@ -149,7 +262,7 @@ static void visit_stmt(uctx *U, kg_irstmt *s, int depth) {
 
 void kg_lower_unroll_index(kg_arena *a, kg_lowered *f) {
   size_t n = (size_t)(f->n_vars > 0 ? f->n_vars : 1);
-  uctx U = {.a = a, .nvars = f->n_vars};
+  uctx U = {.a = a, .nvars = f->n_vars, .f = f, .hoist_depth = -1};
   U.lets = kg_xrealloc(NULL, sizeof *U.lets * n);
   U.depth = kg_xrealloc(NULL, sizeof *U.depth * n);
   U.unrolled = kg_xrealloc(NULL, n);

@@ -137,6 +137,21 @@ static void ok_case(const char *what, const char *src, const char *sizes, const 
   outcome_free(&o);
 }
 
+/* Every index in code ending with suffix (" + x * 2]") is a hoisted base plus it ("[kg_oN + x * 2]"), and there
+ * is at least one: the unrolled copies' reads share one base (lower/unrollidx.c). */
+static int all_via_base(const char *code, const char *suffix) {
+  int n = 0;
+  for (const char *p = code ? strstr(code, suffix) : NULL; p; p = strstr(p + 1, suffix)) {
+    const char *b = p;
+    while (b > code && b[-1] != '[') b--;
+    if (strncmp(b, "kg_o", 4) != 0) return 0;
+    for (b += 4; b < p; b++)
+      if (*b < '0' || *b > '9') return 0;
+    n++;
+  }
+  return n > 0;
+}
+
 static int count(const char *hay, const char *needle) {
   int n = 0;
   for (const char *p = hay ? strstr(hay, needle) : NULL; p; p = strstr(p + 1, needle)) n++;
@@ -192,22 +207,63 @@ static void test_matmul(void) {
   CHECK_STR_CONTAINS(o.code, "#pragma GCC unroll 3");
   outcome_free(&o);
 
-  /* under an unrolled loop, an index that varies with it ends with its term (lower/unrollidx.c): the unrolled
-   * copies then share one base address and differ by a constant, where A[C_i * 8 + k] (C_i = i.o * 8 + i.i) would
-   * give gcc one register per row, which it spills in larger tiles; indices free of it keep their LETs */
+  /* under an unrolled loop, an index that varies with it ends with its term (lower/unrollidx.c), and its part
+   * that the unrolled loop does not change is a LET before that loop: the unrolled copies then share one base
+   * address and differ by a constant, where A[C_i * 8 + k] (C_i = i.o * 8 + i.i) would give gcc one register per
+   * row, which it spills in larger tiles; indices free of it keep their LETs */
   o = expect_ok("matmul unrolled rows", KG_TEST_MATMUL, "M=16 N=32 K=8",
                 "split C i 8\nsplit C j 16\nreorder C i.o j.o k i.i j.i\nunroll C i.i\nvectorize C j.i\n");
-  CHECK_STR_CONTAINS(o.code, "A[i_o * 64 + k + i_i * 8]");
+  CHECK_STR_CONTAINS(o.code, "const int64_t kg_o0 = i_o * 64 + k;\n");
+  CHECK_STR_CONTAINS(o.code, "A[kg_o0 + i_i * 8]");
   CHECK_STR_CONTAINS(o.code, "B[k * 32 + C_j]");
-  CHECK_STR_CONTAINS(o.code, "C[i_o * 256 + j_o * 16 + j_i + i_i * 32] = kg_acc0[j_i + i_i * 16];");
+  CHECK_STR_CONTAINS(o.code, "const int64_t kg_o1 = i_o * 256 + j_o * 16;\n");
+  CHECK_STR_CONTAINS(o.code, "C[kg_o1 + (j_i + i_i * 32)] = kg_acc0[j_i + i_i * 16];");
+  /* the LET comes before the unrolled loop, inside the loop it varies with */
+  const char *let = o.code ? strstr(o.code, "const int64_t kg_o0") : NULL;
+  const char *kloop = o.code ? strstr(o.code, "for (int64_t k = 0;") : NULL;
+  const char *iloop = kloop ? strstr(kloop, "for (int64_t i_i = 0;") : NULL;
+  CHECK(let && kloop && iloop && kloop < let && let < iloop);
   outcome_free(&o);
+  /* a stride-2 convolution with 16 output channels in the lanes and 7 output pixels unrolled around them: the
+   * pixels' broadcast reads of the padded input share one base (kg_o0), not 7 pointers */
+  static const char conv_s2[] =
+      "def conv2d(X: f32[N, C, H, W], K: f32[F, C, 3, 3]) -> (Y: f32[N, F, (H + 2 - 3) / 2 + 1, (W + 2 - 3) / 2 + 1]) "
+      "{\n  P[n, c, h, w] : f32[N, C, H + 2, W + 2] = select(h >= 1 && h <= H && w >= 1 && w <= W, X[n, c, h - 1, w - "
+      "1], 0.0)\n  Y[n, f, y, x] = sum[c, r, s](P[n, c, y * 2 + r, x * 2 + s] * K[f, c, r, s])\n}\n";
+  static const char conv_s2_trace[] =
+      "cache_write Y local\nreorder_storage Y.local n y x f\ncache_read K local Y.local\n"
+      "reorder_storage K.local ax1 ax2 ax3 ax0\nvectorize K.local ax0\nsplit Y x 7\nsplit Y f 16\n"
+      "reorder Y n y f.o x.o x.i f.i\nfuse Y n y\nfuse Y n*y f.o\nparallel Y n*y*f.o\ncompute_at Y.local Y x.o\n"
+      "reorder Y.local n y c r s x f\nunroll Y.local x\nvectorize Y.local f\n";
+  o = expect_ok("stride-2 conv, channels in lanes", conv_s2, "N=1 C=3 H=27 W=27 F=32", conv_s2_trace);
+  CHECK(all_via_base(o.code, " + x * 2]"));
+  CHECK(count(o.code, "P[kg_o") == 1);
+  outcome_free(&o);
+  /* a ragged tile (7 does not divide 15 pixels): the nest is versioned (register tile for the whole tiles, the
+   * plain loop for the last), the two versions share their statements, and only the unrolled one gets the LET */
+  o = expect_ok("stride-2 conv, ragged pixel tiles", conv_s2, "N=1 C=3 H=29 W=29 F=32", conv_s2_trace);
+  CHECK(all_via_base(o.code, " + x * 2]"));
+  CHECK_STR_CONTAINS(o.code, "full tiles: constant extents");
+  outcome_free(&o);
+  /* the same without the schedule's unroll: the register tile's constant loops count as unrolled in the whole
+   * tiles' version, while the last tile's plain loop, which shares their statements, is not unrolled and must
+   * keep its own indices (a LET it lacks would not compile) */
+  char *no_unroll = strdup(conv_s2_trace);
+  char *u = strstr(no_unroll, "unroll Y.local x\n");
+  memmove(u, u + strlen("unroll Y.local x\n"), strlen(u + strlen("unroll Y.local x\n")) + 1);
+  o = expect_ok("stride-2 conv, ragged tiles, not unrolled", conv_s2, "N=1 C=3 H=29 W=29 F=32", no_unroll);
+  CHECK_STR_CONTAINS(o.code, "full tiles: constant extents");
+  CHECK(all_via_base(o.code, " + x * 2]"));
+  CHECK(count(o.code, " * 2 + s]") >= 1); /* the plain loop's read as lowering wrote it */
+  outcome_free(&o);
+  free(no_unroll);
   /* a register accumulator's tile loops count as unrolled (gcc unrolls them to keep the accumulators in
    * registers), its reduction loop and the loops around it do not */
   o = expect_ok("matmul register tile rows", KG_TEST_MATMUL, "M=16 N=32 K=8",
                 "split C i 8\nsplit C j 16\nreorder C i.o j.o k i.i j.i\nvectorize C j.i\n");
   CHECK_STR_CONTAINS(o.code, "kg_acc0");
-  CHECK_STR_CONTAINS(o.code, "A[i_o * 64 + k + i_i * 8]");
-  CHECK_STR_CONTAINS(o.code, "C[i_o * 256 + j_o * 16 + j_i + i_i * 32] = kg_acc0[j_i + i_i * 16];");
+  CHECK_STR_CONTAINS(o.code, "A[kg_o0 + i_i * 8]");
+  CHECK_STR_CONTAINS(o.code, "C[kg_o1 + (j_i + i_i * 32)] = kg_acc0[j_i + i_i * 16];");
   outcome_free(&o);
   /* vectorized loop with loops inside: no simd pragma */
   o = expect_ok("matmul vectorize outer", KG_TEST_MATMUL, sz, "vectorize C j\n");
