@@ -20,7 +20,8 @@
  * kernel 1.3x slower than with one). So the part of such an index that no unrolled or inner loop changes (the terms
  * whose variables are declared outside the outermost unrolled loop, at least two of them or one that is not a
  * plain variable) is computed once, in a LET `kg_oN` just before that loop, and the index becomes kg_oN plus the
- * rest: every copy then shares one base. The loop's body is copied first, so that statements it shared with
+ * rest: every copy then shares one base. Terms that load or divide by a non-constant stay where they are (the
+ * conditions inside the loop may be what keeps them valid). The loop's body is copied first, so that statements it shared with
  * another version of its nest (which may not be unrolled, and lacks the LET) keep their own indices; a body that
  * holds statements other than loops, sequences, stores, LETs, IFs, comments and allocations is left as it was.
  *
@@ -67,20 +68,39 @@ static int term_key(const uctx *U, const kg_irexpr *atom) {
   return unrolled * 1000000 + max_depth(U, atom);
 }
 
-/* The part of an index that is invariant in the outermost unrolled loop, l's first n terms, as a LET before that
- * loop (uctx.hoisted); the index becomes its variable plus the rest of l. */
-static kg_irexpr *hoist_terms(uctx *U, kg_affine *l, int n) {
+/* Can a term's atom be computed before the unrolled loop, where the conditions inside it no longer guard it? Not
+ * when it loads (an index read from a tensor) or divides by what is not a constant (a dynamic size, 0 where no
+ * iteration runs). */
+static int safe_early(const kg_irexpr *e) {
+  if (e->kind == KG_IRE_LOAD) return 0;
+  if (e->kind == KG_IRE_BINARY && (e->bin.op == KG_OP_DIV || e->bin.op == KG_OP_MOD) && e->bin.b->kind != KG_IRE_INT)
+    return 0;
+  kg_irexpr **kids[KG_IR_MAX_CHILDREN];
+  int n = kg_ir_children((kg_irexpr *)e, kids);
+  for (int i = 0; i < n; i++)
+    if (!safe_early(*kids[i])) return 0;
+  return 1;
+}
+
+/* The part of an index that is invariant in the outermost unrolled loop, the n terms of l that early marks, as a
+ * LET before that loop (uctx.hoisted); the index becomes its variable plus the other terms, in their order. */
+static kg_irexpr *hoist_terms(uctx *U, kg_affine *l, const unsigned char *early, int n) {
+  kg_affine_term *t = kg_xrealloc(NULL, sizeof *t * (size_t)l->n);
+  int h = 0, r = n;
+  for (int i = 0; i < l->n; i++) t[early[i] ? h++ : r++] = l->t[i];
   kg_irvar *v = KG_NEW(U->a, kg_irvar);
   v->name = kg_arena_printf(U->a, "kg_o%d", U->nhoisted++);
   v->id = U->f->n_vars++;
-  kg_affine head = {.ok = 1, .c = 0, .t = l->t, .n = n};
+  kg_affine head = {.ok = 1, .c = 0, .t = t, .n = n};
   kg_ir_seq_push(U->a, U->hoisted, kg_ir_let(U->a, v, kg_bounds_affine_ir(U->a, &head)));
-  kg_affine rest = {.ok = 1, .c = l->c, .t = l->t + n, .n = l->n - n};
-  return kg_ir_binary(U->a, KG_OP_ADD, kg_ir_var(U->a, v), kg_bounds_affine_ir(U->a, &rest));
+  kg_affine rest = {.ok = 1, .c = l->c, .t = t + n, .n = l->n - n};
+  kg_irexpr *index = kg_ir_binary(U->a, KG_OP_ADD, kg_ir_var(U->a, v), kg_bounds_affine_ir(U->a, &rest));
+  free(t);
+  return index;
 }
 
-/* index rewritten when it varies with an unrolled loop's variable; else index itself. An index of buf (NULL: a
- * LET's value, never hoisted) may have its invariant part hoisted. */
+/* index rewritten when it varies with an unrolled loop's variable; else index itself. An index into buf (not a
+ * register accumulator) may have its invariant part hoisted. */
 static kg_irexpr *reorder_index(uctx *U, kg_irexpr *index, const kg_buffer *buf) {
   if (index->ty != KG_TY_INT || !kg_ir_uses_marked(index, U->unrolled, U->nvars)) return index;
   kg_affine l = kg_bounds_affine(U->a, index, U->lets, U->nvars);
@@ -97,14 +117,22 @@ static kg_irexpr *reorder_index(uctx *U, kg_irexpr *index, const kg_buffer *buf)
       key[j] = key[j - 1];
       key[j - 1] = k;
     }
-  /* the leading terms invariant in the outermost unrolled loop (sorted: not unrolled, outermost first); a
-   * register accumulator's slots stay constants */
-  int n = 0;
-  if (U->hoisted && buf && !buf->reg_acc)
-    while (n < l.n && key[n] <= U->hoist_depth) n++;
+  /* the terms invariant in the outermost unrolled loop that are safe to compute before it; a register
+   * accumulator's slots stay constants */
+  int n = 0, plain = 1;
+  unsigned char *early = kg_xrealloc(NULL, (size_t)l.n);
+  for (int i = 0; i < l.n; i++) {
+    early[i] = U->hoisted && buf && !buf->reg_acc && key[i] <= U->hoist_depth && safe_early(l.t[i].atom);
+    if (early[i]) {
+      n++;
+      plain = l.t[i].atom->kind == KG_IRE_VAR && l.t[i].coef == 1;
+    }
+  }
   free(key);
-  if (n >= 2 || (n == 1 && (l.t[0].atom->kind != KG_IRE_VAR || l.t[0].coef != 1))) return hoist_terms(U, &l, n);
-  return kg_bounds_affine_ir(U->a, &l);
+  /* one plain variable gains nothing (and is what a second visit of a hoisted index finds) */
+  kg_irexpr *out = n >= 2 || (n == 1 && !plain) ? hoist_terms(U, &l, early, n) : kg_bounds_affine_ir(U->a, &l);
+  free(early);
+  return out;
 }
 
 /* The loads in e, their indices rewritten (in place: the new index has the same value wherever e is). */
