@@ -21,9 +21,10 @@
  * whose variables are declared outside the outermost unrolled loop, at least two of them or one that is not a
  * plain variable) is computed once, in a LET `kg_oN` just before that loop, and the index becomes kg_oN plus the
  * rest: every copy then shares one base. Terms that load or divide by a non-constant stay where they are (the
- * conditions inside the loop may be what keeps them valid). The loop's body is copied first, so that statements it shared with
- * another version of its nest (which may not be unrolled, and lacks the LET) keep their own indices; a body that
- * holds statements other than loops, sequences, stores, LETs, IFs, comments and allocations is left as it was.
+ * conditions inside the loop may be what keeps them valid). The loop's body is copied first, so that statements
+ * it shared with another version of its nest (which may not be unrolled, and lacks the LET) keep their own
+ * indices; a body that holds statements other than loops, sequences, stores, LETs, IFs, comments and allocations
+ * is left as it was.
  *
  * Requires: lowered IR for KG_TARGET_C (variable ids below f->n_vars), after kg_lower_regacc (whose accumulator
  * slots are indexed by the unrolled variables too). Guarantees: IR that the verifier accepts; only index

@@ -10,6 +10,7 @@
 #include "compiler.h"
 #include "pch.h"
 #include "../codegen/kernel_flags.h"
+#include <assert.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -113,6 +114,7 @@ int kg_cpu_build(const char *src, const char *fn_name, kg_cpu_module *m) {
     int j = 0, n = 0;
     while (argv[n]) n++;
     while (j < n && argv[j] != flags[0]) j++;
+    assert(j + 1 < n); /* kernel_argv keeps every flag: 80 words hold the compiler's 32, the kernel flags and them */
     memmove(argv + j, argv + j + 2, sizeof *argv * (size_t)(n - j - 1)); /* with the NULL */
     char *log2 = NULL;
     int st2 = kg_compiler_run_command(argv, m->dir, &log2);
