@@ -6,6 +6,7 @@
 #   bench/hand/run.sh expf                 libmvec's exp against an inline vscalefps one (expf_vscalef.c)
 #   bench/hand/run.sh vmath                libmvec's exp and erf against kgen's prelude's (vmath.c; needs build/kgen)
 #   bench/hand/run.sh fma_peak [SECONDS]   the FMA peak of one thread and of all (fma_peak.c; AVX2 or AVX-512)
+#   bench/hand/run.sh conv2d_s2 [XT]       stride-2 conv, channels in lanes, XT pixels a tile (conv2d_s2.c)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CC=${CC:-cc}
@@ -17,6 +18,7 @@ case "${1:-}" in
   transpose) src=transpose16.c ;;
   expf) src=expf_vscalef.c ;;
   fma_peak) src=fma_peak.c ;;
+  conv2d_s2) src=conv2d_s2.c; extra=(-DXT="${2:-7}") ;;
   vmath)
     src=vmath.c
     # the prelude as kgen prints it for a kernel that calls exp, erf and tanh (a unit defines the vector variants
@@ -25,7 +27,7 @@ case "${1:-}" in
     "${BUILD:-build}/kgen" lower "$out/vmath.te" -D N=16 --target c --dump c > "$out/prelude.c"
     extra=(-include "$out/prelude.c")
     ;;
-  *) echo "usage: bench/hand/run.sh transpose [TI TJ] | expf | vmath | fma_peak [SECONDS]" >&2; exit 2 ;;
+  *) echo "usage: bench/hand/run.sh transpose [TI TJ] | expf | vmath | fma_peak [SECONDS] | conv2d_s2 [XT]" >&2; exit 2 ;;
 esac
 if [ "$src" = fma_peak.c ] && ! grep -qw avx2 /proc/cpuinfo 2> /dev/null; then
   echo "bench/hand: no AVX2 on this CPU: skipped"
